@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# rrds top-level make targets.
+#
+#   make KDIR=<kernel build dir>   build rrds.ko against that kernel
+#   make check                     set up, build, lint and run the selftests in a VM
+#   make demo                      boot the VM, load rrds on rxe and siw, show what it sees
+#
+# KDIR defaults to the cached test kernel (scripts/kernel-dir builds it on first use).
+
+KDIR ?=
+# Evaluated by the shell in each recipe that needs it, so `make clean` builds nothing.
+kdir = $(if $(KDIR),$(KDIR),$$($(CURDIR)/scripts/kernel-dir))
+LLVM ?= 1
+RRDS_WERROR ?= 1
+export RRDS_WERROR
+
+SHELL := /bin/bash
+kmake = $(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM)
+
+.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo setup
+
+all: modules
+
+modules:
+	$(kmake) modules
+
+clippy:
+	$(kmake) CLIPPY=1 modules
+
+rustfmt:
+	rustfmt --edition 2021 $(wildcard rust/*.rs rust/*/*.rs)
+
+rustfmt-check:
+	rustfmt --check --edition 2021 $(wildcard rust/*.rs rust/*/*.rs)
+
+selftests:
+	$(MAKE) -C selftests KDIR=$(kdir)
+
+clean:
+	rm -f rrds.ko rrds.o rrds.mod rrds.mod.c rrds.mod.o modules.order Module.symvers .*.cmd rust/*.o rust/.*.cmd rust/.*.d
+	rm -f rust/bindings_generated.rs rust/.bindings_generated.rs.cmd rust/.bindings_generated.rs.d
+	$(MAKE) -C selftests clean
+
+setup:
+	scripts/setup
+
+check:
+	scripts/check
+
+demo:
+	scripts/demo

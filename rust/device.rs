@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The RDMA devices rrds knows of: one record per device ib_core hands us.
+//!
+//! Records are created by the `ib_client` `add` callback and dropped by
+//! `remove`. Later layers (PD, CQs, the registration QP, the XRC manager)
+//! hang their per-device state off [`RdmaDevice`].
+
+use core::fmt;
+use kernel::{
+    prelude::*,
+    sync::{
+        Arc,
+        Mutex, //
+    },
+};
+
+use crate::ffi::{
+    bindings,
+    ib_client::IbClientOps,
+    ib_device::{
+        DeviceCaps,
+        DeviceName,
+        IbDevice,
+        Transport, //
+    },
+};
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialised by `init()` in module init, before the ib_client (the only
+    // other user) is registered.
+    unsafe(uninit) static DEVICES: Mutex<KVec<Arc<RdmaDevice>>> = KVec::new();
+}
+
+/// Initialises the device table. Call once, in module init, before registering the client.
+pub(crate) fn init() {
+    // SAFETY: Module init calls this exactly once, before any other use of `DEVICES`.
+    unsafe { DEVICES.init() };
+}
+
+/// One RDMA device as rrds sees it.
+///
+/// # Invariants
+///
+/// `device` points to a registered `ib_device` while the record is in `DEVICES`:
+/// the `ib_client` `remove` callback takes the record out before it returns.
+pub(crate) struct RdmaDevice {
+    device: *mut bindings::ib_device,
+    caps: DeviceCaps,
+    /// Kept in step with ib_core's renames by the `rename` callback.
+    name: Mutex<DeviceName>,
+}
+
+// SAFETY: `device` is only compared (identity), never dereferenced through the
+// record; the other fields are `Send`/`Sync` themselves.
+unsafe impl Send for RdmaDevice {}
+// SAFETY: See `Send`.
+unsafe impl Sync for RdmaDevice {}
+
+impl RdmaDevice {
+    fn new(device: &IbDevice) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            try_pin_init!(Self {
+                device: device.as_raw(),
+                caps: device.caps(),
+                name <- kernel::new_mutex!(device.name()),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    pub(crate) fn caps(&self) -> &DeviceCaps {
+        &self.caps
+    }
+
+    pub(crate) fn name(&self) -> DeviceName {
+        *self.name.lock()
+    }
+}
+
+/// The `ib_client` operations of rrds: keep `DEVICES` in step with ib_core.
+pub(crate) struct DeviceClient;
+
+impl IbClientOps for DeviceClient {
+    fn add(device: &IbDevice) -> Result {
+        let record = RdmaDevice::new(device)?;
+        let caps = record.caps;
+        if caps.transport == Transport::Other {
+            // Neither IB, RoCE nor iWARP: rdma_cm cannot connect over it.
+            pr_info!("ignoring {}: no IB, RoCE or iWARP port\n", device.name());
+            return Err(EOPNOTSUPP);
+        }
+        DEVICES.lock().push(record, GFP_KERNEL)?;
+        pr_info!(
+            "device {} added: {} {}, fast-reg pages {}, atomics {}, xrc {}\n",
+            device.name(),
+            caps.node_type,
+            caps.transport,
+            caps.max_fast_reg_page_list_len,
+            caps.atomic,
+            if caps.xrc { "yes" } else { "no" },
+        );
+        Ok(())
+    }
+
+    fn remove(device: &IbDevice) {
+        let mut devices = DEVICES.lock();
+        // INVARIANT: the record leaves the table before ib_core lets the device go.
+        devices.retain(|d| d.device != device.as_raw());
+        drop(devices);
+        pr_info!("device {} removed\n", device.name());
+    }
+
+    fn rename(device: &IbDevice) {
+        let devices = DEVICES.lock();
+        if let Some(record) = devices.iter().find(|d| d.device == device.as_raw()) {
+            *record.name.lock() = device.name();
+        }
+    }
+}
+
+/// Writes the device table, one line per device under a header: the format of
+/// debugfs `rrds/devices` (Documentation/admin-guide.rst).
+pub(crate) fn show(f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    writeln!(
+        f,
+        "name node_type transport ports max_fast_reg_page_list_len atomic masked_atomic \
+         xrc mem_mgt_ext max_qp max_qp_wr max_send_sge max_sge_rd max_mr_size"
+    )?;
+    for device in DEVICES.lock().iter() {
+        let c = device.caps();
+        writeln!(
+            f,
+            "{} {} {} {} {} {} {} {} {} {} {} {} {} {:#x}",
+            device.name(),
+            c.node_type,
+            c.transport,
+            c.port_count,
+            c.max_fast_reg_page_list_len,
+            c.atomic,
+            c.masked_atomic,
+            yes_no(c.xrc),
+            yes_no(c.mem_mgt_extensions),
+            c.max_qp,
+            c.max_qp_wr,
+            c.max_send_sge,
+            c.max_sge_rd,
+            c.max_mr_size,
+        )?;
+    }
+    Ok(())
+}
+
+fn yes_no(value: bool) -> &'static str {
+    if value {
+        "yes"
+    } else {
+        "no"
+    }
+}

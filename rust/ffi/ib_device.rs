@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `struct ib_device`: an RDMA device as ib_core hands it to its clients.
+
+use core::{
+    fmt,
+    ops::RangeInclusive, //
+};
+use kernel::{
+    prelude::*,
+    types::Opaque, //
+};
+
+use super::bindings;
+
+/// A borrowed RDMA device.
+///
+/// # Invariants
+///
+/// `self.0` is a `struct ib_device` registered with ib_core. A `&IbDevice` is only
+/// handed out inside ib_core's client callbacks, and ib_core keeps the device
+/// registered until the client's `remove` callback for it has returned.
+#[repr(transparent)]
+pub(crate) struct IbDevice(Opaque<bindings::ib_device>);
+
+/// Node type of a device (`enum rdma_node_type`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NodeType {
+    Ca,
+    Switch,
+    Router,
+    Rnic,
+    Usnic,
+    UsnicUdp,
+    Unspecified,
+    Unknown(u32),
+}
+
+/// The wire protocol a port speaks; RoCE and InfiniBand share the IB transport.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Transport {
+    Infiniband,
+    Roce,
+    Iwarp,
+    Other,
+}
+
+/// Atomic operation support (`enum ib_atomic_cap`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AtomicCap {
+    None,
+    /// Atomic with respect to this device's own operations.
+    Hca,
+    /// Atomic with respect to the CPU as well.
+    Global,
+    Unknown(u32),
+}
+
+/// What rrds needs to know of a device's capabilities; fixed once it is registered.
+#[derive(Clone, Copy)]
+pub(crate) struct DeviceCaps {
+    pub(crate) node_type: NodeType,
+    pub(crate) transport: Transport,
+    pub(crate) port_count: u32,
+    pub(crate) max_fast_reg_page_list_len: u32,
+    pub(crate) atomic: AtomicCap,
+    pub(crate) masked_atomic: AtomicCap,
+    pub(crate) xrc: bool,
+    pub(crate) mem_mgt_extensions: bool,
+    pub(crate) max_qp: i32,
+    pub(crate) max_qp_wr: i32,
+    pub(crate) max_send_sge: i32,
+    pub(crate) max_sge_rd: i32,
+    pub(crate) max_mr_size: u64,
+}
+
+/// A device name: `IB_DEVICE_NAME_MAX` bytes, NUL padded.
+#[derive(Clone, Copy)]
+pub(crate) struct DeviceName([u8; bindings::IB_DEVICE_NAME_MAX as usize]);
+
+impl IbDevice {
+    /// Borrows the device behind `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must point to a registered `struct ib_device` that stays registered for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
+        // SAFETY: `IbDevice` is a transparent wrapper of `ib_device`; the caller guarantees
+        // the pointer is valid for `'a`.
+        unsafe { &*ptr.cast() }
+    }
+
+    /// The raw pointer, for identity comparisons and for the other `ffi` wrappers.
+    pub(crate) fn as_raw(&self) -> *mut bindings::ib_device {
+        self.0.get()
+    }
+
+    fn raw_ref(&self) -> &bindings::ib_device {
+        // SAFETY: By the type invariant the device is registered, hence initialised; the
+        // fields rrds reads through this reference (`attrs`, `node_type`, `phys_port_cnt`)
+        // are written by the driver before registration and never after.
+        unsafe { &*self.as_raw() }
+    }
+
+    /// The device's current name.
+    ///
+    /// ib_core calls every client's `rename` callback after a rename, and calls the
+    /// callbacks with the device's registration lock held, so reading the name from
+    /// a callback does not race with a rename.
+    pub(crate) fn name(&self) -> DeviceName {
+        // `c_char` is `i8` or `u8` depending on the architecture.
+        DeviceName(self.raw_ref().name.map(|c| c as u8))
+    }
+
+    /// Ports are numbered from 1 on most devices, from 0 on switches.
+    pub(crate) fn ports(&self) -> RangeInclusive<u32> {
+        let dev = self.as_raw();
+        // SAFETY: `dev` is a registered device (type invariant).
+        let (start, end) = unsafe { (bindings::rrds_rdma_start_port(dev), bindings::rrds_rdma_end_port(dev)) };
+        start..=end
+    }
+
+    /// The transport of `port`.
+    pub(crate) fn port_transport(&self, port: u32) -> Transport {
+        let dev = self.as_raw();
+        // SAFETY: `dev` is a registered device (type invariant); the callers pass a port
+        // from `self.ports()`, which the helpers index by.
+        unsafe {
+            if bindings::rrds_rdma_protocol_iwarp(dev, port) {
+                Transport::Iwarp
+            } else if bindings::rrds_rdma_protocol_roce(dev, port) {
+                Transport::Roce
+            } else if bindings::rrds_rdma_protocol_ib(dev, port) {
+                Transport::Infiniband
+            } else {
+                Transport::Other
+            }
+        }
+    }
+
+    /// The capabilities rrds plans with.
+    pub(crate) fn caps(&self) -> DeviceCaps {
+        let raw = self.raw_ref();
+        let attrs = &raw.attrs;
+        let ports = self.ports();
+        DeviceCaps {
+            node_type: NodeType::from_raw(u32::from(raw.node_type)),
+            // All ports of one device speak the same protocol in every driver there is;
+            // the first port stands for the device.
+            transport: self.port_transport(*ports.start()),
+            port_count: ports.end() + 1 - ports.start(),
+            max_fast_reg_page_list_len: attrs.max_fast_reg_page_list_len,
+            atomic: AtomicCap::from_raw(attrs.atomic_cap),
+            masked_atomic: AtomicCap::from_raw(attrs.masked_atomic_cap),
+            xrc: attrs.device_cap_flags & u64::from(bindings::ib_device_cap_flags_IB_DEVICE_XRC) != 0,
+            mem_mgt_extensions: attrs.device_cap_flags
+                & u64::from(bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS)
+                != 0,
+            max_qp: attrs.max_qp,
+            max_qp_wr: attrs.max_qp_wr,
+            max_send_sge: attrs.max_send_sge,
+            max_sge_rd: attrs.max_sge_rd,
+            max_mr_size: attrs.max_mr_size,
+        }
+    }
+}
+
+impl NodeType {
+    fn from_raw(raw: u32) -> Self {
+        match raw {
+            bindings::rdma_node_type_RDMA_NODE_IB_CA => Self::Ca,
+            bindings::rdma_node_type_RDMA_NODE_IB_SWITCH => Self::Switch,
+            bindings::rdma_node_type_RDMA_NODE_IB_ROUTER => Self::Router,
+            bindings::rdma_node_type_RDMA_NODE_RNIC => Self::Rnic,
+            bindings::rdma_node_type_RDMA_NODE_USNIC => Self::Usnic,
+            bindings::rdma_node_type_RDMA_NODE_USNIC_UDP => Self::UsnicUdp,
+            bindings::rdma_node_type_RDMA_NODE_UNSPECIFIED => Self::Unspecified,
+            other => Self::Unknown(other),
+        }
+    }
+}
+
+impl AtomicCap {
+    fn from_raw(raw: bindings::ib_atomic_cap) -> Self {
+        match raw {
+            bindings::ib_atomic_cap_IB_ATOMIC_NONE => Self::None,
+            bindings::ib_atomic_cap_IB_ATOMIC_HCA => Self::Hca,
+            bindings::ib_atomic_cap_IB_ATOMIC_GLOB => Self::Global,
+            other => Self::Unknown(other),
+        }
+    }
+}
+
+impl fmt::Display for NodeType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Ca => f.write_str("ca"),
+            Self::Switch => f.write_str("switch"),
+            Self::Router => f.write_str("router"),
+            Self::Rnic => f.write_str("rnic"),
+            Self::Usnic => f.write_str("usnic"),
+            Self::UsnicUdp => f.write_str("usnic_udp"),
+            Self::Unspecified => f.write_str("unspecified"),
+            Self::Unknown(raw) => write!(f, "unknown({raw})"),
+        }
+    }
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Infiniband => "ib",
+            Self::Roce => "roce",
+            Self::Iwarp => "iwarp",
+            Self::Other => "other",
+        })
+    }
+}
+
+impl fmt::Display for AtomicCap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::None => f.write_str("none"),
+            Self::Hca => f.write_str("hca"),
+            Self::Global => f.write_str("global"),
+            Self::Unknown(raw) => write!(f, "unknown({raw})"),
+        }
+    }
+}
+
+impl fmt::Display for DeviceName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let len = self.0.iter().position(|&b| b == 0).unwrap_or(self.0.len());
+        for &b in &self.0[..len] {
+            // Device names are printable ASCII (ib_core's name check); be safe anyway.
+            let c = if b.is_ascii_graphic() { b as char } else { '?' };
+            write!(f, "{c}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,10 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The C objects rrds uses, each wrapped once.
+//!
+//! `bindings` is the raw, generated layer; everything outside `ffi/` goes
+//! through the safe wrappers next to it.
+
+pub(crate) mod bindings;
+pub(crate) mod ib_client;
+pub(crate) mod ib_device;

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! rrds: Reliable Datagram Sockets over RDMA.
+//!
+//! An out-of-tree implementation of the RDS socket family (PF_RDS) with an
+//! RDMA transport that drives ib_core directly. See `Documentation/design.rst`
+//! for the layering: socket -> message -> conn -> transport, with the memory
+//! registration engine and the XRC manager as services beside them.
+
+mod device;
+mod ffi;
+
+use kernel::{
+    debugfs,
+    prelude::*, //
+};
+
+use crate::ffi::ib_client::IbClientRegistration;
+
+module! {
+    type: Rrds,
+    name: "rrds",
+    authors: ["The rrds developers"],
+    description: "Reliable Datagram Sockets over RDMA (Rust)",
+    license: "GPL",
+}
+
+/// The module's state: everything registered at load and torn down at unload.
+///
+/// Fields drop in declaration order: the `ib_client` goes first (ib_core calls
+/// `remove` for every device), then the debugfs files that show the devices.
+#[pin_data]
+struct Rrds {
+    #[pin]
+    ib_client: IbClientRegistration<device::DeviceClient>,
+    #[pin]
+    devices_file: debugfs::File<()>,
+    _debugfs: debugfs::Dir,
+}
+
+impl kernel::InPlaceModule for Rrds {
+    fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        device::init();
+        let dir = debugfs::Dir::new(c"rrds");
+        try_pin_init!(Self {
+            devices_file <- dir.read_callback_file(c"devices", (), &|_: &(), f| device::show(f)),
+            ib_client <- IbClientRegistration::register(c"rrds"),
+            _debugfs: dir,
+        })
+    }
+}
