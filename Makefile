@@ -8,6 +8,14 @@
 #
 # KDIR defaults to the cached test kernel (scripts/kernel-dir builds it on first use).
 
+include $(dir $(lastword $(MAKEFILE_LIST)))scripts/toolchain.env
+
+# The toolchain scripts/setup installs; harmless when building with your own.
+RRDS_CACHE ?= /var/cache/rrds
+export PATH := $(RRDS_CACHE)/bin:/usr/lib/llvm-$(RRDS_LLVM_VERSION)/bin:$(HOME)/.cargo/bin:$(PATH)
+export LIBCLANG_PATH ?= /usr/lib/llvm-$(RRDS_LLVM_VERSION)/lib
+export RUSTUP_TOOLCHAIN ?= $(RRDS_RUST_VERSION)
+
 KDIR ?=
 # Evaluated by the shell in each recipe that needs it, so `make clean` builds nothing.
 kdir = $(if $(KDIR),$(KDIR),$$($(CURDIR)/scripts/kernel-dir))
@@ -16,6 +24,7 @@ RRDS_WERROR ?= 1
 export RRDS_WERROR
 
 SHELL := /bin/bash
+rust_sources = $(filter-out rust/bindings_generated.rs,$(wildcard rust/*.rs rust/*/*.rs))
 kmake = $(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM)
 
 .PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo setup
@@ -29,10 +38,10 @@ clippy:
 	$(kmake) CLIPPY=1 modules
 
 rustfmt:
-	rustfmt --edition 2021 $(wildcard rust/*.rs rust/*/*.rs)
+	rustfmt --edition 2021 $(rust_sources)
 
 rustfmt-check:
-	rustfmt --check --edition 2021 $(wildcard rust/*.rs rust/*/*.rs)
+	rustfmt --check --edition 2021 $(rust_sources)
 
 selftests:
 	$(MAKE) -C selftests KDIR=$(kdir)

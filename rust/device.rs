@@ -6,8 +6,8 @@
 //! `remove`. Later layers (PD, CQs, the registration QP, the XRC manager)
 //! hang their per-device state off [`RdmaDevice`].
 
-use core::fmt;
 use kernel::{
+    fmt,
     prelude::*,
     sync::{
         Arc,
@@ -15,14 +15,17 @@ use kernel::{
     },
 };
 
-use crate::ffi::{
-    bindings,
-    ib_client::IbClientOps,
-    ib_device::{
-        DeviceCaps,
-        DeviceName,
-        IbDevice,
-        Transport, //
+use crate::{
+    errno,
+    ffi::{
+        bindings,
+        ib_client::IbClientOps,
+        ib_device::{
+            DeviceCaps,
+            DeviceName,
+            IbDevice,
+            Transport, //
+        },
     },
 };
 
@@ -44,10 +47,12 @@ pub(crate) fn init() {
 ///
 /// `device` points to a registered `ib_device` while the record is in `DEVICES`:
 /// the `ib_client` `remove` callback takes the record out before it returns.
+#[pin_data]
 pub(crate) struct RdmaDevice {
     device: *mut bindings::ib_device,
     caps: DeviceCaps,
     /// Kept in step with ib_core's renames by the `rename` callback.
+    #[pin]
     name: Mutex<DeviceName>,
 }
 
@@ -58,12 +63,13 @@ unsafe impl Send for RdmaDevice {}
 unsafe impl Sync for RdmaDevice {}
 
 impl RdmaDevice {
-    fn new(device: &IbDevice) -> Result<Arc<Self>> {
+    fn new(ib_device: &IbDevice) -> Result<Arc<Self>> {
+        // `try_pin_init!` binds each field name as a local: keep the argument's name apart.
         Arc::pin_init(
             try_pin_init!(Self {
-                device: device.as_raw(),
-                caps: device.caps(),
-                name <- kernel::new_mutex!(device.name()),
+                device: ib_device.as_raw(),
+                caps: ib_device.caps(),
+                name <- kernel::new_mutex!(ib_device.name()),
             }),
             GFP_KERNEL,
         )
@@ -88,7 +94,7 @@ impl IbClientOps for DeviceClient {
         if caps.transport == Transport::Other {
             // Neither IB, RoCE nor iWARP: rdma_cm cannot connect over it.
             pr_info!("ignoring {}: no IB, RoCE or iWARP port\n", device.name());
-            return Err(EOPNOTSUPP);
+            return Err(errno::eopnotsupp());
         }
         DEVICES.lock().push(record, GFP_KERNEL)?;
         pr_info!(
@@ -122,16 +128,14 @@ impl IbClientOps for DeviceClient {
 /// Writes the device table, one line per device under a header: the format of
 /// debugfs `rrds/devices` (Documentation/admin-guide.rst).
 pub(crate) fn show(f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    writeln!(
-        f,
+    f.write_fmt(fmt!(
         "name node_type transport ports max_fast_reg_page_list_len atomic masked_atomic \
-         xrc mem_mgt_ext max_qp max_qp_wr max_send_sge max_sge_rd max_mr_size"
-    )?;
+         xrc mem_mgt_ext max_qp max_qp_wr max_send_sge max_sge_rd max_mr_size\n"
+    ))?;
     for device in DEVICES.lock().iter() {
         let c = device.caps();
-        writeln!(
-            f,
-            "{} {} {} {} {} {} {} {} {} {} {} {} {} {:#x}",
+        f.write_fmt(fmt!(
+            "{} {} {} {} {} {} {} {} {} {} {} {} {} {:#x}\n",
             device.name(),
             c.node_type,
             c.transport,
@@ -146,7 +150,7 @@ pub(crate) fn show(f: &mut fmt::Formatter<'_>) -> fmt::Result {
             c.max_send_sge,
             c.max_sge_rd,
             c.max_mr_size,
-        )?;
+        ))?;
     }
     Ok(())
 }

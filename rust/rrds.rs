@@ -8,6 +8,7 @@
 //! registration engine and the XRC manager as services beside them.
 
 mod device;
+mod errno;
 mod ffi;
 
 use kernel::{
@@ -43,7 +44,7 @@ impl kernel::InPlaceModule for Rrds {
         device::init();
         let dir = debugfs::Dir::new(c"rrds");
         try_pin_init!(Self {
-            devices_file <- dir.read_callback_file(c"devices", (), &|_: &(), f| device::show(f)),
+            devices_file <- dir.read_callback_file(c"devices", (), &|(): &(), f| device::show(f)),
             ib_client <- IbClientRegistration::register(c"rrds"),
             _debugfs: dir,
         })

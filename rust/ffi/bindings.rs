@@ -17,6 +17,10 @@
     unreachable_pub,
     unsafe_op_in_unsafe_fn,
     unnecessary_transmutes,
+    clippy::as_underscore,
+    clippy::cast_lossless,
+    clippy::ptr_as_ptr,
+    clippy::ref_as_ptr,
     clippy::undocumented_unsafe_blocks
 )]
 

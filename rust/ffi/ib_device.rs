@@ -2,12 +2,9 @@
 
 //! `struct ib_device`: an RDMA device as ib_core hands it to its clients.
 
-use core::{
-    fmt,
-    ops::RangeInclusive, //
-};
+use core::ops::RangeInclusive;
 use kernel::{
-    prelude::*,
+    fmt,
     types::Opaque, //
 };
 
@@ -108,15 +105,20 @@ impl IbDevice {
     /// callbacks with the device's registration lock held, so reading the name from
     /// a callback does not race with a rename.
     pub(crate) fn name(&self) -> DeviceName {
-        // `c_char` is `i8` or `u8` depending on the architecture.
-        DeviceName(self.raw_ref().name.map(|c| c as u8))
+        // The kernel's `c_char` is `u8` on every architecture (`-funsigned-char`).
+        DeviceName(self.raw_ref().name)
     }
 
     /// Ports are numbered from 1 on most devices, from 0 on switches.
     pub(crate) fn ports(&self) -> RangeInclusive<u32> {
         let dev = self.as_raw();
         // SAFETY: `dev` is a registered device (type invariant).
-        let (start, end) = unsafe { (bindings::rrds_rdma_start_port(dev), bindings::rrds_rdma_end_port(dev)) };
+        let (start, end) = unsafe {
+            (
+                bindings::rrds_rdma_start_port(dev),
+                bindings::rrds_rdma_end_port(dev),
+            )
+        };
         start..=end
     }
 
@@ -152,10 +154,11 @@ impl IbDevice {
             max_fast_reg_page_list_len: attrs.max_fast_reg_page_list_len,
             atomic: AtomicCap::from_raw(attrs.atomic_cap),
             masked_atomic: AtomicCap::from_raw(attrs.masked_atomic_cap),
-            xrc: attrs.device_cap_flags & u64::from(bindings::ib_device_cap_flags_IB_DEVICE_XRC) != 0,
-            mem_mgt_extensions: attrs.device_cap_flags
-                & u64::from(bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS)
-                != 0,
+            xrc: has_cap(attrs, bindings::ib_device_cap_flags_IB_DEVICE_XRC),
+            mem_mgt_extensions: has_cap(
+                attrs,
+                bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS,
+            ),
             max_qp: attrs.max_qp,
             max_qp_wr: attrs.max_qp_wr,
             max_send_sge: attrs.max_send_sge,
@@ -165,16 +168,22 @@ impl IbDevice {
     }
 }
 
+fn has_cap(attrs: &bindings::ib_device_attr, cap: bindings::ib_device_cap_flags) -> bool {
+    // `enum ib_device_cap_flags` is `unsigned long`, the field `u64`: same width on
+    // every 64-bit architecture, which is all RDMA drivers support.
+    attrs.device_cap_flags & cap as u64 != 0
+}
+
 impl NodeType {
     fn from_raw(raw: u32) -> Self {
         match raw {
-            bindings::rdma_node_type_RDMA_NODE_IB_CA => Self::Ca,
-            bindings::rdma_node_type_RDMA_NODE_IB_SWITCH => Self::Switch,
-            bindings::rdma_node_type_RDMA_NODE_IB_ROUTER => Self::Router,
-            bindings::rdma_node_type_RDMA_NODE_RNIC => Self::Rnic,
-            bindings::rdma_node_type_RDMA_NODE_USNIC => Self::Usnic,
-            bindings::rdma_node_type_RDMA_NODE_USNIC_UDP => Self::UsnicUdp,
-            bindings::rdma_node_type_RDMA_NODE_UNSPECIFIED => Self::Unspecified,
+            bindings::RDMA_NODE_IB_CA => Self::Ca,
+            bindings::RDMA_NODE_IB_SWITCH => Self::Switch,
+            bindings::RDMA_NODE_IB_ROUTER => Self::Router,
+            bindings::RDMA_NODE_RNIC => Self::Rnic,
+            bindings::RDMA_NODE_USNIC => Self::Usnic,
+            bindings::RDMA_NODE_USNIC_UDP => Self::UsnicUdp,
+            bindings::RDMA_NODE_UNSPECIFIED => Self::Unspecified,
             other => Self::Unknown(other),
         }
     }

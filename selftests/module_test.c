@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rrds module lifecycle: load and unload with and without RDMA devices,
+ * device hot add/remove/rename while loaded, and the debugfs device records
+ * checked against what the device itself reports (sysfs, ibv_devinfo, the
+ * driver's source).
+ */
+#include "kselftest_harness.h"
+#include "rrds_test.h"
+
+#define DEVICES_FILE RRDS_DEBUGFS "/devices"
+
+/* The value of column @col in the row of device @dev of rrds/devices. */
+static int device_field(const char *dev, const char *col, char *val, size_t size)
+{
+	return sh_out(val, size,
+		      "awk -v dev=%s -v col=%s 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }"
+		      " $1 == dev { found = 1; printf \"%%s\", $c } END { exit !(found && c) }' " DEVICES_FILE,
+		      dev, col);
+}
+
+static int device_listed(const char *dev)
+{
+	char val[64];
+
+	return device_field(dev, "name", val, sizeof(val)) == 0;
+}
+
+static int device_rows(void)
+{
+	char out[16];
+
+	if (sh_out(out, sizeof(out), "tail -n +2 " DEVICES_FILE " | wc -l"))
+		return -1;
+	return atoi(out);
+}
+
+/* One value from `ibv_devinfo -v -d @dev`, e.g. "max_qp" or "atomic_cap". */
+static int devinfo(const char *dev, const char *key, char *val, size_t size)
+{
+	return sh_out(val, size,
+		      "ibv_devinfo -v -d %s | awk -F: '$1 ~ /^[ \\t]*%s$/ { sub(/^[ \\t]+/, \"\", $2); printf \"%%s\", $2; exit }'",
+		      dev, key);
+}
+
+/* A #define or enum value from the kernel source the test kernel was built from. */
+static long source_constant(const char *file, const char *name)
+{
+	char out[64];
+
+	if (sh_out(out, sizeof(out),
+		   "grep -hE '^[[:space:]]*(#define[[:space:]]+)?%s[[:space:]=]' \"$RRDS_KDIR/source/%s\" | grep -oE '[0-9]+' | head -n1",
+		   name, file))
+		return -1;
+	return out[0] ? strtol(out, NULL, 0) : -1;
+}
+
+static void all_devices_down(struct __test_metadata *_metadata)
+{
+	ASSERT_EQ(0, fixture("all-down"));
+}
+
+TEST(load_unload_without_devices)
+{
+	struct stat st;
+	char buf[4096];
+
+	all_devices_down(_metadata);
+	ASSERT_FALSE(rrds_loaded());
+	ASSERT_EQ(0, rrds_load());
+	ASSERT_TRUE(rrds_loaded());
+	/* Header only. */
+	ASSERT_LT(0, read_file(DEVICES_FILE, buf, sizeof(buf)));
+	ASSERT_EQ(0, strncmp(buf, "name node_type transport ", 25));
+	ASSERT_EQ(0, device_rows());
+	ASSERT_EQ(0, rrds_unload());
+	ASSERT_FALSE(rrds_loaded());
+	ASSERT_EQ(-1, stat(RRDS_DEBUGFS, &st));
+	ASSERT_EQ(ENOENT, errno);
+}
+
+TEST(second_load_fails_with_eexist)
+{
+	ASSERT_EQ(0, rrds_load());
+	ASSERT_EQ(-EEXIST, rrds_load());
+	ASSERT_EQ(0, rrds_unload());
+	ASSERT_EQ(-ENOENT, rrds_unload());
+}
+
+TEST(modinfo_shows_description_license_author_version)
+{
+	char out[256];
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "modinfo -F name %s", rrds_ko()));
+	ASSERT_STREQ("rrds\n", out);
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "modinfo -F description %s", rrds_ko()));
+	ASSERT_STREQ("Reliable Datagram Sockets over RDMA (Rust)\n", out);
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "modinfo -F license %s", rrds_ko()));
+	ASSERT_STREQ("GPL\n", out);
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "modinfo -F author %s", rrds_ko()));
+	ASSERT_STREQ("The rrds developers\n", out);
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "modinfo -F version %s", rrds_ko()));
+	ASSERT_STREQ("0.1.0\n", out);
+}
+
+TEST(hot_add_remove_while_loaded)
+{
+	all_devices_down(_metadata);
+	ASSERT_EQ(0, rrds_load());
+	ASSERT_EQ(0, device_rows());
+
+	ASSERT_EQ(0, fixture("rxe-up"));
+	EXPECT_TRUE(device_listed("rxe_a"));
+	EXPECT_TRUE(device_listed("rxe_b"));
+	ASSERT_EQ(0, fixture("siw-up"));
+	EXPECT_TRUE(device_listed("siw_a"));
+	EXPECT_TRUE(device_listed("siw_b"));
+	EXPECT_EQ(4, device_rows());
+
+	/* One device goes, its peer stays. */
+	ASSERT_EQ(0, sh("rdma link del rxe_a"));
+	EXPECT_FALSE(device_listed("rxe_a"));
+	EXPECT_TRUE(device_listed("rxe_b"));
+	EXPECT_EQ(3, device_rows());
+
+	/* Re-adding it shows it again. */
+	ASSERT_EQ(0, fixture("rxe-up"));
+	EXPECT_TRUE(device_listed("rxe_a"));
+
+	ASSERT_EQ(0, fixture("rxe-down"));
+	ASSERT_EQ(0, fixture("siw-down"));
+	EXPECT_EQ(0, device_rows());
+	ASSERT_EQ(0, rrds_unload());
+}
+
+TEST(netdev_removal_removes_device)
+{
+	all_devices_down(_metadata);
+	ASSERT_EQ(0, rrds_load());
+	ASSERT_EQ(0, fixture("rxe-up"));
+	ASSERT_EQ(2, device_rows());
+	/* Deleting the veth pair unregisters both rxe devices on it. */
+	ASSERT_EQ(0, sh("ip -n rrds-a link del rxa"));
+	ASSERT_EQ(0, sh("for i in $(seq 50); do rdma link show rxe_a/1 >/dev/null 2>&1 || exit 0; sleep 0.1; done; exit 1"));
+	EXPECT_FALSE(device_listed("rxe_a"));
+	EXPECT_FALSE(device_listed("rxe_b"));
+	EXPECT_EQ(0, device_rows());
+	ASSERT_EQ(0, rrds_unload());
+	all_devices_down(_metadata);
+}
+
+FIXTURE(devices) {
+	int unused;
+};
+
+FIXTURE_SETUP(devices)
+{
+	ASSERT_EQ(0, fixture("rxe-up"));
+	ASSERT_EQ(0, fixture("siw-up"));
+	ASSERT_EQ(0, rrds_load());
+}
+
+FIXTURE_TEARDOWN(devices)
+{
+	if (rrds_loaded())
+		EXPECT_EQ(0, rrds_unload());
+	EXPECT_EQ(0, fixture("all-down"));
+}
+
+TEST_F(devices, debugfs_lists_rxe_and_siw)
+{
+	EXPECT_TRUE(device_listed("rxe_a"));
+	EXPECT_TRUE(device_listed("rxe_b"));
+	EXPECT_TRUE(device_listed("siw_a"));
+	EXPECT_TRUE(device_listed("siw_b"));
+	EXPECT_EQ(4, device_rows());
+}
+
+TEST_F(devices, rxe_record_matches_device)
+{
+	char val[64], want[64];
+	long frwr = source_constant("drivers/infiniband/sw/rxe/rxe_param.h",
+				    "RXE_MAX_FMR_PAGE_LIST_LEN");
+
+	ASSERT_LT(0, frwr);
+	ASSERT_LT(0, read_file("/sys/class/infiniband/rxe_a/node_type", val, sizeof(val)));
+	ASSERT_STREQ("1: CA\n", val);
+	ASSERT_EQ(0, device_field("rxe_a", "node_type", val, sizeof(val)));
+	EXPECT_STREQ("ca", val);
+
+	ASSERT_EQ(0, devinfo("rxe_a", "link_layer", want, sizeof(want)));
+	ASSERT_STREQ("Ethernet", want);
+	ASSERT_EQ(0, devinfo("rxe_a", "transport", want, sizeof(want)));
+	ASSERT_STREQ("InfiniBand (0)", want);
+	ASSERT_EQ(0, device_field("rxe_a", "transport", val, sizeof(val)));
+	EXPECT_STREQ("roce", val);
+
+	ASSERT_EQ(0, device_field("rxe_a", "max_fast_reg_page_list_len", val, sizeof(val)));
+	EXPECT_EQ(frwr, strtol(val, NULL, 10));
+
+	ASSERT_EQ(0, devinfo("rxe_a", "atomic_cap", want, sizeof(want)));
+	ASSERT_STREQ("ATOMIC_HCA (1)", want);
+	ASSERT_EQ(0, device_field("rxe_a", "atomic", val, sizeof(val)));
+	EXPECT_STREQ("hca", val);
+
+	ASSERT_EQ(0, devinfo("rxe_a", "max_qp", want, sizeof(want)));
+	ASSERT_EQ(0, device_field("rxe_a", "max_qp", val, sizeof(val)));
+	EXPECT_STREQ(want, val);
+
+	/* rxe has no XRC: ibv_devinfo's capability list must agree. */
+	EXPECT_NE(0, sh("ibv_devinfo -v -d rxe_a | grep -qw XRC"));
+	ASSERT_EQ(0, device_field("rxe_a", "xrc", val, sizeof(val)));
+	EXPECT_STREQ("no", val);
+	ASSERT_EQ(0, device_field("rxe_a", "mem_mgt_ext", val, sizeof(val)));
+	EXPECT_STREQ("yes", val);
+}
+
+TEST_F(devices, siw_record_matches_device)
+{
+	char val[64], want[64];
+	long frwr = source_constant("drivers/infiniband/sw/siw/siw.h", "SIW_MAX_SGE_PBL");
+
+	ASSERT_LT(0, frwr);
+	ASSERT_LT(0, read_file("/sys/class/infiniband/siw_b/node_type", val, sizeof(val)));
+	ASSERT_STREQ("4: RNIC\n", val);
+	ASSERT_EQ(0, device_field("siw_b", "node_type", val, sizeof(val)));
+	EXPECT_STREQ("rnic", val);
+
+	ASSERT_EQ(0, devinfo("siw_b", "transport", want, sizeof(want)));
+	ASSERT_STREQ("iWARP (1)", want);
+	ASSERT_EQ(0, device_field("siw_b", "transport", val, sizeof(val)));
+	EXPECT_STREQ("iwarp", val);
+
+	ASSERT_EQ(0, device_field("siw_b", "max_fast_reg_page_list_len", val, sizeof(val)));
+	EXPECT_EQ(frwr, strtol(val, NULL, 10));
+
+	ASSERT_EQ(0, devinfo("siw_b", "atomic_cap", want, sizeof(want)));
+	ASSERT_STREQ("ATOMIC_NONE (0)", want);
+	ASSERT_EQ(0, device_field("siw_b", "atomic", val, sizeof(val)));
+	EXPECT_STREQ("none", val);
+
+	ASSERT_EQ(0, devinfo("siw_b", "max_sge_rd", want, sizeof(want)));
+	ASSERT_EQ(0, device_field("siw_b", "max_sge_rd", val, sizeof(val)));
+	EXPECT_STREQ(want, val);
+	ASSERT_EQ(0, device_field("siw_b", "xrc", val, sizeof(val)));
+	EXPECT_STREQ("no", val);
+}
+
+TEST_F(devices, rename_follows_device)
+{
+	ASSERT_EQ(0, sh("rdma dev set rxe_a name rxe_z"));
+	EXPECT_TRUE(device_listed("rxe_z"));
+	EXPECT_FALSE(device_listed("rxe_a"));
+	ASSERT_EQ(0, sh("rdma dev set rxe_z name rxe_a"));
+	EXPECT_TRUE(device_listed("rxe_a"));
+	EXPECT_FALSE(device_listed("rxe_z"));
+}
+
+TEST_F(devices, unload_with_devices_present)
+{
+	struct stat st;
+
+	ASSERT_EQ(0, rrds_unload());
+	ASSERT_EQ(-1, stat(RRDS_DEBUGFS, &st));
+	/* The devices outlive rrds. */
+	ASSERT_EQ(0, sh("rdma link show rxe_a/1 >/dev/null && rdma link show siw_a/1 >/dev/null"));
+	ASSERT_EQ(0, rrds_load());
+	EXPECT_EQ(4, device_rows());
+}
+
+TEST_F(devices, reload_cycles_with_devices)
+{
+	int i;
+
+	for (i = 0; i < 20; i++) {
+		ASSERT_EQ(0, rrds_unload());
+		ASSERT_EQ(0, rrds_load());
+		ASSERT_EQ(4, device_rows());
+	}
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Helpers shared by the rrds selftests: running fixture commands, loading the
+ * module under test, reading files. Tests include this after
+ * kselftest_harness.h.
+ */
+#ifndef RRDS_TEST_H
+#define RRDS_TEST_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#define RRDS_DEBUGFS "/sys/kernel/debug/rrds"
+
+/* Runs a shell command; returns its exit status, or -1 if it did not exit. */
+static inline int __attribute__((format(printf, 1, 2))) sh(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	int status;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	status = system(cmd);
+	if (status == -1 || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+/* Runs a shell command and captures its stdout (NUL terminated, truncated). */
+static inline int __attribute__((format(printf, 3, 4)))
+sh_out(char *out, size_t size, const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	size_t len = 0;
+	FILE *p;
+	int status;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	while (len + 1 < size) {
+		size_t n = fread(out + len, 1, size - 1 - len, p);
+
+		if (!n)
+			break;
+		len += n;
+	}
+	out[len] = '\0';
+	status = pclose(p);
+	if (status == -1 || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+/* Reads a whole (small) file; returns its length or -errno. */
+static inline ssize_t read_file(const char *path, char *buf, size_t size)
+{
+	ssize_t len = 0, n;
+	int fd = open(path, O_RDONLY);
+
+	if (fd < 0)
+		return -errno;
+	while ((size_t)len + 1 < size &&
+	       (n = read(fd, buf + len, size - 1 - len)) > 0)
+		len += n;
+	if (n < 0)
+		len = -errno;
+	close(fd);
+	if (len >= 0)
+		buf[len] = '\0';
+	return len;
+}
+
+static inline const char *rrds_ko(void)
+{
+	const char *ko = getenv("RRDS_KO");
+
+	return ko ? ko : "../rrds.ko";
+}
+
+static inline const char *selftests_dir(void)
+{
+	const char *dir = getenv("RRDS_SELFTESTS");
+
+	return dir ? dir : ".";
+}
+
+static inline int fixture(const char *what)
+{
+	return sh("%s/fixtures.sh %s", selftests_dir(), what);
+}
+
+static inline int rrds_loaded(void)
+{
+	struct stat st;
+
+	return stat("/sys/module/rrds", &st) == 0;
+}
+
+/* Loads rrds.ko with finit_module, as insmod does; returns 0 or -errno. */
+static inline int rrds_load(void)
+{
+	int fd = open(rrds_ko(), O_RDONLY | O_CLOEXEC);
+	int ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = syscall(SYS_finit_module, fd, "", 0);
+	ret = ret ? -errno : 0;
+	close(fd);
+	return ret;
+}
+
+/* Unloads rrds; returns 0 or -errno. */
+static inline int rrds_unload(void)
+{
+	return syscall(SYS_delete_module, "rrds", O_NONBLOCK) ? -errno : 0;
+}
+
+#endif /* RRDS_TEST_H */

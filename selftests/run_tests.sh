@@ -1,0 +1,68 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Run the rrds selftests; meant for the test VM (scripts/vm-run), never the host:
+# the tests load and unload modules and create RDMA devices.
+#
+#   run_tests.sh [TEST...]      default: every program in build/
+#
+# Prints each program's TAP output and, last, "N passed, N failed". Per-case
+# counts are also written to $RRDS_RESULTS (one "name result" line per case).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+
+if [ "${RRDS_IN_VM:-}" != 1 ] && [ "${1:-}" != --force ]; then
+	echo "run_tests.sh: refusing to run outside the test VM (use scripts/vm-run or --force)" >&2
+	exit 2
+fi
+[ "${1:-}" != --force ] || shift
+
+export RRDS_KO=$top/rrds.ko RRDS_SELFTESTS=$here
+results=${RRDS_RESULTS:-/dev/null}
+[ -f "$RRDS_KO" ] || { echo "run_tests.sh: $RRDS_KO not built" >&2; exit 2; }
+
+tests=("$@")
+if [ ${#tests[@]} = 0 ]; then
+	for t in "$here"/build/*_test; do tests+=("$(basename "$t")"); done
+fi
+
+passed=0
+failed=0
+skipped=0
+echo "TAP version 13"
+echo "1..${#tests[@]}"
+n=0
+for t in "${tests[@]}"; do
+	n=$((n + 1))
+	out=$(mktemp)
+	start=$(date +%s.%N)
+	(cd "$here" && timeout 600 "$here/build/$t") 2>&1 | tee "$out" | sed 's/^/# /'
+	rc=${PIPESTATUS[0]}
+	secs=$(echo "$(date +%s.%N) - $start" | bc)
+	# Per-case results from the harness's own TAP lines.
+	while read -r verdict name; do
+		echo "$t.$name $verdict" >>"$results"
+		case $verdict in
+		ok) passed=$((passed + 1)) ;;
+		skip) skipped=$((skipped + 1)) ;;
+		*) failed=$((failed + 1)) ;;
+		esac
+	done < <(awk '/^(not )?ok [0-9]+ / {
+		verdict = ($1 == "not") ? "not_ok" : (/# SKIP/ ? "skip" : "ok")
+		print verdict, ($1 == "not") ? $4 : $3 }' "$out")
+	if ! grep -qE '^# Totals: ' "$out"; then
+		# Crashed or hung before the harness could report.
+		echo "$t.harness not_ok" >>"$results"
+		failed=$((failed + 1))
+		rc=1
+	fi
+	if [ "$rc" = 0 ]; then
+		echo "ok $n selftests: rrds: $t # ${secs%.*} s"
+	else
+		echo "not ok $n selftests: rrds: $t # exit=$rc"
+	fi
+	rm -f "$out"
+done
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ]
