@@ -141,7 +141,8 @@ TEST(netdev_removal_removes_device)
 	ASSERT_EQ(2, device_rows());
 	/* Deleting the veth pair unregisters both rxe devices on it. */
 	ASSERT_EQ(0, sh("ip -n rrds-a link del rxa"));
-	ASSERT_EQ(0, sh("for i in $(seq 50); do rdma link show rxe_a/1 >/dev/null 2>&1 || exit 0; sleep 0.1; done; exit 1"));
+	/* rxe unregisters from a workqueue: wait for both ends. */
+	ASSERT_EQ(0, sh("for i in $(seq 100); do rdma link show rxe_a/1 || rdma link show rxe_b/1 || exit 0; sleep 0.1; done >/dev/null 2>&1; exit 1"));
 	EXPECT_FALSE(device_listed("rxe_a"));
 	EXPECT_FALSE(device_listed("rxe_b"));
 	EXPECT_EQ(0, device_rows());
