@@ -177,74 +177,88 @@ TEST_F(devices, debugfs_lists_rxe_and_siw)
 	EXPECT_EQ(4, device_rows());
 }
 
-TEST_F(devices, rxe_record_matches_device)
+/*
+ * What a device's debugfs record must say, and where the truth comes from:
+ * sysfs, ibv_devinfo and the driver's source.
+ */
+struct expected_record {
+	const char *dev;
+	const char *sysfs_node_type, *node_type;
+	const char *devinfo_transport, *transport;
+	const char *frwr_file, *frwr_constant;
+	const char *devinfo_atomic, *atomic;
+};
+
+static void check_record(struct __test_metadata *_metadata, const struct expected_record *e)
 {
-	char val[64], want[64];
-	long frwr = source_constant("drivers/infiniband/sw/rxe/rxe_param.h",
-				    "RXE_MAX_FMR_PAGE_LIST_LEN");
+	char path[128], val[64], want[64];
+	long frwr = source_constant(e->frwr_file, e->frwr_constant);
+	static const char *const same_as_devinfo[] = { "max_qp", "max_qp_wr", "max_sge_rd" };
+	size_t i;
+
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/node_type", e->dev);
+	ASSERT_LT(0, read_file(path, val, sizeof(val)));
+	ASSERT_STREQ(e->sysfs_node_type, val);
+	ASSERT_EQ(0, device_field(e->dev, "node_type", val, sizeof(val)));
+	EXPECT_STREQ(e->node_type, val);
+
+	ASSERT_EQ(0, devinfo(e->dev, "transport", want, sizeof(want)));
+	ASSERT_STREQ(e->devinfo_transport, want);
+	ASSERT_EQ(0, device_field(e->dev, "transport", val, sizeof(val)));
+	EXPECT_STREQ(e->transport, val);
 
 	ASSERT_LT(0, frwr);
-	ASSERT_LT(0, read_file("/sys/class/infiniband/rxe_a/node_type", val, sizeof(val)));
-	ASSERT_STREQ("1: CA\n", val);
-	ASSERT_EQ(0, device_field("rxe_a", "node_type", val, sizeof(val)));
-	EXPECT_STREQ("ca", val);
-
-	ASSERT_EQ(0, devinfo("rxe_a", "link_layer", want, sizeof(want)));
-	ASSERT_STREQ("Ethernet", want);
-	ASSERT_EQ(0, devinfo("rxe_a", "transport", want, sizeof(want)));
-	ASSERT_STREQ("InfiniBand (0)", want);
-	ASSERT_EQ(0, device_field("rxe_a", "transport", val, sizeof(val)));
-	EXPECT_STREQ("roce", val);
-
-	ASSERT_EQ(0, device_field("rxe_a", "max_fast_reg_page_list_len", val, sizeof(val)));
+	ASSERT_EQ(0, device_field(e->dev, "max_fast_reg_page_list_len", val, sizeof(val)));
 	EXPECT_EQ(frwr, strtol(val, NULL, 10));
 
-	ASSERT_EQ(0, devinfo("rxe_a", "atomic_cap", want, sizeof(want)));
-	ASSERT_STREQ("ATOMIC_HCA (1)", want);
-	ASSERT_EQ(0, device_field("rxe_a", "atomic", val, sizeof(val)));
-	EXPECT_STREQ("hca", val);
+	ASSERT_EQ(0, devinfo(e->dev, "atomic_cap", want, sizeof(want)));
+	ASSERT_STREQ(e->devinfo_atomic, want);
+	ASSERT_EQ(0, device_field(e->dev, "atomic", val, sizeof(val)));
+	EXPECT_STREQ(e->atomic, val);
 
-	ASSERT_EQ(0, devinfo("rxe_a", "max_qp", want, sizeof(want)));
-	ASSERT_EQ(0, device_field("rxe_a", "max_qp", val, sizeof(val)));
-	EXPECT_STREQ(want, val);
+	for (i = 0; i < sizeof(same_as_devinfo) / sizeof(same_as_devinfo[0]); i++) {
+		ASSERT_EQ(0, devinfo(e->dev, same_as_devinfo[i], want, sizeof(want)));
+		ASSERT_EQ(0, device_field(e->dev, same_as_devinfo[i], val, sizeof(val)));
+		EXPECT_STREQ(want, val);
+	}
 
-	/* rxe has no XRC: ibv_devinfo's capability list must agree. */
-	EXPECT_NE(0, sh("ibv_devinfo -v -d rxe_a | grep -qw XRC"));
-	ASSERT_EQ(0, device_field("rxe_a", "xrc", val, sizeof(val)));
+	/* Neither soft device has XRC: ibv_devinfo's capability list must agree. */
+	EXPECT_NE(0, sh("ibv_devinfo -v -d %s | grep -qw XRC", e->dev));
+	ASSERT_EQ(0, device_field(e->dev, "xrc", val, sizeof(val)));
 	EXPECT_STREQ("no", val);
-	ASSERT_EQ(0, device_field("rxe_a", "mem_mgt_ext", val, sizeof(val)));
+	ASSERT_EQ(0, device_field(e->dev, "mem_mgt_ext", val, sizeof(val)));
 	EXPECT_STREQ("yes", val);
+}
+
+TEST_F(devices, rxe_record_matches_device)
+{
+	static const struct expected_record rxe = {
+		.dev = "rxe_a",
+		.sysfs_node_type = "1: CA\n", .node_type = "ca",
+		.devinfo_transport = "InfiniBand (0)", .transport = "roce",
+		.frwr_file = "drivers/infiniband/sw/rxe/rxe_param.h",
+		.frwr_constant = "RXE_MAX_FMR_PAGE_LIST_LEN",
+		.devinfo_atomic = "ATOMIC_HCA (1)", .atomic = "hca",
+	};
+	char link_layer[32];
+
+	ASSERT_EQ(0, devinfo("rxe_a", "link_layer", link_layer, sizeof(link_layer)));
+	ASSERT_STREQ("Ethernet", link_layer);
+	check_record(_metadata, &rxe);
 }
 
 TEST_F(devices, siw_record_matches_device)
 {
-	char val[64], want[64];
-	long frwr = source_constant("drivers/infiniband/sw/siw/siw.h", "SIW_MAX_SGE_PBL");
+	static const struct expected_record siw = {
+		.dev = "siw_b",
+		.sysfs_node_type = "4: RNIC\n", .node_type = "rnic",
+		.devinfo_transport = "iWARP (1)", .transport = "iwarp",
+		.frwr_file = "drivers/infiniband/sw/siw/siw.h",
+		.frwr_constant = "SIW_MAX_SGE_PBL",
+		.devinfo_atomic = "ATOMIC_NONE (0)", .atomic = "none",
+	};
 
-	ASSERT_LT(0, frwr);
-	ASSERT_LT(0, read_file("/sys/class/infiniband/siw_b/node_type", val, sizeof(val)));
-	ASSERT_STREQ("4: RNIC\n", val);
-	ASSERT_EQ(0, device_field("siw_b", "node_type", val, sizeof(val)));
-	EXPECT_STREQ("rnic", val);
-
-	ASSERT_EQ(0, devinfo("siw_b", "transport", want, sizeof(want)));
-	ASSERT_STREQ("iWARP (1)", want);
-	ASSERT_EQ(0, device_field("siw_b", "transport", val, sizeof(val)));
-	EXPECT_STREQ("iwarp", val);
-
-	ASSERT_EQ(0, device_field("siw_b", "max_fast_reg_page_list_len", val, sizeof(val)));
-	EXPECT_EQ(frwr, strtol(val, NULL, 10));
-
-	ASSERT_EQ(0, devinfo("siw_b", "atomic_cap", want, sizeof(want)));
-	ASSERT_STREQ("ATOMIC_NONE (0)", want);
-	ASSERT_EQ(0, device_field("siw_b", "atomic", val, sizeof(val)));
-	EXPECT_STREQ("none", val);
-
-	ASSERT_EQ(0, devinfo("siw_b", "max_sge_rd", want, sizeof(want)));
-	ASSERT_EQ(0, device_field("siw_b", "max_sge_rd", val, sizeof(val)));
-	EXPECT_STREQ(want, val);
-	ASSERT_EQ(0, device_field("siw_b", "xrc", val, sizeof(val)));
-	EXPECT_STREQ("no", val);
+	check_record(_metadata, &siw);
 }
 
 TEST_F(devices, rename_follows_device)
