@@ -55,107 +55,17 @@ static long source_constant(const char *file, const char *name)
 	return out[0] ? strtol(out, NULL, 0) : -1;
 }
 
-static void all_devices_down(struct __test_metadata *_metadata)
-{
-	ASSERT_EQ(0, fixture("all-down"));
-}
-
-TEST(load_unload_without_devices)
-{
-	struct stat st;
-	char buf[4096];
-
-	all_devices_down(_metadata);
-	ASSERT_FALSE(rrds_loaded());
-	ASSERT_EQ(0, rrds_load());
-	ASSERT_TRUE(rrds_loaded());
-	/* Header only. */
-	ASSERT_LT(0, read_file(DEVICES_FILE, buf, sizeof(buf)));
-	ASSERT_EQ(0, strncmp(buf, "name node_type transport ", 25));
-	ASSERT_EQ(0, device_rows());
-	ASSERT_EQ(0, rrds_unload());
-	ASSERT_FALSE(rrds_loaded());
-	ASSERT_EQ(-1, stat(RRDS_DEBUGFS, &st));
-	ASSERT_EQ(ENOENT, errno);
-}
-
-TEST(second_load_fails_with_eexist)
-{
-	ASSERT_EQ(0, rrds_load());
-	ASSERT_EQ(-EEXIST, rrds_load());
-	ASSERT_EQ(0, rrds_unload());
-	ASSERT_EQ(-ENOENT, rrds_unload());
-}
-
-TEST(modinfo_shows_description_license_author_version)
-{
-	char out[256];
-
-	ASSERT_EQ(0, sh_out(out, sizeof(out), "modinfo -F name %s", rrds_ko()));
-	ASSERT_STREQ("rrds\n", out);
-	ASSERT_EQ(0, sh_out(out, sizeof(out), "modinfo -F description %s", rrds_ko()));
-	ASSERT_STREQ("Reliable Datagram Sockets over RDMA (Rust)\n", out);
-	ASSERT_EQ(0, sh_out(out, sizeof(out), "modinfo -F license %s", rrds_ko()));
-	ASSERT_STREQ("GPL\n", out);
-	ASSERT_EQ(0, sh_out(out, sizeof(out), "modinfo -F author %s", rrds_ko()));
-	ASSERT_STREQ("The rrds developers\n", out);
-	ASSERT_EQ(0, sh_out(out, sizeof(out), "modinfo -F version %s", rrds_ko()));
-	ASSERT_STREQ("0.1.0\n", out);
-}
-
-TEST(hot_add_remove_while_loaded)
-{
-	all_devices_down(_metadata);
-	ASSERT_EQ(0, rrds_load());
-	ASSERT_EQ(0, device_rows());
-
-	ASSERT_EQ(0, fixture("rxe-up"));
-	EXPECT_TRUE(device_listed("rxe_a"));
-	EXPECT_TRUE(device_listed("rxe_b"));
-	ASSERT_EQ(0, fixture("siw-up"));
-	EXPECT_TRUE(device_listed("siw_a"));
-	EXPECT_TRUE(device_listed("siw_b"));
-	EXPECT_EQ(4, device_rows());
-
-	/* One device goes, its peer stays. */
-	ASSERT_EQ(0, sh("rdma link del rxe_a"));
-	EXPECT_FALSE(device_listed("rxe_a"));
-	EXPECT_TRUE(device_listed("rxe_b"));
-	EXPECT_EQ(3, device_rows());
-
-	/* Re-adding it shows it again. */
-	ASSERT_EQ(0, fixture("rxe-up"));
-	EXPECT_TRUE(device_listed("rxe_a"));
-
-	ASSERT_EQ(0, fixture("rxe-down"));
-	ASSERT_EQ(0, fixture("siw-down"));
-	EXPECT_EQ(0, device_rows());
-	ASSERT_EQ(0, rrds_unload());
-}
-
-TEST(netdev_removal_removes_device)
-{
-	all_devices_down(_metadata);
-	ASSERT_EQ(0, rrds_load());
-	ASSERT_EQ(0, fixture("rxe-up"));
-	ASSERT_EQ(2, device_rows());
-	/* Deleting the veth pair unregisters both rxe devices on it. */
-	ASSERT_EQ(0, sh("ip -n rrds-a link del rxa"));
-	/* rxe unregisters from a workqueue: wait for both ends. */
-	ASSERT_EQ(0, sh("for i in $(seq 100); do rdma link show rxe_a/1 || rdma link show rxe_b/1 || exit 0; sleep 0.1; done >/dev/null 2>&1; exit 1"));
-	EXPECT_FALSE(device_listed("rxe_a"));
-	EXPECT_FALSE(device_listed("rxe_b"));
-	EXPECT_EQ(0, device_rows());
-	ASSERT_EQ(0, rrds_unload());
-	all_devices_down(_metadata);
-}
-
+/*
+ * Tests with the rxe and siw pairs present. They come first: the pairs are
+ * created once (about 35 s in the test VM) and kept between these tests.
+ */
 FIXTURE(devices) {
 	int unused;
 };
 
 FIXTURE_SETUP(devices)
 {
+	ASSERT_EQ(0, rrds_ensure_unloaded());
 	ASSERT_EQ(0, fixture("rxe-up"));
 	ASSERT_EQ(0, fixture("siw-up"));
 	ASSERT_EQ(0, rrds_load());
@@ -163,9 +73,7 @@ FIXTURE_SETUP(devices)
 
 FIXTURE_TEARDOWN(devices)
 {
-	if (rrds_loaded())
-		EXPECT_EQ(0, rrds_unload());
-	EXPECT_EQ(0, fixture("all-down"));
+	EXPECT_EQ(0, rrds_ensure_unloaded());
 }
 
 TEST_F(devices, debugfs_lists_rxe_and_siw)
@@ -287,11 +195,107 @@ TEST_F(devices, reload_cycles_with_devices)
 {
 	int i;
 
-	for (i = 0; i < 20; i++) {
+	for (i = 0; i < 10; i++) {
 		ASSERT_EQ(0, rrds_unload());
 		ASSERT_EQ(0, rrds_load());
 		ASSERT_EQ(4, device_rows());
 	}
+}
+
+/* Tests that start with no RDMA device at all and rrds not loaded. */
+FIXTURE(bare) {
+	int unused;
+};
+
+FIXTURE_SETUP(bare)
+{
+	ASSERT_EQ(0, rrds_ensure_unloaded());
+	ASSERT_EQ(0, fixture("all-down"));
+}
+
+FIXTURE_TEARDOWN(bare)
+{
+	EXPECT_EQ(0, rrds_ensure_unloaded());
+}
+
+TEST_F(bare, load_unload_without_devices)
+{
+	struct stat st;
+	char buf[4096];
+
+	ASSERT_EQ(0, rrds_load());
+	ASSERT_TRUE(rrds_loaded());
+	/* Header only. */
+	ASSERT_LT(0, read_file(DEVICES_FILE, buf, sizeof(buf)));
+	ASSERT_EQ(0, strncmp(buf, "name node_type transport ", 25));
+	ASSERT_EQ(0, device_rows());
+	ASSERT_EQ(0, rrds_unload());
+	ASSERT_FALSE(rrds_loaded());
+	ASSERT_EQ(-1, stat(RRDS_DEBUGFS, &st));
+	ASSERT_EQ(ENOENT, errno);
+}
+
+TEST_F(bare, second_load_fails_with_eexist)
+{
+	ASSERT_EQ(0, rrds_load());
+	ASSERT_EQ(-EEXIST, rrds_load());
+	ASSERT_EQ(0, rrds_unload());
+	ASSERT_EQ(-ENOENT, rrds_unload());
+}
+
+TEST_F(bare, modinfo_shows_description_license_author_version)
+{
+	char out[256];
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "modinfo -F name %s", rrds_ko()));
+	ASSERT_STREQ("rrds\n", out);
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "modinfo -F description %s", rrds_ko()));
+	ASSERT_STREQ("Reliable Datagram Sockets over RDMA (Rust)\n", out);
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "modinfo -F license %s", rrds_ko()));
+	ASSERT_STREQ("GPL\n", out);
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "modinfo -F author %s", rrds_ko()));
+	ASSERT_STREQ("The rrds developers\n", out);
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "modinfo -F version %s", rrds_ko()));
+	ASSERT_STREQ("0.1.0\n", out);
+}
+
+TEST_F(bare, hot_add_remove_while_loaded)
+{
+	ASSERT_EQ(0, rrds_load());
+	ASSERT_EQ(0, device_rows());
+
+	ASSERT_EQ(0, fixture("rxe-up"));
+	EXPECT_TRUE(device_listed("rxe_a"));
+	EXPECT_TRUE(device_listed("rxe_b"));
+	ASSERT_EQ(0, fixture("siw-up"));
+	EXPECT_TRUE(device_listed("siw_a"));
+	EXPECT_TRUE(device_listed("siw_b"));
+	EXPECT_EQ(4, device_rows());
+
+	/* One device goes, its peer stays. */
+	ASSERT_EQ(0, sh("rdma link del rxe_a"));
+	EXPECT_FALSE(device_listed("rxe_a"));
+	EXPECT_TRUE(device_listed("rxe_b"));
+	EXPECT_EQ(3, device_rows());
+
+	/* Re-adding it shows it again. */
+	ASSERT_EQ(0, fixture("rxe-up"));
+	EXPECT_TRUE(device_listed("rxe_a"));
+	EXPECT_EQ(4, device_rows());
+}
+
+TEST_F(bare, netdev_removal_removes_device)
+{
+	ASSERT_EQ(0, rrds_load());
+	ASSERT_EQ(0, fixture("rxe-up"));
+	ASSERT_EQ(2, device_rows());
+	/* Deleting the veth pair unregisters both rxe devices on it. */
+	ASSERT_EQ(0, sh("ip -n rrds-a link del rxa"));
+	/* rxe unregisters from a workqueue: wait for both ends. */
+	ASSERT_EQ(0, sh("for i in $(seq 100); do rdma link show rxe_a/1 || rdma link show rxe_b/1 || exit 0; sleep 0.1; done >/dev/null 2>&1; exit 1"));
+	EXPECT_FALSE(device_listed("rxe_a"));
+	EXPECT_FALSE(device_listed("rxe_b"));
+	EXPECT_EQ(0, device_rows());
 }
 
 TEST_HARNESS_MAIN

@@ -19,6 +19,13 @@
 
 #define RRDS_DEBUGFS "/sys/kernel/debug/rrds"
 
+/*
+ * Under TCG with KASAN and lockdep, creating an RDMA device takes ~5 s and
+ * every spawned process ~0.5 s: the harness's 30 s default is too short.
+ */
+#undef TEST_TIMEOUT_DEFAULT
+#define TEST_TIMEOUT_DEFAULT 300
+
 /* Runs a shell command; returns its exit status, or -1 if it did not exit. */
 static inline int __attribute__((format(printf, 1, 2))) sh(const char *fmt, ...)
 {
@@ -128,6 +135,12 @@ static inline int rrds_load(void)
 static inline int rrds_unload(void)
 {
 	return syscall(SYS_delete_module, "rrds", O_NONBLOCK) ? -errno : 0;
+}
+
+/* Fixture setup: a test starts with rrds not loaded, whatever the last one left. */
+static inline int rrds_ensure_unloaded(void)
+{
+	return rrds_loaded() ? rrds_unload() : 0;
 }
 
 #endif /* RRDS_TEST_H */

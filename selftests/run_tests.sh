@@ -30,6 +30,7 @@ fi
 passed=0
 failed=0
 skipped=0
+program_failed=0
 echo "TAP version 13"
 echo "1..${#tests[@]}"
 n=0
@@ -41,6 +42,9 @@ for t in "${tests[@]}"; do
 	rc=${PIPESTATUS[0]}
 	secs=$(echo "$(date +%s.%N) - $start" | bc)
 	# Per-case results from the harness's own TAP lines.
+	awk '/^(not )?ok [0-9]+ / {
+		verdict = ($1 == "not") ? "not_ok" : (/# SKIP/ ? "skip" : "ok")
+		print verdict, ($1 == "not") ? $4 : $3 }' "$out" >"$out.cases"
 	while read -r verdict name; do
 		echo "$t.$name $verdict" >>"$results"
 		case $verdict in
@@ -48,10 +52,8 @@ for t in "${tests[@]}"; do
 		skip) skipped=$((skipped + 1)) ;;
 		*) failed=$((failed + 1)) ;;
 		esac
-	done < <(awk '/^(not )?ok [0-9]+ / {
-		verdict = ($1 == "not") ? "not_ok" : (/# SKIP/ ? "skip" : "ok")
-		print verdict, ($1 == "not") ? $4 : $3 }' "$out")
-	if ! grep -qE '^# Totals: ' "$out"; then
+	done <"$out.cases"
+	if [ ! -s "$out.cases" ] || ! grep -qE '^# Totals: ' "$out"; then
 		# Crashed or hung before the harness could report.
 		echo "$t.harness not_ok" >>"$results"
 		failed=$((failed + 1))
@@ -61,8 +63,12 @@ for t in "${tests[@]}"; do
 		echo "ok $n selftests: rrds: $t # ${secs%.*} s"
 	else
 		echo "not ok $n selftests: rrds: $t # exit=$rc"
+		program_failed=1
 	fi
-	rm -f "$out"
+	rm -f "$out" "$out.cases"
+	# Leave no devices, namespaces or module behind for the next program.
+	rmmod rrds 2>/dev/null
+	"$here/fixtures.sh" all-down
 done
 echo "$passed passed, $failed failed, $skipped skipped"
-[ "$failed" = 0 ]
+[ "$failed" = 0 ] && [ "$program_failed" = 0 ]
