@@ -7,8 +7,24 @@
 #ifndef RRDS_BINDINGS_H
 #define RRDS_BINDINGS_H
 
+#include <linux/in.h>
+#include <linux/in6.h>
 #include <linux/netdevice.h>
+#include <linux/rds.h>
+#include <linux/skbuff.h>
+#include <linux/socket.h>
+#include <linux/sockptr.h>
+#include <net/sock.h>
 #include <rdma/ib_verbs.h>
+
+/*
+ * The sock of an rrds socket: the generic struct sock, then a pointer to the
+ * socket's Rust state (an Arc, see rust/ffi/net.rs). Layout glue only.
+ */
+struct rrds_sock {
+	struct sock sk;
+	void *state;
+};
 
 /* rust/helpers.c: one-line wrappers over static inline functions. */
 bool rrds_rdma_protocol_roce(const struct ib_device *device, u32 port);
@@ -17,5 +33,13 @@ bool rrds_rdma_protocol_ib(const struct ib_device *device, u32 port);
 u32 rrds_rdma_start_port(const struct ib_device *device);
 u32 rrds_rdma_end_port(const struct ib_device *device);
 void rrds_dev_put(struct net_device *dev);
+struct net *rrds_sock_net(const struct sock *sk);
+void rrds_sock_hold(struct sock *sk);
+void rrds_sock_put(struct sock *sk);
+void rrds_sock_orphan(struct sock *sk);
+void rrds_lock_sock(struct sock *sk);
+int rrds_memcpy_from_msg(void *data, struct msghdr *msg, int len);
+int rrds_memcpy_to_msg(struct msghdr *msg, void *data, int len);
+int rrds_copy_from_sockptr(void *dst, sockptr_t src, size_t size);
 
 #endif /* RRDS_BINDINGS_H */

@@ -23,5 +23,13 @@ macro_rules! errno_fns {
 }
 
 errno_fns! {
+    eaddrinuse => EADDRINUSE,
+    eaddrnotavail => EADDRNOTAVAIL,
+    eafnosupport => EAFNOSUPPORT,
+    edestaddrreq => EDESTADDRREQ,
+    enoprotoopt => ENOPROTOOPT,
+    enotconn => ENOTCONN,
     eopnotsupp => EOPNOTSUPP,
+    eprototype => EPROTOTYPE,
+    esocktnosupport => ESOCKTNOSUPPORT,
 }

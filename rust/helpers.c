@@ -37,3 +37,43 @@ void rrds_dev_put(struct net_device *dev)
 {
 	dev_put(dev);
 }
+
+struct net *rrds_sock_net(const struct sock *sk)
+{
+	return sock_net(sk);
+}
+
+void rrds_sock_hold(struct sock *sk)
+{
+	sock_hold(sk);
+}
+
+void rrds_sock_put(struct sock *sk)
+{
+	sock_put(sk);
+}
+
+void rrds_sock_orphan(struct sock *sk)
+{
+	sock_orphan(sk);
+}
+
+void rrds_lock_sock(struct sock *sk)
+{
+	lock_sock(sk);
+}
+
+int rrds_memcpy_from_msg(void *data, struct msghdr *msg, int len)
+{
+	return memcpy_from_msg(data, msg, len);
+}
+
+int rrds_memcpy_to_msg(struct msghdr *msg, void *data, int len)
+{
+	return memcpy_to_msg(msg, data, len);
+}
+
+int rrds_copy_from_sockptr(void *dst, sockptr_t src, size_t size)
+{
+	return copy_from_sockptr(dst, src, size);
+}

@@ -10,6 +10,8 @@
 mod device;
 mod errno;
 mod ffi;
+mod message;
+mod socket;
 
 use kernel::{
     debugfs,
@@ -32,6 +34,8 @@ module! {
 /// `remove` for every device), then the debugfs files that show the devices.
 #[pin_data]
 struct Rrds {
+    /// Goes first: no socket can exist once it is dropped (sockets pin the module).
+    _family: ffi::net::FamilyRegistration<socket::RdsFamily>,
     #[pin]
     ib_client: IbClientRegistration<device::DeviceClient>,
     #[pin]
@@ -42,8 +46,10 @@ struct Rrds {
 impl kernel::InPlaceModule for Rrds {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         device::init();
+        socket::bind::init();
         let dir = debugfs::Dir::new(c"rrds");
         try_pin_init!(Self {
+            _family: socket::register()?,
             devices_file <- dir.read_callback_file(c"devices", (), &|(): &(), f| device::show(f)),
             ib_client <- IbClientRegistration::register(c"rrds"),
             _debugfs: dir,

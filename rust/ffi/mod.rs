@@ -8,3 +8,4 @@
 pub(crate) mod bindings;
 pub(crate) mod ib_client;
 pub(crate) mod ib_device;
+pub(crate) mod net;

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The bind table: which socket owns (namespace, address, port, scope).
+
+use kernel::{
+    prelude::*,
+    sync::{
+        Arc,
+        ArcBorrow, //
+    },
+};
+
+use super::{
+    addr::Endpoint,
+    RdsSock, //
+};
+use crate::{
+    errno,
+    ffi::{
+        bindings,
+        net::NetRef, //
+    },
+};
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialised by `init()` in module init, before PF_RDS is registered.
+    unsafe(uninit) static BOUND: Mutex<KVec<(NetRef, Endpoint, Arc<RdsSock>)>> = KVec::new();
+}
+
+/// Initialises the table. Call once, in module init, before registering PF_RDS.
+pub(crate) fn init() {
+    // SAFETY: Module init calls this exactly once, before any other use of `BOUND`.
+    unsafe { BOUND.init() };
+}
+
+/// Port 1 is reserved (upstream's `RDS_FLAG_PROBE_PORT`); 0 asks for a free one.
+const PROBE_PORT: u16 = 1;
+
+/// Binds `sock` to `ep`; a port of 0 picks a free port. Returns the port.
+pub(crate) fn add(sock: ArcBorrow<'_, RdsSock>, ep: Endpoint) -> Result<u16> {
+    let me: Arc<RdsSock> = sock.into();
+    let mut table = BOUND.lock();
+    let taken = |t: &KVec<(NetRef, Endpoint, Arc<RdsSock>)>, port: u16| {
+        t.iter().any(|(n, e, _)| {
+            *n == sock.net && e.addr == ep.addr && e.scope == ep.scope && e.port == port
+        })
+    };
+    let port = match ep.port {
+        PROBE_PORT => return Err(EINVAL),
+        0 => {
+            // Start at a random port so that sockets do not all get the same one.
+            // SAFETY: `get_random_u16` has no preconditions.
+            let start = unsafe { bindings::get_random_u16() }.max(2);
+            Iterator::chain(start..=u16::MAX, 2..start)
+                .find(|&p| !taken(&table, p))
+                .ok_or_else(errno::eaddrinuse)?
+        }
+        p if taken(&table, p) => return Err(errno::eaddrinuse()),
+        p => p,
+    };
+    table.push((sock.net, Endpoint { port, ..ep }, me), GFP_KERNEL)?;
+    Ok(port)
+}
+
+/// Unbinds `ep` in `net`.
+pub(crate) fn remove(net: NetRef, ep: &Endpoint) {
+    BOUND.lock().retain(|(n, e, _)| !(*n == net && e == ep));
+}
+
+/// The socket bound to `ep` in `net`, if any.
+pub(crate) fn find(net: NetRef, ep: &Endpoint) -> Option<Arc<RdsSock>> {
+    BOUND
+        .lock()
+        .iter()
+        .find(|(n, e, _)| *n == net && e.addr == ep.addr && e.port == ep.port)
+        .map(|(_, _, s)| s.clone())
+}

@@ -1,0 +1,415 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The PF_RDS socket family over the loopback transport: creation, bind,
+ * connect, getname, send and receive, options, and the module's lifetime
+ * against open sockets. Errnos are upstream RDS's (net/rds).
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <linux/rds.h>
+
+#include "kselftest_harness.h"
+#include "rrds_test.h"
+
+static struct sockaddr_in sin4(const char *ip, int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	return a;
+}
+
+static struct sockaddr_in6 sin6(const char *ip, int port, unsigned int scope)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_port = htons(port),
+				  .sin6_scope_id = scope };
+
+	inet_pton(AF_INET6, ip, &a.sin6_addr);
+	return a;
+}
+
+static int rds_socket(void)
+{
+	return socket(AF_RDS, SOCK_SEQPACKET, 0);
+}
+
+/* -errno of a call that returned -1, or the call's value. */
+#define ERR(call) ({ int __r = (call); __r < 0 ? -errno : __r; })
+
+static int bound_socket(const char *ip, int port)
+{
+	struct sockaddr_in a = sin4(ip, port);
+	int fd = rds_socket();
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)))
+		return -1;
+	return fd;
+}
+
+static int local_port(int fd)
+{
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+
+	if (getsockname(fd, (struct sockaddr *)&a, &len))
+		return -1;
+	return ntohs(a.sin_port);
+}
+
+FIXTURE(rds) {
+	int unused;
+};
+
+FIXTURE_SETUP(rds)
+{
+	if (!rrds_loaded())
+		ASSERT_EQ(0, rrds_load());
+}
+
+FIXTURE_TEARDOWN(rds)
+{
+}
+
+TEST_F(rds, socket_accepts_seqpacket_only)
+{
+	int fd = rds_socket();
+
+	ASSERT_LE(0, fd);
+	close(fd);
+	EXPECT_EQ(-ESOCKTNOSUPPORT, ERR(socket(AF_RDS, SOCK_DGRAM, 0)));
+	EXPECT_EQ(-ESOCKTNOSUPPORT, ERR(socket(AF_RDS, SOCK_STREAM, 0)));
+	EXPECT_EQ(-ESOCKTNOSUPPORT, ERR(socket(AF_RDS, SOCK_SEQPACKET, 1)));
+}
+
+TEST_F(rds, bind_rejects_bad_addresses_with_einval)
+{
+	struct sockaddr_in a = sin4("127.0.0.1", 4000);
+	struct sockaddr_in zero = sin4("0.0.0.0", 4000), bcast = sin4("255.255.255.255", 4000);
+	struct sockaddr_in mcast = sin4("224.0.0.1", 4000), unspec = a;
+	struct sockaddr_in6 any6 = sin6("::", 4000, 0), mc6 = sin6("ff02::1", 4000, 0);
+	struct sockaddr_in6 ll = sin6("fe80::1", 4000, 0), mapped0 = sin6("::ffff:0.0.0.0", 4000, 0);
+	int fd = rds_socket();
+
+	ASSERT_LE(0, fd);
+	unspec.sin_family = AF_UNSPEC;
+	EXPECT_EQ(-EINVAL, ERR(bind(fd, (struct sockaddr *)&a, 1)));
+	EXPECT_EQ(-EINVAL, ERR(bind(fd, (struct sockaddr *)&a, sizeof(a) - 1)));
+	EXPECT_EQ(-EINVAL, ERR(bind(fd, (struct sockaddr *)&zero, sizeof(zero))));
+	EXPECT_EQ(-EINVAL, ERR(bind(fd, (struct sockaddr *)&bcast, sizeof(bcast))));
+	EXPECT_EQ(-EINVAL, ERR(bind(fd, (struct sockaddr *)&mcast, sizeof(mcast))));
+	EXPECT_EQ(-EINVAL, ERR(bind(fd, (struct sockaddr *)&unspec, sizeof(unspec))));
+	EXPECT_EQ(-EINVAL, ERR(bind(fd, (struct sockaddr *)&any6, sizeof(any6))));
+	EXPECT_EQ(-EINVAL, ERR(bind(fd, (struct sockaddr *)&any6, sizeof(any6) - 4)));
+	EXPECT_EQ(-EINVAL, ERR(bind(fd, (struct sockaddr *)&mc6, sizeof(mc6))));
+	EXPECT_EQ(-EINVAL, ERR(bind(fd, (struct sockaddr *)&ll, sizeof(ll))));
+	EXPECT_EQ(-EINVAL, ERR(bind(fd, (struct sockaddr *)&mapped0, sizeof(mapped0))));
+	/* Port 1 is reserved for RDS probes. */
+	a.sin_port = htons(1);
+	EXPECT_EQ(-EINVAL, ERR(bind(fd, (struct sockaddr *)&a, sizeof(a))));
+	close(fd);
+}
+
+TEST_F(rds, bind_unservable_address_is_eaddrnotavail)
+{
+	struct sockaddr_in a = sin4("10.254.9.9", 4000);
+	int fd = rds_socket();
+
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(-EADDRNOTAVAIL, ERR(bind(fd, (struct sockaddr *)&a, sizeof(a))));
+	close(fd);
+}
+
+TEST_F(rds, bind_port_zero_picks_free_port)
+{
+	int a = bound_socket("127.0.0.1", 0), b = bound_socket("127.0.0.1", 0);
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	EXPECT_LE(2, local_port(a));
+	EXPECT_NE(local_port(a), local_port(b));
+	close(a);
+	close(b);
+}
+
+TEST_F(rds, bind_twice_is_einval_and_taken_port_eaddrinuse)
+{
+	struct sockaddr_in a = sin4("127.0.0.1", 4001);
+	struct sockaddr_in6 mapped = sin6("::ffff:127.0.0.1", 4001, 0);
+	int fd = bound_socket("127.0.0.1", 4001), other = rds_socket(), third;
+
+	ASSERT_LE(0, fd);
+	ASSERT_LE(0, other);
+	EXPECT_EQ(-EINVAL, ERR(bind(fd, (struct sockaddr *)&a, sizeof(a))));
+	EXPECT_EQ(-EADDRINUSE, ERR(bind(other, (struct sockaddr *)&a, sizeof(a))));
+	/* The v4-mapped spelling is the same address. */
+	EXPECT_EQ(-EADDRINUSE, ERR(bind(other, (struct sockaddr *)&mapped, sizeof(mapped))));
+	/* Another loopback address, same port: fine. */
+	third = bound_socket("127.0.0.2", 4001);
+	EXPECT_LE(0, third);
+	close(third);
+	/* Closing frees the port at once. */
+	close(fd);
+	EXPECT_EQ(0, ERR(bind(other, (struct sockaddr *)&a, sizeof(a))));
+	close(other);
+}
+
+TEST_F(rds, bind_ipv6_loopback)
+{
+	struct sockaddr_in6 a = sin6("::1", 0, 0), got;
+	socklen_t len = sizeof(got);
+	int fd = rds_socket();
+
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ERR(bind(fd, (struct sockaddr *)&a, sizeof(a))));
+	ASSERT_EQ(0, getsockname(fd, (struct sockaddr *)&got, &len));
+	EXPECT_EQ(sizeof(struct sockaddr_in6), len);
+	EXPECT_EQ(AF_INET6, got.sin6_family);
+	EXPECT_EQ(0, memcmp(&got.sin6_addr, &a.sin6_addr, 16));
+	close(fd);
+}
+
+TEST_F(rds, getname_and_connect)
+{
+	struct sockaddr_in got, peer = sin4("127.0.0.1", 4100);
+	struct sockaddr_in zero = sin4("0.0.0.0", 1), mcast = sin4("224.0.0.1", 1), unspec = peer;
+	struct sockaddr_in6 any6 = sin6("::", 1, 0);
+	socklen_t len = sizeof(got);
+	int fd = rds_socket();
+
+	ASSERT_LE(0, fd);
+	unspec.sin_family = AF_UNSPEC;
+	ASSERT_EQ(0, getsockname(fd, (struct sockaddr *)&got, &len));
+	EXPECT_EQ(16U, len);
+	EXPECT_EQ(AF_UNSPEC, got.sin_family);
+	len = sizeof(got);
+	EXPECT_EQ(-ENOTCONN, ERR(getpeername(fd, (struct sockaddr *)&got, &len)));
+
+	EXPECT_EQ(-EDESTADDRREQ, ERR(connect(fd, (struct sockaddr *)&zero, sizeof(zero))));
+	EXPECT_EQ(-EINVAL, ERR(connect(fd, (struct sockaddr *)&mcast, sizeof(mcast))));
+	EXPECT_EQ(-EPROTOTYPE, ERR(connect(fd, (struct sockaddr *)&any6, sizeof(any6))));
+	EXPECT_EQ(-EAFNOSUPPORT, ERR(connect(fd, (struct sockaddr *)&unspec, sizeof(unspec))));
+	EXPECT_EQ(-EINVAL, ERR(connect(fd, (struct sockaddr *)&peer, 1)));
+
+	ASSERT_EQ(0, connect(fd, (struct sockaddr *)&peer, sizeof(peer)));
+	len = sizeof(got);
+	ASSERT_EQ(0, getpeername(fd, (struct sockaddr *)&got, &len));
+	EXPECT_EQ(16U, len);
+	EXPECT_EQ(0, memcmp(&got, &peer, sizeof(got)));
+	/* Unbound but connected: a zero address of the peer's family. */
+	len = sizeof(got);
+	ASSERT_EQ(0, getsockname(fd, (struct sockaddr *)&got, &len));
+	EXPECT_EQ(AF_INET, got.sin_family);
+	EXPECT_EQ(0U, got.sin_addr.s_addr);
+	close(fd);
+}
+
+TEST_F(rds, unsupported_calls_are_eopnotsupp)
+{
+	int fd = rds_socket();
+
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(-EOPNOTSUPP, ERR(shutdown(fd, SHUT_RDWR)));
+	EXPECT_EQ(-EOPNOTSUPP, ERR(listen(fd, 1)));
+	close(fd);
+}
+
+TEST_F(rds, send_errors)
+{
+	struct sockaddr_in to = sin4("127.0.0.1", 4200), zero = sin4("0.0.0.0", 4200);
+	struct sockaddr_in6 to6 = sin6("::1", 4200, 0);
+	int unbound = rds_socket(), fd = bound_socket("127.0.0.1", 0);
+	static char big[(1 << 20) + 1];
+	int sndbuf = 4 << 20;
+
+	ASSERT_LE(0, unbound);
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(-ENOTCONN, ERR(sendto(unbound, "x", 1, 0, (struct sockaddr *)&to, sizeof(to))));
+	EXPECT_EQ(-ENOTCONN, ERR(send(fd, "x", 1, 0)));
+	EXPECT_EQ(-EOPNOTSUPP, ERR(sendto(fd, "x", 1, MSG_NOSIGNAL, (struct sockaddr *)&to, sizeof(to))));
+	EXPECT_EQ(-EOPNOTSUPP, ERR(sendto(fd, "x", 1, MSG_MORE, (struct sockaddr *)&to, sizeof(to))));
+	EXPECT_EQ(-EINVAL, ERR(sendto(fd, "x", 1, 0, (struct sockaddr *)&to, 8)));
+	EXPECT_EQ(-EINVAL, ERR(sendto(fd, "x", 1, 0, (struct sockaddr *)&zero, sizeof(zero))));
+	EXPECT_EQ(-EOPNOTSUPP, ERR(sendto(fd, "x", 1, 0, (struct sockaddr *)&to6, sizeof(to6))));
+	/* Default SO_SNDBUF: the limit is half the kernel's (doubled) value. */
+	EXPECT_EQ(-EMSGSIZE, ERR(sendto(fd, big, 106497, 0, (struct sockaddr *)&to, sizeof(to))));
+	EXPECT_EQ(106496, ERR(sendto(fd, big, 106496, 0, (struct sockaddr *)&to, sizeof(to))));
+	/* 1 MiB is the ceiling whatever the buffer. */
+	ASSERT_EQ(0, setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)));
+	EXPECT_EQ(1 << 20, ERR(sendto(fd, big, 1 << 20, 0, (struct sockaddr *)&to, sizeof(to))));
+	EXPECT_EQ(-EMSGSIZE, ERR(sendto(fd, big, (1 << 20) + 1, 0, (struct sockaddr *)&to, sizeof(to))));
+	close(unbound);
+	close(fd);
+}
+
+TEST_F(rds, loopback_roundtrip_keeps_data_order_and_source)
+{
+	int rx = bound_socket("127.0.0.1", 0), tx = bound_socket("127.0.0.1", 0);
+	struct sockaddr_in to, from;
+	socklen_t len;
+	char buf[64];
+	int i;
+
+	ASSERT_LE(0, rx);
+	ASSERT_LE(0, tx);
+	to = sin4("127.0.0.1", local_port(rx));
+	for (i = 0; i < 10; i++) {
+		snprintf(buf, sizeof(buf), "message %d", i);
+		ASSERT_EQ((int)strlen(buf), ERR(sendto(tx, buf, strlen(buf), 0, (struct sockaddr *)&to, sizeof(to))));
+	}
+	for (i = 0; i < 10; i++) {
+		char want[64];
+
+		snprintf(want, sizeof(want), "message %d", i);
+		len = sizeof(from);
+		memset(buf, 0, sizeof(buf));
+		ASSERT_EQ((int)strlen(want), ERR(recvfrom(rx, buf, sizeof(buf), 0, (struct sockaddr *)&from, &len)));
+		EXPECT_STREQ(want, buf);
+		EXPECT_EQ(16U, len);
+		EXPECT_EQ(AF_INET, from.sin_family);
+		EXPECT_EQ(htonl(INADDR_LOOPBACK), from.sin_addr.s_addr);
+		EXPECT_EQ(local_port(tx), ntohs(from.sin_port));
+	}
+	EXPECT_EQ(-EAGAIN, ERR(recv(rx, buf, sizeof(buf), MSG_DONTWAIT)));
+	close(rx);
+	close(tx);
+}
+
+TEST_F(rds, connected_send_zero_length_peek_and_trunc)
+{
+	int rx = bound_socket("127.0.0.1", 0), tx = bound_socket("127.0.0.1", 0);
+	struct sockaddr_in to, from;
+	struct msghdr mh = { 0 };
+	struct iovec iov;
+	socklen_t len = sizeof(from);
+	char buf[8];
+
+	ASSERT_LE(0, rx);
+	ASSERT_LE(0, tx);
+	to = sin4("127.0.0.1", local_port(rx));
+	ASSERT_EQ(0, connect(tx, (struct sockaddr *)&to, sizeof(to)));
+
+	ASSERT_EQ(0, ERR(send(tx, "", 0, 0)));
+	ASSERT_EQ(0, ERR(recvfrom(rx, buf, sizeof(buf), 0, (struct sockaddr *)&from, &len)));
+	EXPECT_EQ(16U, len);
+	EXPECT_EQ(local_port(tx), ntohs(from.sin_port));
+
+	ASSERT_EQ(12, ERR(send(tx, "hello, world", 12, 0)));
+	EXPECT_EQ(5, ERR(recv(rx, buf, 5, MSG_PEEK)));
+	EXPECT_EQ(0, memcmp(buf, "hello", 5));
+	/* MSG_TRUNC returns the full length; the flag says the copy was short. */
+	iov.iov_base = buf;
+	iov.iov_len = 5;
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	EXPECT_EQ(12, ERR(recvmsg(rx, &mh, MSG_TRUNC)));
+	EXPECT_TRUE(mh.msg_flags & MSG_TRUNC);
+	/* The rest of a truncated message is gone. */
+	EXPECT_EQ(-EAGAIN, ERR(recv(rx, buf, sizeof(buf), MSG_DONTWAIT)));
+	EXPECT_EQ(0, ERR(recv(rx, buf, sizeof(buf), MSG_OOB)));
+	close(rx);
+	close(tx);
+}
+
+TEST_F(rds, blocking_recv_times_out_with_etimedout)
+{
+	struct timeval tv = { .tv_usec = 200000 }, start, end;
+	int fd = bound_socket("127.0.0.1", 0);
+	char buf[4];
+
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	gettimeofday(&start, NULL);
+	EXPECT_EQ(-ETIMEDOUT, ERR(recv(fd, buf, sizeof(buf), 0)));
+	gettimeofday(&end, NULL);
+	EXPECT_LE(150000, (end.tv_sec - start.tv_sec) * 1000000 + end.tv_usec - start.tv_usec);
+	close(fd);
+}
+
+TEST_F(rds, poll_reports_in_and_out)
+{
+	int rx = bound_socket("127.0.0.1", 0), tx = bound_socket("127.0.0.1", 0);
+	struct pollfd p = { .events = POLLIN | POLLOUT };
+	struct sockaddr_in to;
+
+	ASSERT_LE(0, rx);
+	ASSERT_LE(0, tx);
+	p.fd = rx;
+	ASSERT_EQ(1, poll(&p, 1, 0));
+	EXPECT_EQ(POLLOUT, p.revents & (POLLIN | POLLOUT | POLLERR | POLLHUP));
+	to = sin4("127.0.0.1", local_port(rx));
+	ASSERT_EQ(1, ERR(sendto(tx, "x", 1, 0, (struct sockaddr *)&to, sizeof(to))));
+	ASSERT_EQ(1, poll(&p, 1, 1000));
+	EXPECT_EQ(POLLIN | POLLOUT, p.revents & (POLLIN | POLLOUT | POLLERR | POLLHUP));
+	close(rx);
+	close(tx);
+}
+
+TEST_F(rds, options_recverr_transport_and_unknown)
+{
+	int fd = rds_socket(), v = 7, t = -2;
+	socklen_t len = sizeof(v);
+
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(-EINVAL, ERR(setsockopt(fd, SOL_RDS, RDS_RECVERR, &v, 2)));
+	ASSERT_EQ(0, setsockopt(fd, SOL_RDS, RDS_RECVERR, &v, sizeof(v)));
+	v = 0;
+	ASSERT_EQ(0, getsockopt(fd, SOL_RDS, RDS_RECVERR, &v, &len));
+	EXPECT_EQ(1, v);
+	EXPECT_EQ(4U, len);
+	len = 2;
+	EXPECT_EQ(-EINVAL, ERR(getsockopt(fd, SOL_RDS, RDS_RECVERR, &v, &len)));
+
+	len = sizeof(t);
+	ASSERT_EQ(0, getsockopt(fd, SOL_RDS, SO_RDS_TRANSPORT, &t, &len));
+	EXPECT_EQ(RDS_TRANS_NONE, t);
+	t = 3;
+	EXPECT_EQ(-EINVAL, ERR(setsockopt(fd, SOL_RDS, SO_RDS_TRANSPORT, &t, sizeof(t))));
+	EXPECT_EQ(-EINVAL, ERR(setsockopt(fd, SOL_RDS, SO_RDS_TRANSPORT, &t, 8)));
+	EXPECT_EQ(-ENOPROTOOPT, ERR(setsockopt(fd, SOL_RDS, 4, &v, sizeof(v))));
+	EXPECT_EQ(-ENOPROTOOPT, ERR(setsockopt(fd, SOL_IP, 1, &v, sizeof(v))));
+	len = sizeof(v);
+	EXPECT_EQ(-ENOPROTOOPT, ERR(getsockopt(fd, SOL_RDS, RDS_CONG_MONITOR, &v, &len)));
+	close(fd);
+
+	fd = bound_socket("127.0.0.1", 0);
+	ASSERT_LE(0, fd);
+	len = sizeof(t);
+	ASSERT_EQ(0, getsockopt(fd, SOL_RDS, SO_RDS_TRANSPORT, &t, &len));
+	EXPECT_EQ(3, t); /* upstream's internal RDS_TRANS_LOOP */
+	t = RDS_TRANS_TCP;
+	EXPECT_EQ(-EOPNOTSUPP, ERR(setsockopt(fd, SOL_RDS, SO_RDS_TRANSPORT, &t, sizeof(t))));
+	close(fd);
+}
+
+/* Module lifetime: these two run last and leave rrds unloaded. */
+TEST(open_socket_pins_module)
+{
+	int fd;
+
+	if (!rrds_loaded())
+		ASSERT_EQ(0, rrds_load());
+	fd = rds_socket();
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(-EWOULDBLOCK, rrds_unload());
+	EXPECT_TRUE(rrds_loaded());
+	close(fd);
+	ASSERT_EQ(0, rrds_unload());
+	EXPECT_EQ(-EAFNOSUPPORT, ERR(rds_socket()));
+}
+
+TEST(load_fails_eexist_while_in_tree_rds_is_loaded)
+{
+	ASSERT_EQ(0, rrds_ensure_unloaded());
+	ASSERT_EQ(0, sh("modprobe rds"));
+	EXPECT_EQ(-EEXIST, rrds_load());
+	EXPECT_FALSE(rrds_loaded());
+	EXPECT_EQ(0, sh("dmesg | tail -n 20 | grep -q 'PF_RDS is already registered'"));
+	ASSERT_EQ(0, sh("rmmod rds"));
+	ASSERT_EQ(0, rrds_load());
+	ASSERT_EQ(0, rrds_unload());
+}
+
+TEST_HARNESS_MAIN
