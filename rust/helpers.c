@@ -38,6 +38,22 @@ void rrds_dev_put(struct net_device *dev)
 	dev_put(dev);
 }
 
+/* Checked against bindgen's view at module load (rust/ffi/net.rs). */
+size_t rrds_sizeof_rrds_sock(void)
+{
+	return sizeof(struct rrds_sock);
+}
+
+int rrds_sk_sndbuf(const struct sock *sk)
+{
+	return READ_ONCE(sk->sk_sndbuf);
+}
+
+long rrds_sk_rcvtimeo(const struct sock *sk)
+{
+	return READ_ONCE(sk->sk_rcvtimeo);
+}
+
 struct net *rrds_sock_net(const struct sock *sk)
 {
 	return sock_net(sk);

@@ -164,6 +164,13 @@ impl<T: SocketFamily> FamilyTables<T> {
     /// Registers the protocol and the family; both are unregistered when the
     /// returned registration is dropped.
     pub(crate) fn register(&'static self) -> Result<FamilyRegistration<T>> {
+        // `proto.obj_size` comes from bindgen's layout: refuse to run if C disagrees.
+        // SAFETY: No preconditions.
+        let c_size = unsafe { bindings::rrds_sizeof_rrds_sock() };
+        if c_size != core::mem::size_of::<bindings::rrds_sock>() {
+            pr_err!("struct rrds_sock layout mismatch between C and bindgen\n");
+            return Err(EINVAL);
+        }
         // SAFETY: `proto` is initialised and lives for `'static` (type invariant).
         to_result(unsafe { bindings::proto_register(self.proto.get(), 1) })?;
         // SAFETY: `family` is initialised and lives for `'static`.
@@ -232,15 +239,15 @@ impl Sock {
 
     /// The send buffer size as SO_SNDBUF left it (the kernel doubles the user's value).
     pub(crate) fn sndbuf(&self) -> usize {
-        // SAFETY: Live sock; `sk_sndbuf` is an int read racily by design, as everywhere.
-        let v = unsafe { ptr::read_volatile(&raw const (*self.as_raw()).sk_sndbuf) };
+        // SAFETY: Live sock (type invariant).
+        let v = unsafe { bindings::rrds_sk_sndbuf(self.as_raw()) };
         usize::try_from(v).unwrap_or(0)
     }
 
     /// SO_RCVTIMEO in jiffies (`MAX_SCHEDULE_TIMEOUT` when unset).
     pub(crate) fn rcvtimeo(&self) -> isize {
-        // SAFETY: As for `sndbuf`.
-        unsafe { ptr::read_volatile(&raw const (*self.as_raw()).sk_rcvtimeo) }
+        // SAFETY: Live sock (type invariant).
+        unsafe { bindings::rrds_sk_rcvtimeo(self.as_raw()) }
     }
 }
 
@@ -410,8 +417,8 @@ unsafe extern "C" fn create_callback<T: SocketFamily>(
     // SAFETY: `sock` and the fresh `sk` are valid; from here on `sock->sk = sk`.
     unsafe {
         (*sock).ops = tables.ops.get();
+        // `sk_protocol` stays 0 (zeroed by sk_alloc): the only protocol accepted.
         bindings::sock_init_data(sock, sk);
-        (*sk).sk_protocol = protocol as u16;
         *sock_state::<T>(sk) = state.into_foreign().cast();
     }
     0
