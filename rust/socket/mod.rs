@@ -75,13 +75,9 @@ static TABLES: FamilyTables<RdsFamily> = FamilyTables::new(
 
 /// Registers PF_RDS; fails with `EEXIST` if another RDS (the in-tree `rds`) holds it.
 pub(crate) fn register() -> Result<FamilyRegistration<RdsFamily>> {
-    // `sock_register` says EBUSY for a taken family; loading reports EEXIST.
-    TABLES.register().map_err(|e| {
-        if e == EBUSY {
+    TABLES.register().inspect_err(|e| {
+        if *e == EEXIST {
             pr_err!("PF_RDS is already registered: unload the in-tree rds module first\n");
-            EEXIST
-        } else {
-            e
         }
     })
 }
