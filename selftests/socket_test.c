@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <linux/rds.h>
@@ -382,6 +383,44 @@ TEST_F(rds, options_recverr_transport_and_unknown)
 	t = RDS_TRANS_TCP;
 	EXPECT_EQ(-EOPNOTSUPP, ERR(setsockopt(fd, SOL_RDS, SO_RDS_TRANSPORT, &t, sizeof(t))));
 	close(fd);
+}
+
+TEST_F(rds, rds_ping_is_answered_from_port_0)
+{
+	int fd = bound_socket("127.0.0.1", 0), other = bound_socket("127.0.0.1", 0);
+	struct sockaddr_in ping = sin4("127.0.0.1", 0), from;
+	socklen_t len = sizeof(from);
+	char buf[4];
+
+	ASSERT_LE(0, fd);
+	ASSERT_LE(0, other);
+	ASSERT_EQ(0, ERR(sendto(fd, "", 0, 0, (struct sockaddr *)&ping, sizeof(ping))));
+	ASSERT_EQ(0, ERR(recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &len)));
+	EXPECT_EQ(0, from.sin_port);
+	EXPECT_EQ(htonl(INADDR_LOOPBACK), from.sin_addr.s_addr);
+	/* The ping itself reaches no socket. */
+	EXPECT_EQ(-EAGAIN, ERR(recv(other, buf, sizeof(buf), MSG_DONTWAIT)));
+	EXPECT_EQ(-EAGAIN, ERR(recv(fd, buf, sizeof(buf), MSG_DONTWAIT)));
+	close(fd);
+	close(other);
+}
+
+TEST_F(rds, tos_reads_zero_and_cannot_be_set_on_loopback)
+{
+	int fd = bound_socket("127.0.0.1", 0);
+	unsigned char tos = 0xff;
+
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ioctl(fd, SIOCRDSGETTOS, &tos));
+	EXPECT_EQ(0, tos);
+	tos = 1;
+	EXPECT_EQ(-ENOTTY, ERR(ioctl(fd, SIOCRDSSETTOS, &tos)));
+	close(fd);
+}
+
+TEST_F(rds, python_socket_module_speaks_rds)
+{
+	EXPECT_EQ(0, sh("python3 %s/af_rds.py", selftests_dir()));
 }
 
 /* Module lifetime: these two run last and leave rrds unloaded. */

@@ -53,6 +53,8 @@ use addr::{
 const SOL_RDS: i32 = bindings::SOL_RDS as i32;
 /// `RDS_TRANS_NONE` as getsockopt reports it.
 const TRANS_NONE: i32 = -1;
+/// Messages to port 0 are pings, answered by the RDS stack itself.
+const PING_PORT: u16 = 0;
 /// The loopback transport's type number (upstream's internal `RDS_TRANS_LOOP`).
 const TRANS_LOOP: i32 = 3;
 
@@ -95,6 +97,8 @@ struct SockState {
     /// The default destination set by `connect()`.
     peer: Option<Endpoint>,
     recverr: bool,
+    /// Type of service of the socket's connections (`SIOCRDSSETTOS`).
+    tos: u8,
 }
 
 /// The receive queue and its accounting.
@@ -223,8 +227,19 @@ impl SocketFamily for RdsFamily {
         mask
     }
 
-    fn ioctl(_state: &RdsSock, _sk: &Sock, _cmd: u32, _arg: usize) -> Result<i32> {
-        Err(ENOIOCTLCMD)
+    fn ioctl(state: &RdsSock, _sk: &Sock, cmd: u32, arg: usize) -> Result<i32> {
+        match cmd {
+            bindings::SIOCRDSGETTOS => {
+                let tos = state.state.lock().tos;
+                UserSlice::new(UserPtr::from_addr(arg), 1)
+                    .writer()
+                    .write(&tos)?;
+                Ok(0)
+            }
+            // Setting a TOS needs a transport that maps it (IB); upstream answers
+            // ENOIOCTLCMD (ENOTTY to the caller) for loopback and unbound sockets.
+            _ => Err(ENOIOCTLCMD),
+        }
     }
 
     fn setsockopt(
@@ -337,7 +352,23 @@ impl SocketFamily for RdsFamily {
         )?;
         // Loopback: the receiver is in this namespace; deliver now. A message to a
         // port nobody is bound to is dropped, as on the wire.
-        if let Some(receiver) = bind::find(state.net, &to) {
+        if to.port == PING_PORT {
+            // rds-ping: the destination's RDS answers with an empty message from port 0
+            // and consumes the ping (upstream rds_send_pong).
+            let pong = Arc::new(
+                Message {
+                    header: Header {
+                        dport: from.port,
+                        ..Header::default()
+                    },
+                    payload: KVVec::new(),
+                },
+                GFP_KERNEL,
+            )?;
+            if let Some(pinger) = bind::find(state.net, &from) {
+                pinger.deliver(to, pong)?;
+            }
+        } else if let Some(receiver) = bind::find(state.net, &to) {
             receiver.deliver(from, message)?;
         }
         Ok(len)
