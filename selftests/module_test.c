@@ -202,6 +202,19 @@ TEST_F(devices, reload_cycles_with_devices)
 	}
 }
 
+/* Last of the device tests: it removes the rxe pair. */
+TEST_F(devices, netdev_removal_removes_device)
+{
+	ASSERT_EQ(4, device_rows());
+	/* Deleting the veth pair unregisters both rxe devices on it. */
+	ASSERT_EQ(0, sh("ip -n rrds-a link del rxa"));
+	/* rxe unregisters from a workqueue: wait for both ends. */
+	ASSERT_EQ(0, sh("for i in $(seq 100); do rdma link show rxe_a/1 || rdma link show rxe_b/1 || exit 0; sleep 0.1; done >/dev/null 2>&1; exit 1"));
+	EXPECT_FALSE(device_listed("rxe_a"));
+	EXPECT_FALSE(device_listed("rxe_b"));
+	EXPECT_EQ(2, device_rows());
+}
+
 /* Tests that start with no RDMA device at all and rrds not loaded. */
 FIXTURE(bare) {
 	int unused;
@@ -282,20 +295,6 @@ TEST_F(bare, hot_add_remove_while_loaded)
 	ASSERT_EQ(0, fixture("rxe-up"));
 	EXPECT_TRUE(device_listed("rxe_a"));
 	EXPECT_EQ(4, device_rows());
-}
-
-TEST_F(bare, netdev_removal_removes_device)
-{
-	ASSERT_EQ(0, rrds_load());
-	ASSERT_EQ(0, fixture("rxe-up"));
-	ASSERT_EQ(2, device_rows());
-	/* Deleting the veth pair unregisters both rxe devices on it. */
-	ASSERT_EQ(0, sh("ip -n rrds-a link del rxa"));
-	/* rxe unregisters from a workqueue: wait for both ends. */
-	ASSERT_EQ(0, sh("for i in $(seq 100); do rdma link show rxe_a/1 || rdma link show rxe_b/1 || exit 0; sleep 0.1; done >/dev/null 2>&1; exit 1"));
-	EXPECT_FALSE(device_listed("rxe_a"));
-	EXPECT_FALSE(device_listed("rxe_b"));
-	EXPECT_EQ(0, device_rows());
 }
 
 TEST_HARNESS_MAIN
