@@ -41,9 +41,8 @@ pub(crate) fn add(sock: ArcBorrow<'_, RdsSock>, ep: Endpoint) -> Result<u16> {
     let me: Arc<RdsSock> = sock.into();
     let mut table = BOUND.lock();
     let taken = |t: &KVec<(NetRef, Endpoint, Arc<RdsSock>)>, port: u16| {
-        t.iter().any(|(n, e, _)| {
-            *n == sock.net && e.addr == ep.addr && e.scope == ep.scope && e.port == port
-        })
+        let key = Endpoint { port, ..ep };
+        t.iter().any(|(n, e, _)| *n == sock.net && *e == key)
     };
     let port = match ep.port {
         PROBE_PORT => return Err(EINVAL),
@@ -72,6 +71,7 @@ pub(crate) fn find(net: NetRef, ep: &Endpoint) -> Option<Arc<RdsSock>> {
     BOUND
         .lock()
         .iter()
-        .find(|(n, e, _)| *n == net && e.addr == ep.addr && e.port == ep.port)
+        // The whole key, scope id included, as upstream's rds_find_bound.
+        .find(|(n, e, _)| *n == net && e == ep)
         .map(|(_, _, s)| s.clone())
 }
