@@ -14,6 +14,7 @@
 #include <linux/skbuff.h>
 #include <linux/socket.h>
 #include <linux/sockptr.h>
+#include <net/net_namespace.h>
 #include <net/sock.h>
 #include <rdma/ib_verbs.h>
 
@@ -44,5 +45,12 @@ void rrds_lock_sock(struct sock *sk);
 int rrds_memcpy_from_msg(void *data, struct msghdr *msg, int len);
 int rrds_memcpy_to_msg(struct msghdr *msg, void *data, int len);
 int rrds_copy_from_sockptr(void *dst, sockptr_t src, size_t size);
+int rrds_sk_rcvbuf(const struct sock *sk);
+long rrds_sk_sndtimeo(const struct sock *sk);
+bool rrds_sock_flag(const struct sock *sk, int flag);
+void rrds_sock_set_flag(struct sock *sk, int flag, bool on);
+u64 rrds_sock_i_ino(const struct sock *sk);
+u64 rrds_ktime_get_real_ns(void);
+u64 rrds_ktime_get_ns(void);
 
 #endif /* RRDS_BINDINGS_H */

@@ -93,3 +93,38 @@ int rrds_copy_from_sockptr(void *dst, sockptr_t src, size_t size)
 {
 	return copy_from_sockptr(dst, src, size);
 }
+
+int rrds_sk_rcvbuf(const struct sock *sk)
+{
+	return READ_ONCE(sk->sk_rcvbuf);
+}
+
+long rrds_sk_sndtimeo(const struct sock *sk)
+{
+	return READ_ONCE(sk->sk_sndtimeo);
+}
+
+bool rrds_sock_flag(const struct sock *sk, int flag)
+{
+	return sock_flag(sk, flag);
+}
+
+void rrds_sock_set_flag(struct sock *sk, int flag, bool on)
+{
+	sock_valbool_flag(sk, flag, on);
+}
+
+u64 rrds_sock_i_ino(const struct sock *sk)
+{
+	return sock_i_ino(sk);
+}
+
+u64 rrds_ktime_get_real_ns(void)
+{
+	return ktime_get_real_ns();
+}
+
+u64 rrds_ktime_get_ns(void)
+{
+	return ktime_get_ns();
+}

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! RDS messages: the 48-byte wire header and the payload.
+//! RDS messages: the 48-byte wire header, its extension headers, fragments
+//! and the payload.
 //!
 //! The header keeps upstream's layout (net/rds/rds.h `struct rds_header`, all
 //! fields big-endian) so that rrds can talk to an in-tree RDS peer over IB.
-//! Every transport moves a [`Message`]; the loopback transport hands it over
-//! whole, the IB transport will cut it into [`FRAG_SIZE`] fragments.
+//! Every transport moves a header and a [`Message`]: the loopback transport
+//! encodes the header to its wire form and parses it back, the IB transport
+//! will send it once per [`FRAG_SIZE`] fragment.
 
 use kernel::prelude::*;
 
@@ -14,16 +16,17 @@ pub(crate) const HEADER_LEN: usize = 48;
 /// Largest message payload (upstream's `RDS_MAX_MSG_SIZE`).
 pub(crate) const MAX_MSG_SIZE: usize = 1 << 20;
 /// Fragment size on the wire.
-#[allow(dead_code)]
 pub(crate) const FRAG_SIZE: usize = 4096;
+/// Size of the extension area of the header.
+pub(crate) const EXTHDR_LEN: usize = 16;
 
 /// `h_flags` bits.
-#[allow(dead_code)]
 pub(crate) mod flags {
+    #[allow(dead_code)]
     pub(crate) const CONG_BITMAP: u8 = 0x01;
     pub(crate) const ACK_REQUIRED: u8 = 0x02;
+    #[allow(dead_code)]
     pub(crate) const RETRANSMITTED: u8 = 0x04;
-    pub(crate) const EXTHDR_EXTENSION: u8 = 0x20;
 }
 
 /// The RDS header, in host order.
@@ -36,12 +39,11 @@ pub(crate) struct Header {
     pub(crate) dport: u16,
     pub(crate) flags: u8,
     pub(crate) credit: u8,
-    pub(crate) exthdr: [u8; 16],
+    pub(crate) exthdr: [u8; EXTHDR_LEN],
 }
 
 impl Header {
     /// The header as sent on the wire, with its checksum.
-    #[allow(dead_code)]
     pub(crate) fn to_wire(self) -> [u8; HEADER_LEN] {
         let mut w = [0u8; HEADER_LEN];
         w[0..8].copy_from_slice(&self.sequence.to_be_bytes());
@@ -59,7 +61,6 @@ impl Header {
     }
 
     /// Parses a wire header; `None` if its checksum is wrong (0 means "none", as upstream).
-    #[allow(dead_code)]
     pub(crate) fn from_wire(w: &[u8; HEADER_LEN]) -> Option<Self> {
         let csum = u16::from_ne_bytes([w[30], w[31]]);
         if csum != 0 && checksum(w) != 0 {
@@ -70,7 +71,7 @@ impl Header {
             b.copy_from_slice(&w[o..o + 8]);
             u64::from_be_bytes(b)
         };
-        let mut exthdr = [0u8; 16];
+        let mut exthdr = [0u8; EXTHDR_LEN];
         exthdr.copy_from_slice(&w[32..48]);
         Some(Self {
             sequence: be64(0),
@@ -81,6 +82,145 @@ impl Header {
             flags: w[24],
             credit: w[25],
             exthdr,
+        })
+    }
+
+    /// Adds an extension header after those already present. An extension
+    /// that does not fit is left out and `false` returned (upstream drops it
+    /// silently too).
+    #[allow(dead_code)]
+    pub(crate) fn add_extension(&mut self, ext: Extension) -> bool {
+        let (kind, body, body_len) = ext.encode();
+        let mut at = 0;
+        while at < EXTHDR_LEN {
+            let t = self.exthdr[at];
+            if t == 0 {
+                break;
+            }
+            match extension_len(t) {
+                Some(n) => at += 1 + n,
+                None => return false,
+            }
+        }
+        if at + 1 + body_len > EXTHDR_LEN {
+            return false;
+        }
+        self.exthdr[at] = kind;
+        self.exthdr[at + 1..at + 1 + body_len].copy_from_slice(&body[..body_len]);
+        true
+    }
+
+    /// The extension headers, in order; parsing stops at a type 0, an unknown
+    /// type or one that runs past the extension area.
+    #[allow(dead_code)]
+    pub(crate) fn extensions(&self) -> impl Iterator<Item = Extension> + '_ {
+        let mut at = 0;
+        core::iter::from_fn(move || {
+            let t = *self.exthdr.get(at)?;
+            let n = extension_len(t)?;
+            let body = self.exthdr.get(at + 1..at + 1 + n)?;
+            at += 1 + n;
+            Extension::decode(t, body)
+        })
+    }
+}
+
+/// Wire lengths of the extension bodies by type (net/rds/message.c), `None`
+/// for a type that ends parsing.
+fn extension_len(kind: u8) -> Option<usize> {
+    match kind {
+        ext::VERSION => Some(4),
+        ext::RDMA => Some(4),
+        ext::RDMA_DEST => Some(8),
+        ext::RDMA_BYTES => Some(8),
+        ext::NPATHS => Some(2),
+        ext::GEN_NUM => Some(4),
+        ext::SPORT_IDX => Some(1),
+        7 | 9..=15 => Some(0),
+        _ => None,
+    }
+}
+
+/// Extension header types.
+mod ext {
+    pub(super) const VERSION: u8 = 1;
+    pub(super) const RDMA: u8 = 2;
+    pub(super) const RDMA_DEST: u8 = 3;
+    pub(super) const RDMA_BYTES: u8 = 4;
+    pub(super) const NPATHS: u8 = 5;
+    pub(super) const GEN_NUM: u8 = 6;
+    pub(super) const SPORT_IDX: u8 = 8;
+}
+
+/// An extension header (net/rds/rds.h `struct rds_ext_header_*`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[allow(dead_code)]
+pub(crate) enum Extension {
+    Version(u32),
+    Rdma { rkey: u32 },
+    RdmaDest { rkey: u32, offset: u32 },
+    RdmaBytes { bytes: u32, rflags: u8 },
+    Npaths(u16),
+    GenNum(u32),
+    SportIdx(u8),
+}
+
+impl Extension {
+    fn encode(self) -> (u8, [u8; 8], usize) {
+        let mut b = [0u8; 8];
+        match self {
+            Self::Version(v) => {
+                b[..4].copy_from_slice(&v.to_be_bytes());
+                (ext::VERSION, b, 4)
+            }
+            Self::Rdma { rkey } => {
+                b[..4].copy_from_slice(&rkey.to_be_bytes());
+                (ext::RDMA, b, 4)
+            }
+            Self::RdmaDest { rkey, offset } => {
+                b[..4].copy_from_slice(&rkey.to_be_bytes());
+                b[4..].copy_from_slice(&offset.to_be_bytes());
+                (ext::RDMA_DEST, b, 8)
+            }
+            Self::RdmaBytes { bytes, rflags } => {
+                b[..4].copy_from_slice(&bytes.to_be_bytes());
+                b[4] = rflags;
+                (ext::RDMA_BYTES, b, 8)
+            }
+            Self::Npaths(n) => {
+                b[..2].copy_from_slice(&n.to_be_bytes());
+                (ext::NPATHS, b, 2)
+            }
+            Self::GenNum(g) => {
+                b[..4].copy_from_slice(&g.to_be_bytes());
+                (ext::GEN_NUM, b, 4)
+            }
+            Self::SportIdx(i) => {
+                b[0] = i;
+                (ext::SPORT_IDX, b, 1)
+            }
+        }
+    }
+
+    fn decode(kind: u8, body: &[u8]) -> Option<Self> {
+        let be32 = |o: usize| -> Option<u32> {
+            Some(u32::from_be_bytes(body.get(o..o + 4)?.try_into().ok()?))
+        };
+        Some(match kind {
+            ext::VERSION => Self::Version(be32(0)?),
+            ext::RDMA => Self::Rdma { rkey: be32(0)? },
+            ext::RDMA_DEST => Self::RdmaDest {
+                rkey: be32(0)?,
+                offset: be32(4)?,
+            },
+            ext::RDMA_BYTES => Self::RdmaBytes {
+                bytes: be32(0)?,
+                rflags: *body.get(4)?,
+            },
+            ext::NPATHS => Self::Npaths(u16::from_be_bytes([*body.first()?, *body.get(1)?])),
+            ext::GEN_NUM => Self::GenNum(be32(0)?),
+            ext::SPORT_IDX => Self::SportIdx(*body.first()?),
+            _ => return None,
         })
     }
 }
@@ -97,9 +237,69 @@ fn checksum(w: &[u8; HEADER_LEN]) -> u16 {
     !(sum as u16)
 }
 
-/// A message: header and payload. Shared (`Arc`) between the sender's queues
-/// and the receiver's queue, never copied inside the kernel.
+/// The fragments a payload of `len` bytes is sent in: `(offset, length)`
+/// pairs of at most [`FRAG_SIZE`] bytes; a 0-byte message is one empty
+/// fragment (a bare header), as upstream sends it.
+#[allow(dead_code)]
+pub(crate) fn fragments(len: usize) -> impl Iterator<Item = (usize, usize)> {
+    let count = len.div_ceil(FRAG_SIZE).max(1);
+    (0..count).map(move |i| {
+        let offset = i * FRAG_SIZE;
+        (offset, (len - offset).min(FRAG_SIZE))
+    })
+}
+
+/// A message's payload. Shared (`Arc`) between the sender's connection queue
+/// and the receiver's socket queue, never copied inside the kernel; the
+/// header travels beside it by value.
 pub(crate) struct Message {
-    pub(crate) header: Header,
     pub(crate) payload: KVVec<u8>,
+}
+
+/// Checks the wire format against known vectors once, at module load: a
+/// broken encoder must not get as far as a peer.
+pub(crate) fn self_test() -> Result {
+    let mut h = Header {
+        sequence: 0x0102_0304_0506_0708,
+        ack: 9,
+        len: 4097,
+        sport: 0x1234,
+        dport: 18634,
+        flags: flags::ACK_REQUIRED,
+        credit: 3,
+        exthdr: [0; EXTHDR_LEN],
+    };
+    let dest = Extension::RdmaDest {
+        rkey: 0xdead_beef,
+        offset: 42,
+    };
+    let ok = h.add_extension(dest)
+        && h.add_extension(Extension::Npaths(8))
+        && !h.add_extension(Extension::RdmaBytes {
+            bytes: 1,
+            rflags: 1,
+        });
+    let w = h.to_wire();
+    let parsed = Header::from_wire(&w);
+    let mut corrupt = w;
+    corrupt[20] ^= 1;
+    let mut exts = h.extensions();
+    let ok = ok
+        && w[..8] == [1, 2, 3, 4, 5, 6, 7, 8]
+        && w[16..20] == [0, 0, 0x10, 0x01]
+        && w[22..24] == [0x48, 0xca]
+        && w[32] == ext::RDMA_DEST
+        && parsed == Some(h)
+        && Header::from_wire(&corrupt).is_none()
+        && exts.next() == Some(dest)
+        && exts.next() == Some(Extension::Npaths(8))
+        && exts.next().is_none()
+        && fragments(0).eq([(0, 0)])
+        && fragments(4096).eq([(0, 4096)])
+        && fragments(4097).eq([(0, 4096), (4096, 1)]);
+    if !ok {
+        pr_err!("wire format self-test failed\n");
+        return Err(EINVAL);
+    }
+    Ok(())
 }

@@ -7,11 +7,17 @@
 //! for the layering: socket -> message -> conn -> transport, with the memory
 //! registration engine and the XRC manager as services beside them.
 
+mod cong;
+mod conn;
 mod device;
 mod errno;
 mod ffi;
+mod fifo;
 mod message;
 mod socket;
+mod stats;
+mod transport;
+mod wait;
 
 use kernel::{
     debugfs,
@@ -19,6 +25,8 @@ use kernel::{
 };
 
 use crate::ffi::ib_client::IbClientRegistration;
+
+static PERNET: ffi::net::PernetOps<socket::NetCleanup> = ffi::net::PernetOps::new();
 
 module! {
     type: Rrds,
@@ -36,6 +44,9 @@ module! {
 struct Rrds {
     /// Goes first: no socket can exist once it is dropped (sockets pin the module).
     _family: ffi::net::FamilyRegistration<socket::RdsFamily>,
+    /// Unregistering runs the namespace cleanup for every namespace: the
+    /// connections and congestion maps go with it.
+    _pernet: ffi::net::PernetRegistration<socket::NetCleanup>,
     #[pin]
     ib_client: IbClientRegistration<device::DeviceClient>,
     #[pin]
@@ -46,9 +57,12 @@ struct Rrds {
 impl kernel::InPlaceModule for Rrds {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         device::init();
-        socket::bind::init();
+        socket::init();
+        conn::init();
+        cong::init();
         let dir = debugfs::Dir::new(c"rrds");
         try_pin_init!(Self {
+            _pernet: PERNET.register()?,
             _family: socket::register()?,
             devices_file <- dir.read_callback_file(c"devices", (), &|(): &(), f| device::show(f)),
             ib_client <- IbClientRegistration::register(c"rrds"),

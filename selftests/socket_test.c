@@ -14,51 +14,7 @@
 
 #include "kselftest_harness.h"
 #include "rrds_test.h"
-
-static struct sockaddr_in sin4(const char *ip, int port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-
-	inet_pton(AF_INET, ip, &a.sin_addr);
-	return a;
-}
-
-static struct sockaddr_in6 sin6(const char *ip, int port, unsigned int scope)
-{
-	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_port = htons(port),
-				  .sin6_scope_id = scope };
-
-	inet_pton(AF_INET6, ip, &a.sin6_addr);
-	return a;
-}
-
-static int rds_socket(void)
-{
-	return socket(AF_RDS, SOCK_SEQPACKET, 0);
-}
-
-/* -errno of a call that returned -1, or the call's value. */
-#define ERR(call) ({ int __r = (call); __r < 0 ? -errno : __r; })
-
-static int bound_socket(const char *ip, int port)
-{
-	struct sockaddr_in a = sin4(ip, port);
-	int fd = rds_socket();
-
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)))
-		return -1;
-	return fd;
-}
-
-static int local_port(int fd)
-{
-	struct sockaddr_in a;
-	socklen_t len = sizeof(a);
-
-	if (getsockname(fd, (struct sockaddr *)&a, &len))
-		return -1;
-	return ntohs(a.sin_port);
-}
+#include "rds_socket.h"
 
 FIXTURE(rds) {
 	int unused;

@@ -37,6 +37,9 @@ pub(crate) trait SocketFamily: Sized + 'static {
     /// Creates the state of a new socket of `sock_type` and `protocol` in `net`.
     fn create(net: NetRef, sock_type: i32, protocol: i32) -> Result<Arc<Self::State>>;
 
+    /// The socket `sk` now exists for `state` (called once, right after `create`).
+    fn attach(state: &Self::State, sk: SockPtr);
+
     /// The socket is being closed: the last operation on `state` through it.
     fn release(state: Arc<Self::State>, sk: &Sock);
 
@@ -49,7 +52,7 @@ pub(crate) trait SocketFamily: Sized + 'static {
     fn poll(state: &Self::State, sk: &Sock, poll: &PollRequest<'_>) -> u32;
     fn ioctl(state: &Self::State, sk: &Sock, cmd: u32, arg: usize) -> Result<i32>;
     fn setsockopt(
-        state: &Self::State,
+        state: ArcBorrow<'_, Self::State>,
         sk: &Sock,
         level: i32,
         name: i32,
@@ -63,7 +66,12 @@ pub(crate) trait SocketFamily: Sized + 'static {
         value: UserSlice,
         len: usize,
     ) -> Result<GetOptResult>;
-    fn sendmsg(state: &Self::State, sk: &Sock, msg: &mut MsgHdr, len: usize) -> Result<usize>;
+    fn sendmsg(
+        state: ArcBorrow<'_, Self::State>,
+        sk: &Sock,
+        msg: &mut MsgHdr,
+        len: usize,
+    ) -> Result<usize>;
     fn recvmsg(
         state: &Self::State,
         sk: &Sock,
@@ -249,6 +257,63 @@ impl Sock {
         // SAFETY: Live sock (type invariant).
         unsafe { bindings::rrds_sk_rcvtimeo(self.as_raw()) }
     }
+
+    /// SO_SNDTIMEO in jiffies (`MAX_SCHEDULE_TIMEOUT` when unset).
+    pub(crate) fn sndtimeo(&self) -> isize {
+        // SAFETY: Live sock (type invariant).
+        unsafe { bindings::rrds_sk_sndtimeo(self.as_raw()) }
+    }
+
+    /// The receive buffer size as SO_RCVBUF left it (doubled).
+    pub(crate) fn rcvbuf(&self) -> usize {
+        // SAFETY: Live sock (type invariant).
+        let v = unsafe { bindings::rrds_sk_rcvbuf(self.as_raw()) };
+        usize::try_from(v).unwrap_or(0)
+    }
+
+    /// Whether `flag` (a `SOCK_*` of `enum sock_flags`) is set.
+    pub(crate) fn flag(&self, flag: u32) -> bool {
+        // SAFETY: Live sock (type invariant).
+        unsafe { bindings::rrds_sock_flag(self.as_raw(), flag as c_int) }
+    }
+
+    /// Sets or clears `flag`.
+    pub(crate) fn set_flag(&self, flag: u32, on: bool) {
+        // SAFETY: Live sock (type invariant).
+        unsafe { bindings::rrds_sock_set_flag(self.as_raw(), flag as c_int, on) }
+    }
+
+    /// The inode number of the socket (what RDS_INFO reports as `inum`).
+    pub(crate) fn ino(&self) -> u64 {
+        // SAFETY: Live sock (type invariant).
+        unsafe { bindings::rrds_sock_i_ino(self.as_raw()) }
+    }
+}
+
+/// The `struct sock` of a socket, as its state keeps it.
+///
+/// # Invariants
+///
+/// `self.0` is the sock of a socket of this family; it is valid until the
+/// socket's `release` returns.
+#[derive(Clone, Copy)]
+pub(crate) struct SockPtr(*mut bindings::sock);
+
+// SAFETY: A sock may be used from any thread; validity is handled by `get`'s callers.
+unsafe impl Send for SockPtr {}
+// SAFETY: As above.
+unsafe impl Sync for SockPtr {}
+
+impl SockPtr {
+    /// # Safety
+    ///
+    /// The socket's `release` must not have returned, and must not return
+    /// while the result is used (hold a lock `release` takes after the state
+    /// stops handing out this pointer).
+    pub(crate) unsafe fn get<'a>(self) -> &'a Sock {
+        // SAFETY: Valid per the caller's promise and the type invariant.
+        unsafe { Sock::from_raw(self.0) }
+    }
 }
 
 /// A `struct msghdr` of a sendmsg or recvmsg call.
@@ -307,6 +372,53 @@ impl MsgHdr {
     pub(crate) fn flags(&self) -> u32 {
         // SAFETY: Valid msghdr.
         unsafe { (*self.0).msg_flags }
+    }
+
+    /// The control messages of a sendmsg call, as `(level, type, cmsg_len)`;
+    /// a malformed one (upstream's `CMSG_OK` failing) is `EINVAL` and ends the walk.
+    pub(crate) fn cmsgs(&self) -> impl Iterator<Item = Result<(i32, i32, usize)>> + '_ {
+        const HDR: usize = core::mem::size_of::<bindings::cmsghdr>();
+        // SAFETY: Valid msghdr (type invariant). For sendmsg, the socket layer copied
+        // the control buffer into kernel memory of `msg_controllen` bytes.
+        let (base, size) = unsafe {
+            let m = &*self.0;
+            let base = m.__bindgen_anon_1.msg_control.cast::<u8>().cast_const();
+            (base, if base.is_null() { 0 } else { m.msg_controllen })
+        };
+        let mut at = 0usize;
+        let mut failed = false;
+        core::iter::from_fn(move || {
+            if failed || at.checked_add(HDR)? > size {
+                return None;
+            }
+            // SAFETY: `at + HDR <= size`: the header is inside the buffer. It may be
+            // unaligned only if userspace misaligned nothing: the kernel buffer is aligned
+            // and `at` advances by CMSG_ALIGN steps.
+            let hdr = unsafe { base.add(at).cast::<bindings::cmsghdr>().read_unaligned() };
+            let len = hdr.cmsg_len;
+            if len < HDR || len > size - at {
+                failed = true;
+                return Some(Err(EINVAL));
+            }
+            at += (len + 7) & !7;
+            Some(Ok((hdr.cmsg_level, hdr.cmsg_type, len)))
+        })
+    }
+
+    /// Appends a control message (`put_cmsg`): `MSG_CTRUNC` if it does not
+    /// fit, `EFAULT` if the control buffer is bad.
+    pub(crate) fn put_cmsg(&mut self, level: u32, kind: u32, data: &[u8]) -> Result {
+        let len = c_int::try_from(data.len())?;
+        // SAFETY: Valid msghdr of a recvmsg call; `put_cmsg` reads `len` bytes of `data`.
+        to_result(unsafe {
+            bindings::put_cmsg(
+                self.0,
+                level as c_int,
+                kind as c_int,
+                len,
+                data.as_ptr().cast_mut().cast(),
+            )
+        })
     }
 
     /// Adds `MSG_TRUNC` to the flags reported to the caller.
@@ -419,6 +531,7 @@ unsafe extern "C" fn create_callback<T: SocketFamily>(
         (*sock).ops = tables.ops.get();
         // `sk_protocol` stays 0 (zeroed by sk_alloc): the only protocol accepted.
         bindings::sock_init_data(sock, sk);
+        T::attach(&state, SockPtr(sk));
         *sock_state::<T>(sk) = state.into_foreign().cast();
     }
     0
@@ -580,7 +693,7 @@ unsafe extern "C" fn setsockopt_callback<T: SocketFamily>(
     // SAFETY: Called on a live socket of this family.
     unsafe {
         with_state::<T, _>(sock, |s, sk| {
-            errno(T::setsockopt(&s, sk, level, name, value))
+            errno(T::setsockopt(s, sk, level, name, value))
                 .err()
                 .unwrap_or(0)
         })
@@ -634,7 +747,7 @@ unsafe extern "C" fn sendmsg_callback<T: SocketFamily>(
     let mut msg = MsgHdr(msg);
     // SAFETY: Called on a live socket of this family.
     unsafe {
-        with_state::<T, _>(sock, |s, sk| match T::sendmsg(&s, sk, &mut msg, len) {
+        with_state::<T, _>(sock, |s, sk| match T::sendmsg(s, sk, &mut msg, len) {
             Ok(n) => n as c_int,
             Err(e) => e.to_errno(),
         })
@@ -661,4 +774,70 @@ unsafe extern "C" fn recvmsg_callback<T: SocketFamily>(
             }
         })
     }
+}
+
+/// Work to do when a network namespace goes away.
+pub(crate) trait NetExit: 'static {
+    /// `net` is exiting: no socket of it is left. Process context.
+    fn exit(net: NetRef);
+}
+
+/// A `struct pernet_operations` whose `exit` calls `T::exit`.
+///
+/// # Invariants
+///
+/// Lives in a `static`; only the kernel writes it (its list head), between
+/// `register` and the registration's drop.
+pub(crate) struct PernetOps<T: NetExit> {
+    ops: Opaque<bindings::pernet_operations>,
+    _exit: PhantomData<T>,
+}
+
+// SAFETY: The kernel serialises its writes (pernet_ops_rwsem); rrds never touches the struct.
+unsafe impl<T: NetExit> Sync for PernetOps<T> {}
+
+impl<T: NetExit> PernetOps<T> {
+    pub(crate) const fn new() -> Self {
+        // SAFETY: All-zero is a valid `pernet_operations` (no callbacks, empty fields).
+        let zero: bindings::pernet_operations = unsafe { core::mem::zeroed() };
+        Self {
+            ops: Opaque::new(bindings::pernet_operations {
+                exit: Some(net_exit_callback::<T>),
+                ..zero
+            }),
+            _exit: PhantomData,
+        }
+    }
+
+    /// Registers the operations; `T::exit` then runs for every namespace that
+    /// exits, and for all remaining ones when the registration is dropped.
+    pub(crate) fn register(&'static self) -> Result<PernetRegistration<T>> {
+        // SAFETY: `ops` is initialised and `'static` (type invariant).
+        to_result(unsafe { bindings::register_pernet_subsys(self.ops.get()) })?;
+        // INVARIANT: registered just above.
+        Ok(PernetRegistration { ops: self })
+    }
+}
+
+/// Registered pernet operations.
+///
+/// # Invariants
+///
+/// `ops` is registered until `drop`.
+pub(crate) struct PernetRegistration<T: NetExit> {
+    ops: &'static PernetOps<T>,
+}
+
+impl<T: NetExit> Drop for PernetRegistration<T> {
+    fn drop(&mut self) {
+        // SAFETY: Registered (type invariant); this calls `exit` for every namespace.
+        unsafe { bindings::unregister_pernet_subsys(self.ops.ops.get()) };
+    }
+}
+
+/// # Safety
+///
+/// Called by the namespace code only, with a namespace that is exiting.
+unsafe extern "C" fn net_exit_callback<T: NetExit>(net: *mut bindings::net) {
+    T::exit(NetRef(net as usize));
 }

@@ -25,6 +25,14 @@ pub(crate) struct Endpoint {
 
 const V4_MAPPED_PREFIX: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
 
+/// `::ffff:a.b.c.d`.
+pub(crate) fn v4_mapped(v4: [u8; 4]) -> [u8; 16] {
+    let mut addr = [0u8; 16];
+    addr[..12].copy_from_slice(&V4_MAPPED_PREFIX);
+    addr[12..].copy_from_slice(&v4);
+    addr
+}
+
 /// Which checks a caller applies: they differ in errnos between the calls.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Purpose {

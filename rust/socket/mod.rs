@@ -3,10 +3,14 @@
 //! The RDS socket family (PF_RDS): sockets, the bind table, send and receive.
 //!
 //! ABI and errnos follow upstream net/rds (af_rds.c, bind.c, send.c, recv.c);
-//! see Documentation/userspace-api.rst for what is implemented so far.
+//! see Documentation/userspace-api.rst for what is implemented and where rrds
+//! deliberately differs.
 
 mod addr;
 pub(crate) mod bind;
+mod info;
+pub(crate) mod recv;
+mod send;
 
 use kernel::{
     new_mutex, new_spinlock,
@@ -15,15 +19,18 @@ use kernel::{
         poll::PollCondVar,
         Arc,
         ArcBorrow,
-        CondVarTimeoutResult,
         Mutex,
         SpinLock, //
     },
-    task::MAX_SCHEDULE_TIMEOUT,
     uaccess::UserSlice,
 };
 
 use crate::{
+    cong::{
+        self,
+        CongMap, //
+    },
+    conn::Connection,
     errno,
     ffi::{
         bindings,
@@ -32,17 +39,23 @@ use crate::{
             FamilyTables,
             GetOptResult,
             MsgHdr,
+            NetExit,
             NetRef,
             PollRequest,
             Sock,
             SockOptValue,
+            SockPtr,
             SocketFamily, //
         },
     },
+    fifo::Fifo,
     message::{
         Header,
-        Message,
-        MAX_MSG_SIZE, //
+        Message, //
+    },
+    transport::{
+        loopback::LOOPBACK,
+        Transport, //
     },
 };
 use addr::{
@@ -53,10 +66,8 @@ use addr::{
 const SOL_RDS: i32 = bindings::SOL_RDS as i32;
 /// `RDS_TRANS_NONE` as getsockopt reports it.
 const TRANS_NONE: i32 = -1;
-/// Messages to port 0 are pings, answered by the RDS stack itself.
-const PING_PORT: u16 = 0;
-/// The loopback transport's type number (upstream's internal `RDS_TRANS_LOOP`).
-const TRANS_LOOP: i32 = 3;
+/// `SO_RDS_TRANSPORT` values a socket may ask for: IB, GAP, TCP.
+const TRANS_COUNT: i32 = 3;
 
 /// `EPOLL*` bits (uapi/linux/eventpoll.h; bindgen cannot read their `__force` casts).
 mod poll_bits {
@@ -77,6 +88,8 @@ static TABLES: FamilyTables<RdsFamily> = FamilyTables::new(
 
 /// Registers PF_RDS; fails with `EEXIST` if another RDS (the in-tree `rds`) holds it.
 pub(crate) fn register() -> Result<FamilyRegistration<RdsFamily>> {
+    // A broken wire encoder must not get as far as a socket.
+    crate::message::self_test()?;
     TABLES.register().inspect_err(|e| {
         if *e == EEXIST {
             pr_err!("PF_RDS is already registered: unload the in-tree rds module first\n");
@@ -84,10 +97,28 @@ pub(crate) fn register() -> Result<FamilyRegistration<RdsFamily>> {
     })
 }
 
+kernel::sync::global_lock! {
+    // SAFETY: Initialised by `init()` in module init, before PF_RDS is registered.
+    unsafe(uninit) static SOCKETS: Mutex<KVec<Arc<RdsSock>>> = KVec::new();
+}
+
+/// Initialises the socket tables. Call once, in module init.
+pub(crate) fn init() {
+    bind::init();
+    // SAFETY: Module init calls this exactly once, before any other use of `SOCKETS`.
+    unsafe { SOCKETS.init() };
+}
+
 /// A message waiting in a receive queue.
 struct Incoming {
+    header: Header,
     from: Endpoint,
     message: Arc<Message>,
+    /// Wall-clock receive time in ns, if SO_TIMESTAMP was on when it arrived.
+    received_ns: Option<u64>,
+    /// Trace clock when the header was seen and when it was queued.
+    seen_ns: u64,
+    queued_ns: u64,
 }
 
 /// What the socket lock (`state`) protects.
@@ -99,19 +130,45 @@ struct SockState {
     recverr: bool,
     /// Type of service of the socket's connections (`SIOCRDSSETTOS`).
     tos: u8,
+    /// Chosen at bind.
+    transport: Option<&'static dyn Transport>,
+    /// Every connection this socket has queued messages on.
+    conns: KVec<Arc<Connection>>,
+    /// `SO_RDS_MSG_RXPATH_LATENCY`: how many trace points, and which.
+    rx_trace_count: u8,
+    rx_trace_pos: [u8; 3],
+    /// The destination port a send was refused for (congestion): poll reports
+    /// POLLOUT only once it clears.
+    cong_refused: Option<(Arc<CongMap>, u16)>,
 }
 
-/// The receive queue and its accounting.
+/// The receive queue, its accounting and the socket's congestion state.
+///
+/// # Invariants
+///
+/// `sk` is `Some` from `attach` until `release` clears it; while it is, the
+/// sock is valid (release clears it under this lock before the sock goes).
 #[derive(Default)]
 struct RecvQueue {
-    messages: KVec<Incoming>,
+    sk: Option<SockPtr>,
+    messages: Fifo<Incoming>,
     bytes: usize,
+    /// The bound port's bit in `map` is set.
+    congested: bool,
+    /// The congestion map of the bound address, and the bound port.
+    map: Option<(Arc<CongMap>, u16)>,
+    /// `RDS_CONG_MONITOR`: ports (mod 64) refused, and refused ports reported
+    /// as possibly uncongested but not yet read.
+    cong_monitor: bool,
+    cong_mask: u64,
+    cong_notify: u64,
 }
 
 /// One RDS socket.
 ///
-/// Lock order: `state` before `rx`; `rx` is a spinlock because deliveries
-/// will come from transport completion context.
+/// Lock order: `SOCKETS` before `state` before `rx`/`tx`; `cong` monitors
+/// before `rx`; `rx` before a congestion map's bits. `rx` and `tx` are
+/// spinlocks because transports complete in atomic context.
 #[pin_data]
 pub(crate) struct RdsSock {
     net: NetRef,
@@ -119,28 +176,80 @@ pub(crate) struct RdsSock {
     state: Mutex<SockState>,
     #[pin]
     rx: SpinLock<RecvQueue>,
-    /// Bytes of sent messages not yet acknowledged by the receiving end.
+    /// Bytes of queued messages not yet acknowledged by the transport.
     #[pin]
-    tx_bytes: SpinLock<usize>,
-    /// Woken when a message arrives or send space frees up; poll waits here.
+    tx: SpinLock<usize>,
+    /// Woken when a message or notification arrives or send space frees up.
     #[pin]
     wait: PollCondVar,
 }
 
 impl RdsSock {
+    pub(crate) fn net(&self) -> NetRef {
+        self.net
+    }
+
     fn endpoint(&self) -> Option<Endpoint> {
         self.state.lock().bound
     }
 
-    /// Queues an incoming message (delivery context: may not sleep).
-    fn deliver(&self, from: Endpoint, message: Arc<Message>) -> Result {
-        let len = message.payload.len();
+    /// A queued message was acknowledged or cancelled: credit its bytes.
+    pub(crate) fn send_completed(&self, len: usize) {
+        let mut tx = self.tx.lock();
+        *tx = tx.saturating_sub(len);
+        drop(tx);
+        self.wait.notify_all();
+    }
+
+    /// `RDS_CONG_MONITOR`: a port may have uncongested; report every port this
+    /// socket was refused for. Called with the monitor list locked.
+    pub(crate) fn cong_notify_all_refused(&self) {
         let mut rx = self.rx.lock();
-        rx.messages.push(Incoming { from, message }, GFP_ATOMIC)?;
-        rx.bytes += len;
+        if rx.cong_mask == 0 {
+            return;
+        }
+        rx.cong_notify |= rx.cong_mask;
+        rx.cong_mask = 0;
         drop(rx);
         self.wait.notify_all();
+    }
+
+    /// Sets the bound port's congestion bit from the queue's size (upstream's
+    /// `rds_recv_rcvbuf_delta`): congested above half of SO_RCVBUF's value,
+    /// clear again below a quarter. Returns true if it cleared.
+    fn update_congestion(rx: &mut RecvQueue, sk: &Sock) -> bool {
+        let Some((map, port)) = &rx.map else {
+            return false;
+        };
+        let rcvbuf = sk.rcvbuf() / 2;
+        if !rx.congested && rx.bytes > rcvbuf {
+            rx.congested = true;
+            map.set_congested(*port, true);
+        } else if rx.congested && rx.bytes < rcvbuf / 2 {
+            rx.congested = false;
+            map.set_congested(*port, false);
+            return true;
+        }
+        false
+    }
+
+    /// Remembers `conn` as one this socket has messages on.
+    fn use_conn(&self, conn: &Arc<Connection>) -> Result {
+        let mut s = self.state.lock();
+        if !s.conns.iter().any(|c| Arc::ptr_eq(c, conn)) {
+            s.conns.push(conn.clone(), GFP_KERNEL)?;
+        }
         Ok(())
+    }
+}
+
+/// Namespace teardown: connections and congestion maps of a namespace go with it.
+pub(crate) struct NetCleanup;
+
+impl NetExit for NetCleanup {
+    fn exit(net: NetRef) {
+        crate::conn::forget_net(net);
+        cong::forget_net(net);
     }
 }
 
@@ -155,23 +264,63 @@ impl SocketFamily for RdsFamily {
         if sock_type != bindings::sock_type_SOCK_SEQPACKET as i32 || protocol != 0 {
             return Err(errno::esocktnosupport());
         }
-        Arc::pin_init(
+        let sock = Arc::pin_init(
             try_pin_init!(RdsSock {
                 net,
                 state <- new_mutex!(SockState::default()),
                 rx <- new_spinlock!(RecvQueue::default()),
-                tx_bytes <- new_spinlock!(0),
+                tx <- new_spinlock!(0),
                 wait <- kernel::new_poll_condvar!("rrds_sock_wait"),
             }),
             GFP_KERNEL,
-        )
+        )?;
+        SOCKETS.lock().push(sock.clone(), GFP_KERNEL)?;
+        Ok(sock)
+    }
+
+    fn attach(state: &RdsSock, sk: SockPtr) {
+        // INVARIANT: `sk` is the socket's sock, valid until release clears it.
+        state.rx.lock().sk = Some(sk);
     }
 
     fn release(state: Arc<RdsSock>, _sk: &Sock) {
-        // Unbind first: no new deliveries after this. Queued messages go with `state`.
-        if let Some(ep) = state.state.lock().bound.take() {
+        {
+            let mut sockets = SOCKETS.lock();
+            if let Some(i) = sockets.iter().position(|s| Arc::ptr_eq(s, &state)) {
+                // Our own reference: `state` still holds one, so this one is not the last.
+                drop(sockets.remove(i));
+            }
+        }
+        cong::remove_monitor(&state);
+        // Unbind: no new deliveries after this.
+        let (bound, conns) = {
+            let mut s = state.state.lock();
+            s.cong_refused = None;
+            (s.bound.take(), core::mem::take(&mut s.conns))
+        };
+        if let Some(ep) = bound {
             bind::remove(state.net, &ep);
         }
+        // Messages still queued for sending are dropped, as upstream's rds_release does.
+        for conn in conns.iter() {
+            conn.cancel(Some(&state), |_| true);
+        }
+        let (queued, map) = {
+            let mut rx = state.rx.lock();
+            // INVARIANT: from here on nothing reaches the sock through the state.
+            rx.sk = None;
+            if rx.congested {
+                if let Some((map, port)) = &rx.map {
+                    map.set_congested(*port, false);
+                }
+                rx.congested = false;
+            }
+            (core::mem::take(&mut rx.messages), rx.map.take())
+        };
+        if map.is_some() {
+            cong::notify_monitors(state.net);
+        }
+        drop((queued, map, conns));
     }
 
     fn bind(state: ArcBorrow<'_, RdsSock>, _sk: &Sock, raw: &[u8]) -> Result {
@@ -184,8 +333,11 @@ impl SocketFamily for RdsFamily {
         if !ep.is_loopback() {
             return Err(errno::eaddrnotavail());
         }
+        let map = cong::get(state.net, ep.addr)?;
         ep.port = bind::add(state, ep)?;
         s.bound = Some(ep);
+        s.transport = Some(&LOOPBACK);
+        state.rx.lock().map = Some((map, ep.port));
         Ok(())
     }
 
@@ -218,10 +370,28 @@ impl SocketFamily for RdsFamily {
     fn poll(state: &RdsSock, sk: &Sock, req: &PollRequest<'_>) -> u32 {
         req.wait_on(&state.wait);
         let mut mask = 0;
-        if !state.rx.lock().messages.is_empty() {
-            mask |= poll_bits::IN | poll_bits::RDNORM;
+        // A socket refused for congestion also waits for the port to clear.
+        let refused_clear = {
+            let mut s = state.state.lock();
+            match &s.cong_refused {
+                Some((map, port)) => {
+                    req.wait_on(map.wait_queue());
+                    let clear = !map.is_congested(*port);
+                    if clear {
+                        s.cong_refused = None;
+                    }
+                    clear
+                }
+                None => true,
+            }
+        };
+        {
+            let rx = state.rx.lock();
+            if !rx.messages.is_empty() || rx.cong_notify != 0 {
+                mask |= poll_bits::IN | poll_bits::RDNORM;
+            }
         }
-        if *state.tx_bytes.lock() < sk.sndbuf() / 2 {
+        if *state.tx.lock() < sk.sndbuf() / 2 && refused_clear {
             mask |= poll_bits::OUT | poll_bits::WRNORM;
         }
         mask
@@ -243,7 +413,7 @@ impl SocketFamily for RdsFamily {
     }
 
     fn setsockopt(
-        state: &RdsSock,
+        state: ArcBorrow<'_, RdsSock>,
         sk: &Sock,
         level: i32,
         name: i32,
@@ -252,32 +422,7 @@ impl SocketFamily for RdsFamily {
         if level != SOL_RDS {
             return Err(errno::enoprotoopt());
         }
-        sk.locked(|| match name as u32 {
-            bindings::RDS_RECVERR => {
-                if value.len() < 4 {
-                    return Err(EINVAL);
-                }
-                let v = i32::from_ne_bytes(value.read::<4>()?);
-                state.state.lock().recverr = v != 0;
-                Ok(())
-            }
-            bindings::SO_RDS_TRANSPORT => {
-                // Every bound socket already has a transport (loopback, for now).
-                if state.endpoint().is_some() {
-                    return Err(errno::eopnotsupp());
-                }
-                if value.len() != 4 {
-                    return Err(EINVAL);
-                }
-                let t = i32::from_ne_bytes(value.read::<4>()?);
-                if !(0..3).contains(&t) {
-                    return Err(EINVAL);
-                }
-                // IB (0) and TCP (2) are not available yet; GAP (1) never is.
-                Err(errno::enoprotoopt())
-            }
-            _ => Err(errno::enoprotoopt()),
-        })
+        sk.locked(|| set_option(state, sk, name as u32, value))
     }
 
     fn getsockopt(
@@ -291,12 +436,17 @@ impl SocketFamily for RdsFamily {
         if level != SOL_RDS {
             return Err(errno::enoprotoopt());
         }
-        let v: i32 = match name as u32 {
+        let name = name as u32;
+        if (bindings::RDS_INFO_FIRST..=bindings::RDS_INFO_LAST).contains(&name) {
+            return info::get(state.net, name, value, len);
+        }
+        let v: i32 = match name {
             bindings::RDS_RECVERR => i32::from(state.state.lock().recverr),
-            bindings::SO_RDS_TRANSPORT => match state.endpoint() {
-                Some(_) => TRANS_LOOP,
-                None => TRANS_NONE,
-            },
+            bindings::SO_RDS_TRANSPORT => state
+                .state
+                .lock()
+                .transport
+                .map_or(TRANS_NONE, |t| t.kind()),
             _ => return Err(errno::enoprotoopt()),
         };
         if len < 4 {
@@ -306,72 +456,13 @@ impl SocketFamily for RdsFamily {
         Ok(GetOptResult { ret: 0, len: 4 })
     }
 
-    fn sendmsg(state: &RdsSock, sk: &Sock, msg: &mut MsgHdr, len: usize) -> Result<usize> {
-        let flags = msg.flags();
-        if flags & !(bindings::MSG_DONTWAIT | bindings::MSG_CMSG_COMPAT | bindings::MSG_ZEROCOPY)
-            != 0
-        {
-            return Err(errno::eopnotsupp());
-        }
-        let named = if msg.name().is_empty() {
-            None
-        } else {
-            Some(Endpoint::parse(msg.name(), Purpose::SendTo)?)
-        };
-        let (from, to) = {
-            let s = state.state.lock();
-            let from = s.bound.ok_or_else(errno::enotconn)?;
-            let to = match named {
-                Some(to) => {
-                    if to.is_v4() != from.is_v4() {
-                        return Err(errno::eopnotsupp());
-                    }
-                    to
-                }
-                None => s.peer.ok_or_else(errno::enotconn)?,
-            };
-            (from, to)
-        };
-        if len > MAX_MSG_SIZE || len > sk.sndbuf() / 2 {
-            return Err(EMSGSIZE);
-        }
-        let mut payload = KVVec::with_capacity(len, GFP_KERNEL)?;
-        payload.resize(len, 0, GFP_KERNEL)?;
-        msg.copy_from_user(&mut payload)?;
-        let message = Arc::new(
-            Message {
-                header: Header {
-                    len: len as u32,
-                    sport: from.port,
-                    dport: to.port,
-                    ..Header::default()
-                },
-                payload,
-            },
-            GFP_KERNEL,
-        )?;
-        // Loopback: the receiver is in this namespace; deliver now. A message to a
-        // port nobody is bound to is dropped, as on the wire.
-        if to.port == PING_PORT {
-            // rds-ping: the destination's RDS answers with an empty message from port 0
-            // and consumes the ping (upstream rds_send_pong).
-            let pong = Arc::new(
-                Message {
-                    header: Header {
-                        dport: from.port,
-                        ..Header::default()
-                    },
-                    payload: KVVec::new(),
-                },
-                GFP_KERNEL,
-            )?;
-            if let Some(pinger) = bind::find(state.net, &from) {
-                pinger.deliver(to, pong)?;
-            }
-        } else if let Some(receiver) = bind::find(state.net, &to) {
-            receiver.deliver(from, message)?;
-        }
-        Ok(len)
+    fn sendmsg(
+        state: ArcBorrow<'_, RdsSock>,
+        sk: &Sock,
+        msg: &mut MsgHdr,
+        len: usize,
+    ) -> Result<usize> {
+        send::sendmsg(state, sk, msg, len)
     }
 
     fn recvmsg(
@@ -381,63 +472,146 @@ impl SocketFamily for RdsFamily {
         len: usize,
         flags: i32,
     ) -> Result<usize> {
-        let flags = flags as u32;
-        if flags & bindings::MSG_OOB != 0 {
-            return Ok(0);
-        }
-        let peek = flags & bindings::MSG_PEEK != 0;
-        let mut timeo = if flags & bindings::MSG_DONTWAIT != 0 {
-            0
-        } else {
-            sk.rcvtimeo()
-        };
-        let mut rx = state.rx.lock();
-        while rx.messages.is_empty() {
-            if timeo == 0 {
-                return Err(EAGAIN);
-            }
-            let wait = if timeo == MAX_SCHEDULE_TIMEOUT {
-                c_ulong::MAX
-            } else {
-                timeo as c_ulong
-            };
-            match state.wait.wait_interruptible_timeout(&mut rx, wait) {
-                CondVarTimeoutResult::Timeout => return Err(ETIMEDOUT),
-                CondVarTimeoutResult::Signal { .. } => return Err(ERESTARTSYS),
-                CondVarTimeoutResult::Woken { jiffies } => {
-                    if timeo != MAX_SCHEDULE_TIMEOUT {
-                        timeo = jiffies as isize;
-                    }
-                }
-            }
-        }
-        let (from, message) = {
-            let head = &rx.messages[0];
-            // The source port is the one the header carries (a pong comes from port 0).
-            let from = Endpoint {
-                port: head.message.header.sport,
-                ..head.from
-            };
-            (from, head.message.clone())
-        };
-        if !peek {
-            rx.bytes -= message.payload.len();
-            rx.messages.remove(0).map_err(|_| EINVAL)?;
-        }
-        drop(rx);
-        let total = message.payload.len();
-        let copied = total.min(len);
-        msg.copy_to_user(&message.payload[..copied])?;
-        if copied < total {
-            msg.set_truncated();
-        }
-        let mut name = [0u8; 28];
-        let name_len = from.write_sockaddr(&mut name);
-        msg.set_name(&name[..name_len]);
-        Ok(if flags & bindings::MSG_TRUNC != 0 {
-            total
-        } else {
-            copied
-        })
+        recv::recvmsg(state, sk, msg, len, flags as u32)
     }
+}
+
+/// Reads an `int` option value of at least 4 bytes (upstream's `rds_set_bool`
+/// and friends: shorter is `EINVAL`).
+fn read_int(value: &SockOptValue) -> Result<i32> {
+    if value.len() < 4 {
+        return Err(EINVAL);
+    }
+    Ok(i32::from_ne_bytes(value.read::<4>()?))
+}
+
+/// One SOL_RDS setsockopt, under the socket lock (af_rds.c `rds_setsockopt`).
+fn set_option(state: ArcBorrow<'_, RdsSock>, sk: &Sock, name: u32, value: SockOptValue) -> Result {
+    match name {
+        bindings::RDS_CANCEL_SENT_TO => cancel_sent_to(&state, value),
+        bindings::RDS_GET_MR | bindings::RDS_GET_MR_FOR_DEST => {
+            let want = if name == bindings::RDS_GET_MR {
+                core::mem::size_of::<bindings::rds_get_mr_args>()
+            } else {
+                core::mem::size_of::<bindings::rds_get_mr_for_dest_args>()
+            };
+            if value.len() != want {
+                return Err(EINVAL);
+            }
+            if state.endpoint().is_none() {
+                return Err(errno::enotconn());
+            }
+            // The loopback transport registers no memory (upstream: no get_mr).
+            Err(errno::eopnotsupp())
+        }
+        bindings::RDS_FREE_MR => {
+            if value.len() != core::mem::size_of::<bindings::rds_free_mr_args>() {
+                return Err(EINVAL);
+            }
+            // No transport of a loopback socket knows any key, nor can flush.
+            Err(EINVAL)
+        }
+        bindings::RDS_RECVERR => {
+            let v = read_int(&value)?;
+            state.state.lock().recverr = v != 0;
+            Ok(())
+        }
+        bindings::RDS_CONG_MONITOR => {
+            let on = read_int(&value)? != 0;
+            if on {
+                cong::add_monitor(state.into())?;
+                state.rx.lock().cong_monitor = true;
+            } else {
+                cong::remove_monitor(&state);
+                let mut rx = state.rx.lock();
+                rx.cong_monitor = false;
+                rx.cong_mask = 0;
+                rx.cong_notify = 0;
+            }
+            Ok(())
+        }
+        bindings::SO_RDS_TRANSPORT => {
+            // A bound socket already has its transport.
+            if state.state.lock().transport.is_some() {
+                return Err(errno::eopnotsupp());
+            }
+            if value.len() != 4 {
+                return Err(EINVAL);
+            }
+            let t = i32::from_ne_bytes(value.read::<4>()?);
+            if !(0..TRANS_COUNT).contains(&t) {
+                return Err(EINVAL);
+            }
+            // IB (0) and TCP (2) are not available yet; GAP (1) never is.
+            Err(errno::enoprotoopt())
+        }
+        bindings::SO_TIMESTAMP_OLD | bindings::SO_TIMESTAMP_NEW => {
+            // Upstream answers a wrong length with EFAULT here.
+            if value.len() != 4 {
+                return Err(EFAULT);
+            }
+            let on = i32::from_ne_bytes(value.read::<4>()?) != 0;
+            if name == bindings::SO_TIMESTAMP_NEW {
+                sk.set_flag(bindings::sock_flags_SOCK_TSTAMP_NEW, true);
+            }
+            sk.set_flag(bindings::sock_flags_SOCK_RCVTSTAMP, on);
+            Ok(())
+        }
+        bindings::SO_RDS_MSG_RXPATH_LATENCY => {
+            if value.len() != core::mem::size_of::<bindings::rds_rx_trace_so>() {
+                return Err(EFAULT);
+            }
+            let raw = value.read::<4>()?;
+            let count = raw[0];
+            if usize::from(count) > raw.len() - 1 {
+                return Err(EFAULT);
+            }
+            let mut s = state.state.lock();
+            s.rx_trace_count = count;
+            for i in 0..usize::from(count) {
+                if usize::from(raw[1 + i]) >= s.rx_trace_pos.len() {
+                    // Upstream stores the earlier positions, then resets the count.
+                    s.rx_trace_count = 0;
+                    return Err(EFAULT);
+                }
+                s.rx_trace_pos[i] = raw[1 + i];
+            }
+            Ok(())
+        }
+        _ => Err(errno::enoprotoopt()),
+    }
+}
+
+/// `RDS_CANCEL_SENT_TO`: drops this socket's queued messages to an address
+/// and port (af_rds.c `rds_cancel_sent_to`; the family field is not checked).
+fn cancel_sent_to(state: &RdsSock, value: SockOptValue) -> Result {
+    if state.endpoint().is_none() {
+        return Err(errno::enotconn());
+    }
+    let (addr, port) = if value.len() >= addr::SOCKADDR_IN6_LEN {
+        let raw = value.read::<{ addr::SOCKADDR_IN6_LEN }>()?;
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&raw[8..24]);
+        (a, u16::from_be_bytes([raw[2], raw[3]]))
+    } else if value.len() >= addr::SOCKADDR_IN_LEN {
+        let raw = value.read::<{ addr::SOCKADDR_IN_LEN }>()?;
+        (
+            addr::v4_mapped([raw[4], raw[5], raw[6], raw[7]]),
+            u16::from_be_bytes([raw[2], raw[3]]),
+        )
+    } else {
+        return Err(EINVAL);
+    };
+    let conns = {
+        let s = state.state.lock();
+        let mut v = KVec::with_capacity(s.conns.len(), GFP_KERNEL)?;
+        for c in s.conns.iter() {
+            v.push(c.clone(), GFP_KERNEL)?;
+        }
+        v
+    };
+    for conn in conns.iter().filter(|c| c.key.faddr == addr) {
+        conn.cancel(Some(state), |h| h.dport == port);
+    }
+    Ok(())
 }

@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Connections: the ordered, sequenced message stream between a local and a
+//! remote address in one network namespace, over one transport.
+//!
+//! A connection is keyed by (namespace, local address, remote address, TOS,
+//! scope), as upstream's `rds_conn_create`. Every message queued on it takes
+//! the next sequence number and stays queued until the transport reports it
+//! acknowledged: the queue's first `sent` entries are upstream's retransmit
+//! list, the rest its send queue. One thread at a time transmits, in sequence
+//! order. Connections live until their namespace exits or the module unloads.
+
+use kernel::{
+    new_spinlock,
+    prelude::*,
+    sync::{
+        Arc,
+        SpinLock, //
+    },
+};
+
+use crate::{
+    ffi::net::NetRef,
+    fifo::Fifo,
+    message::{
+        Header,
+        Message, //
+    },
+    socket::RdsSock,
+    stats::{
+        self,
+        Stat, //
+    },
+    transport::Transport,
+};
+
+/// What identifies a connection.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ConnKey {
+    pub(crate) net: NetRef,
+    pub(crate) laddr: [u8; 16],
+    pub(crate) faddr: [u8; 16],
+    pub(crate) tos: u8,
+    pub(crate) scope: u32,
+}
+
+/// A message on a connection's queue.
+pub(crate) struct Outgoing {
+    pub(crate) header: Header,
+    pub(crate) message: Arc<Message>,
+    /// The socket charged for it (`None` for pongs): its send buffer is
+    /// credited when the message is acknowledged or cancelled.
+    pub(crate) owner: Option<Arc<RdsSock>>,
+}
+
+impl Outgoing {
+    fn is_owned_by(&self, sock: &RdsSock) -> bool {
+        self.owner
+            .as_ref()
+            .is_some_and(|o| core::ptr::eq(&**o, sock))
+    }
+
+    /// Returns the send-buffer charge to the owner. Process context: the
+    /// owner's last reference may go with `self`.
+    fn release(self) {
+        if let Some(owner) = &self.owner {
+            owner.send_completed(self.header.len as usize);
+        }
+    }
+}
+
+/// A connection's queue and sequence state.
+///
+/// # Invariants
+///
+/// `sent <= queue.len()`; queue entries are in increasing sequence order.
+struct ConnState {
+    next_tx_seq: u64,
+    next_rx_seq: u64,
+    queue: Fifo<Outgoing>,
+    /// Entries at the front already handed to the transport (not yet acked).
+    sent: usize,
+    /// A thread is transmitting (upstream's `RDS_IN_XMIT`).
+    transmitting: bool,
+}
+
+/// One connection.
+#[pin_data]
+pub(crate) struct Connection {
+    pub(crate) key: ConnKey,
+    pub(crate) transport: &'static dyn Transport,
+    #[pin]
+    state: SpinLock<ConnState>,
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialised by `init()` in module init, before PF_RDS is registered.
+    unsafe(uninit) static CONNS: Mutex<KVec<Arc<Connection>>> = KVec::new();
+}
+
+/// Initialises the connection table. Call once, in module init.
+pub(crate) fn init() {
+    // SAFETY: Module init calls this exactly once, before any other use of `CONNS`.
+    unsafe { CONNS.init() };
+}
+
+/// The connection for `key`, created on first use.
+pub(crate) fn get(key: ConnKey, transport: &'static dyn Transport) -> Result<Arc<Connection>> {
+    let mut table = CONNS.lock();
+    if let Some(c) = table.iter().find(|c| c.key == key) {
+        return Ok(c.clone());
+    }
+    let conn = Arc::pin_init(
+        try_pin_init!(Connection {
+            key,
+            transport,
+            state <- new_spinlock!(ConnState {
+                // The first sequence number is 1 (upstream's `cp_next_tx_seq`).
+                next_tx_seq: 1,
+                next_rx_seq: 0,
+                queue: Fifo::default(),
+                sent: 0,
+                transmitting: false,
+            }),
+        }),
+        GFP_KERNEL,
+    )?;
+    table.push(conn.clone(), GFP_KERNEL)?;
+    Ok(conn)
+}
+
+/// Forgets every connection of `net` (the namespace is exiting: no socket
+/// of it is left, so their queues are empty).
+pub(crate) fn forget_net(net: NetRef) {
+    loop {
+        let conn = {
+            let mut table = CONNS.lock();
+            match table.iter().position(|c| c.key.net == net) {
+                Some(i) => table.remove(i).ok(),
+                None => None,
+            }
+        };
+        match conn {
+            Some(c) => c.cancel(None, |_| true),
+            None => break,
+        }
+    }
+}
+
+/// Calls `f` on every connection of `net`, in creation order.
+pub(crate) fn for_each(net: NetRef, mut f: impl FnMut(&Connection)) {
+    for c in CONNS.lock().iter().filter(|c| c.key.net == net) {
+        f(c);
+    }
+}
+
+/// What RDS_INFO reports of a connection.
+pub(crate) struct ConnSnapshot {
+    pub(crate) next_tx_seq: u64,
+    pub(crate) next_rx_seq: u64,
+    pub(crate) transmitting: bool,
+}
+
+/// What RDS_INFO reports of a queued message.
+pub(crate) struct QueuedSnapshot {
+    pub(crate) header: Header,
+}
+
+impl Connection {
+    /// Queues `header`/`message` for `owner` with the next sequence number and
+    /// returns the header as queued. The caller transmits with [`Self::xmit`].
+    pub(crate) fn queue(
+        &self,
+        mut header: Header,
+        message: Arc<Message>,
+        owner: Option<Arc<RdsSock>>,
+    ) -> Result<Header> {
+        let mut st = self.state.lock();
+        // Grow the queue outside the spinlock, so a send never fails for want of
+        // an atomic allocation; a failure here uses no sequence number.
+        while !st.queue.has_room() {
+            let capacity = (st.queue.capacity() * 2).max(8);
+            drop(st);
+            let slots = Fifo::new_slots(capacity, GFP_KERNEL)?;
+            st = self.state.lock();
+            st.queue.grow_into(slots);
+        }
+        header.sequence = st.next_tx_seq;
+        let out = Outgoing {
+            header,
+            message,
+            owner,
+        };
+        if let Err(out) = st.queue.push_back(out, GFP_ATOMIC) {
+            drop(st);
+            // Unreachable with room reserved; never drop an owner under the lock.
+            drop(out);
+            return Err(ENOMEM);
+        }
+        st.next_tx_seq += 1;
+        stats::inc(Stat::SendQueued);
+        Ok(header)
+    }
+
+    /// Transmits queued messages, in order, unless another thread already is
+    /// (it will send ours too). Process context.
+    pub(crate) fn xmit(&self) {
+        let mut st = self.state.lock();
+        if st.transmitting {
+            stats::inc(Stat::SendLockContention);
+            return;
+        }
+        st.transmitting = true;
+        loop {
+            let sent = st.sent;
+            let Some(next) = st.queue.get(sent) else {
+                break;
+            };
+            let header = next.header;
+            let message = next.message.clone();
+            // It joins the retransmit list before it is handed over, as upstream.
+            st.sent += 1;
+            drop(st);
+            let _ = self.transport.xmit(self, &header, &message);
+            st = self.state.lock();
+        }
+        st.transmitting = false;
+        if st.queue.is_empty() {
+            stats::inc(Stat::SendQueueEmpty);
+        }
+    }
+
+    /// The transport has delivered everything up to `seq`: release those
+    /// messages. Process context.
+    pub(crate) fn drop_acked(&self, seq: u64) {
+        loop {
+            let acked = {
+                let mut st = self.state.lock();
+                match st.queue.front() {
+                    Some(out) if st.sent > 0 && out.header.sequence <= seq => {
+                        st.sent -= 1;
+                        st.queue.pop_front()
+                    }
+                    _ => None,
+                }
+            };
+            let Some(out) = acked else {
+                break;
+            };
+            stats::inc(Stat::SendDropAcked);
+            out.release();
+        }
+    }
+
+    /// Removes the messages of `owner` (every owner if `None`) for which
+    /// `matches` holds, sent or not, releasing their charge. Process context.
+    pub(crate) fn cancel(&self, owner: Option<&RdsSock>, mut matches: impl FnMut(&Header) -> bool) {
+        loop {
+            let removed = {
+                let mut st = self.state.lock();
+                let at = st.queue.position(|out| {
+                    owner.is_none_or(|o| out.is_owned_by(o)) && matches(&out.header)
+                });
+                match at {
+                    Some(i) => {
+                        if i < st.sent {
+                            st.sent -= 1;
+                        }
+                        st.queue.remove(i)
+                    }
+                    None => None,
+                }
+            };
+            match removed {
+                Some(out) => out.release(),
+                None => break,
+            }
+        }
+    }
+
+    /// Receive-side sequence filter (upstream's `rds_recv_incoming` step 1):
+    /// false if the message is an old retransmission to drop.
+    pub(crate) fn accept_sequence(&self, header: &Header) -> bool {
+        let mut st = self.state.lock();
+        if header.sequence < st.next_rx_seq
+            && header.flags & crate::message::flags::RETRANSMITTED != 0
+        {
+            stats::inc(Stat::RecvDropOldSeq);
+            return false;
+        }
+        st.next_rx_seq = header.sequence + 1;
+        true
+    }
+
+    pub(crate) fn snapshot(&self) -> ConnSnapshot {
+        let st = self.state.lock();
+        ConnSnapshot {
+            next_tx_seq: st.next_tx_seq,
+            next_rx_seq: st.next_rx_seq,
+            transmitting: st.transmitting,
+        }
+    }
+
+    /// Calls `f` on each queued message: the retransmit list if `sent`, else
+    /// the messages not yet handed to the transport. `f` runs under a spinlock.
+    pub(crate) fn for_each_queued(&self, sent: bool, mut f: impl FnMut(QueuedSnapshot)) {
+        let st = self.state.lock();
+        let range = if sent {
+            0..st.sent
+        } else {
+            st.sent..st.queue.len()
+        };
+        for i in range {
+            if let Some(out) = st.queue.get(i) {
+                f(QueuedSnapshot { header: out.header });
+            }
+        }
+    }
+}

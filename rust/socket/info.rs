@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `RDS_INFO_*` getsockopt snapshots (net/rds/info.c and its producers),
+//! with upstream's record layouts and sizing protocol: too small a buffer
+//! gets `ENOSPC` and the length needed in optlen; success returns the size
+//! of one record, with optlen set to the bytes written.
+
+use kernel::{
+    prelude::*,
+    uaccess::UserSlice, //
+};
+
+use super::{
+    addr::Endpoint,
+    RdsSock,
+    SOCKETS, //
+};
+use crate::{
+    conn, errno,
+    ffi::{
+        bindings,
+        net::{
+            GetOptResult,
+            NetRef, //
+        },
+    },
+    message::Header,
+    stats,
+};
+
+const CONN_FLAG_SENDING: u8 = 0x01;
+const CONN_FLAG_CONNECTED: u8 = 0x04;
+/// Upstream refuses lengths it could not pin (info.c: `INT_MAX - PAGE_SIZE + 1`).
+const MAX_LEN: usize = i32::MAX as usize - 4096 + 1;
+
+/// Records of one kind, as they will be copied out.
+struct Records {
+    bytes: KVVec<u8>,
+    each: usize,
+}
+
+impl Records {
+    fn new(each: usize) -> Self {
+        Self {
+            bytes: KVVec::new(),
+            each,
+        }
+    }
+
+    fn push(&mut self, record: &[u8]) -> Result {
+        self.bytes.extend_from_slice(record, GFP_KERNEL)?;
+        Ok(())
+    }
+}
+
+/// Answers getsockopt(SOL_RDS, `name`) for `name` in the RDS_INFO range.
+pub(super) fn get(net: NetRef, name: u32, value: UserSlice, len: usize) -> Result<GetOptResult> {
+    if len > MAX_LEN {
+        return Err(EINVAL);
+    }
+    let records = match name {
+        bindings::RDS_INFO_COUNTERS => counters()?,
+        bindings::RDS_INFO_CONNECTIONS => connections(net, false)?,
+        bindings::RDS6_INFO_CONNECTIONS => connections(net, true)?,
+        bindings::RDS_INFO_SEND_MESSAGES => conn_messages(net, false, false)?,
+        bindings::RDS6_INFO_SEND_MESSAGES => conn_messages(net, false, true)?,
+        bindings::RDS_INFO_RETRANS_MESSAGES => conn_messages(net, true, false)?,
+        bindings::RDS6_INFO_RETRANS_MESSAGES => conn_messages(net, true, true)?,
+        bindings::RDS_INFO_RECV_MESSAGES => recv_messages(net, false)?,
+        bindings::RDS6_INFO_RECV_MESSAGES => recv_messages(net, true)?,
+        bindings::RDS_INFO_SOCKETS => sockets(net, false)?,
+        bindings::RDS6_INFO_SOCKETS => sockets(net, true)?,
+        // TCP and IB internals (no such transport yet) and the unused numbers.
+        _ => return Err(errno::enoprotoopt()),
+    };
+    let total = records.bytes.len();
+    if total > len {
+        return Ok(GetOptResult {
+            ret: errno::enospc().to_errno(),
+            len: total,
+        });
+    }
+    value.writer().write_slice(&records.bytes)?;
+    Ok(GetOptResult {
+        ret: records.each as i32,
+        len: total,
+    })
+}
+
+fn v4(addr: &[u8; 16]) -> [u8; 4] {
+    [addr[12], addr[13], addr[14], addr[15]]
+}
+
+fn is_v4(addr: &[u8; 16]) -> bool {
+    Endpoint {
+        addr: *addr,
+        ..Endpoint::default()
+    }
+    .is_v4()
+}
+
+fn counters() -> Result<Records> {
+    let mut r = Records::new(40);
+    for (name, value) in stats::snapshot() {
+        let mut rec = [0u8; 40];
+        let n = name.len().min(31);
+        rec[..n].copy_from_slice(&name.as_bytes()[..n]);
+        rec[32..].copy_from_slice(&value.to_ne_bytes());
+        r.push(&rec)?;
+    }
+    Ok(r)
+}
+
+fn connections(net: NetRef, v6: bool) -> Result<Records> {
+    let mut r = Records::new(if v6 { 65 } else { 42 });
+    let mut result = Ok(());
+    conn::for_each(net, |c| {
+        if result.is_err() || (!v6 && !is_v4(&c.key.laddr)) {
+            return;
+        }
+        let snap = c.snapshot();
+        let mut flags = CONN_FLAG_CONNECTED;
+        if snap.transmitting {
+            flags |= CONN_FLAG_SENDING;
+        }
+        let mut name = [0u8; 16];
+        let t = c.transport.name();
+        name[..t.len().min(15)].copy_from_slice(&t[..t.len().min(15)]);
+        let mut rec = [0u8; 65];
+        rec[0..8].copy_from_slice(&snap.next_tx_seq.to_ne_bytes());
+        rec[8..16].copy_from_slice(&snap.next_rx_seq.to_ne_bytes());
+        let used = if v6 {
+            rec[16..32].copy_from_slice(&c.key.laddr);
+            rec[32..48].copy_from_slice(&c.key.faddr);
+            rec[48..64].copy_from_slice(&name);
+            rec[64] = flags;
+            65
+        } else {
+            rec[16..20].copy_from_slice(&v4(&c.key.laddr));
+            rec[20..24].copy_from_slice(&v4(&c.key.faddr));
+            rec[24..40].copy_from_slice(&name);
+            rec[40] = flags;
+            rec[41] = c.key.tos;
+            42
+        };
+        result = r.push(&rec[..used]);
+    });
+    result.map(|()| r)
+}
+
+/// An `rds_info_message` / `rds6_info_message`.
+fn message_record(
+    v6: bool,
+    header: &Header,
+    laddr: &[u8; 16],
+    faddr: &[u8; 16],
+    lport: u16,
+    fport: u16,
+    tos: u8,
+) -> ([u8; 50], usize) {
+    let mut rec = [0u8; 50];
+    rec[0..8].copy_from_slice(&header.sequence.to_ne_bytes());
+    rec[8..12].copy_from_slice(&header.len.to_ne_bytes());
+    let at = if v6 {
+        rec[12..28].copy_from_slice(laddr);
+        rec[28..44].copy_from_slice(faddr);
+        44
+    } else {
+        rec[12..16].copy_from_slice(&v4(laddr));
+        rec[16..20].copy_from_slice(&v4(faddr));
+        20
+    };
+    rec[at..at + 2].copy_from_slice(&lport.to_be_bytes());
+    rec[at + 2..at + 4].copy_from_slice(&fport.to_be_bytes());
+    // at + 4: flags, always 0 upstream.
+    rec[at + 5] = tos;
+    (rec, at + 6)
+}
+
+fn conn_messages(net: NetRef, sent: bool, v6: bool) -> Result<Records> {
+    let mut r = Records::new(if v6 { 50 } else { 26 });
+    let mut result = Ok(());
+    conn::for_each(net, |c| {
+        if !v6 && !is_v4(&c.key.laddr) {
+            return;
+        }
+        let mut records = KVVec::new();
+        let mut collected: Result = Ok(());
+        // Under the connection's spinlock: atomic allocations only.
+        c.for_each_queued(sent, |q| {
+            if collected.is_ok() {
+                let rec = message_record(
+                    v6,
+                    &q.header,
+                    &c.key.laddr,
+                    &c.key.faddr,
+                    q.header.sport,
+                    q.header.dport,
+                    c.key.tos,
+                );
+                collected = records.push(rec, GFP_ATOMIC).map_err(Error::from);
+            }
+        });
+        result = result.and(collected);
+        for (rec, used) in records.iter() {
+            if result.is_ok() {
+                result = r.push(&rec[..*used]);
+            }
+        }
+    });
+    result.map(|()| r)
+}
+
+fn recv_messages(net: NetRef, v6: bool) -> Result<Records> {
+    let mut r = Records::new(if v6 { 50 } else { 26 });
+    for sock in SOCKETS.lock().iter().filter(|s| s.net == net) {
+        let Some(bound) = sock.endpoint() else {
+            continue;
+        };
+        if !v6 && !bound.is_v4() {
+            continue;
+        }
+        let records = {
+            let mut recs = KVVec::new();
+            let rx = sock.rx.lock();
+            recs.reserve(rx.messages.len(), GFP_ATOMIC)?;
+            for m in rx.messages.iter() {
+                let rec = message_record(
+                    v6,
+                    &m.header,
+                    &bound.addr,
+                    &m.from.addr,
+                    m.header.dport,
+                    m.header.sport,
+                    0,
+                );
+                recs.push(rec, GFP_ATOMIC)?;
+            }
+            recs
+        };
+        for (rec, used) in records.iter() {
+            r.push(&rec[..*used])?;
+        }
+    }
+    Ok(r)
+}
+
+fn socket_record(sock: &RdsSock, v6: bool) -> Option<([u8; 52], usize)> {
+    let (bound, peer) = {
+        let s = sock.state.lock();
+        (s.bound, s.peer)
+    };
+    if !v6 && !bound.is_some_and(|b| b.is_v4()) {
+        // RDS_INFO_SOCKETS lists only sockets bound to IPv4 addresses (upstream).
+        return None;
+    }
+    let (sndbuf, rcvbuf, ino) = {
+        let rx = sock.rx.lock();
+        let skp = rx.sk?;
+        // SAFETY: `rx.sk` is Some under the lock: release has not cleared it, so
+        // the sock is valid (`RecvQueue` invariant).
+        let sk = unsafe { skp.get() };
+        (sk.sndbuf() / 2, sk.rcvbuf() / 2, sk.ino())
+    };
+    let bound = bound.unwrap_or_default();
+    let peer = peer.unwrap_or_default();
+    let mut rec = [0u8; 52];
+    rec[0..4].copy_from_slice(&(sndbuf as u32).to_ne_bytes());
+    let at = if v6 {
+        rec[4..20].copy_from_slice(&bound.addr);
+        rec[20..36].copy_from_slice(&peer.addr);
+        36
+    } else {
+        rec[4..8].copy_from_slice(&v4(&bound.addr));
+        rec[8..12].copy_from_slice(&v4(&peer.addr));
+        12
+    };
+    rec[at..at + 2].copy_from_slice(&bound.port.to_be_bytes());
+    rec[at + 2..at + 4].copy_from_slice(&peer.port.to_be_bytes());
+    rec[at + 4..at + 8].copy_from_slice(&(rcvbuf as u32).to_ne_bytes());
+    rec[at + 8..at + 16].copy_from_slice(&ino.to_ne_bytes());
+    Some((rec, at + 16))
+}
+
+fn sockets(net: NetRef, v6: bool) -> Result<Records> {
+    let mut r = Records::new(if v6 { 52 } else { 28 });
+    for sock in SOCKETS.lock().iter().filter(|s| s.net == net) {
+        if let Some((rec, used)) = socket_record(sock, v6) {
+            r.push(&rec[..used])?;
+        }
+    }
+    Ok(r)
+}

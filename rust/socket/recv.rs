@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The receive path: messages from transports into socket queues
+//! (recv.c `rds_recv_incoming`), and recvmsg (`rds_recvmsg`).
+
+use kernel::{
+    prelude::*,
+    sync::Arc, //
+};
+
+use super::{
+    addr::Endpoint,
+    bind,
+    Incoming,
+    RdsSock, //
+};
+use crate::{
+    cong,
+    conn::{
+        self,
+        ConnKey,
+        Connection, //
+    },
+    ffi::{
+        bindings,
+        net::{
+            MsgHdr,
+            Sock, //
+        },
+    },
+    fifo::Fifo,
+    message::{
+        Header,
+        Message,
+        HEADER_LEN, //
+    },
+    stats::{
+        self,
+        Stat, //
+    },
+    wait::wait_until,
+};
+
+/// Messages to port 0 are pings, answered by the RDS stack itself.
+const PING_PORT: u16 = 0;
+
+/// Receive-path trace stamps: monotonic ns (upstream uses `local_clock()`,
+/// whose resolution can be a jiffy where the TSC is not trusted).
+fn trace_clock() -> u64 {
+    // SAFETY: No preconditions.
+    unsafe { bindings::rrds_ktime_get_ns() }
+}
+
+/// A message arrived on `conn` (from its local address to its remote one, the
+/// loopback view): check it, answer pings, queue it on the bound socket.
+/// Process context for now (the bind table is a mutex).
+pub(crate) fn incoming(conn: &Connection, wire: &[u8; HEADER_LEN], message: Arc<Message>) {
+    let seen_ns = trace_clock();
+    let Some(header) = Header::from_wire(wire) else {
+        stats::inc(Stat::RecvDropBadChecksum);
+        return;
+    };
+    if header.len as usize != message.payload.len() || !conn.accept_sequence(&header) {
+        return;
+    }
+    let key = conn.key;
+    if header.dport == PING_PORT {
+        if header.sport != PING_PORT {
+            stats::inc(Stat::RecvPing);
+            send_pong(conn, header.sport);
+        }
+        return;
+    }
+    let to = Endpoint {
+        addr: key.faddr,
+        port: header.dport,
+        scope: key.scope,
+    };
+    let Some(sock) = bind::find(key.net, &to) else {
+        stats::inc(Stat::RecvDropNoSock);
+        return;
+    };
+    let from = Endpoint {
+        addr: key.laddr,
+        port: header.sport,
+        scope: 0,
+    };
+    sock.deliver(Incoming {
+        header,
+        from,
+        message,
+        received_ns: None,
+        seen_ns,
+        queued_ns: 0,
+    });
+}
+
+/// Answers a ping with an empty message from port 0, on the connection back
+/// to the pinger (upstream's `rds_send_pong`; unlike upstream's loopback, the
+/// pong reaches the pinger whatever address it pinged). A congested pinger
+/// port loses the pong, as upstream.
+fn send_pong(conn: &Connection, dport: u16) {
+    let key = ConnKey {
+        laddr: conn.key.faddr,
+        faddr: conn.key.laddr,
+        ..conn.key
+    };
+    let sent = (|| -> Result {
+        let back = conn::get(key, conn.transport)?;
+        if cong::get(key.net, key.faddr)?.is_congested(dport) {
+            return Ok(());
+        }
+        let message = Arc::new(
+            Message {
+                payload: KVVec::new(),
+            },
+            GFP_KERNEL,
+        )?;
+        let header = Header {
+            dport,
+            ..Header::default()
+        };
+        back.queue(header, message, None)?;
+        stats::inc(Stat::SendPong);
+        back.xmit();
+        Ok(())
+    })();
+    if sent.is_err() {
+        pr_debug!("pong to port {} not sent\n", dport);
+    }
+}
+
+impl RdsSock {
+    /// Queues an incoming message (upstream never refuses one for lack of
+    /// rcvbuf: the receive buffer only drives congestion). Process context:
+    /// the queue grows outside its spinlock.
+    fn deliver(&self, mut incoming: Incoming) {
+        let len = incoming.header.len as usize;
+        let mut rx = self.rx.lock();
+        loop {
+            if rx.sk.is_none() {
+                stats::inc(Stat::RecvDropDeadSock);
+                return;
+            }
+            if rx.messages.has_room() {
+                break;
+            }
+            let capacity = (rx.messages.capacity() * 2).max(8);
+            drop(rx);
+            let slots = Fifo::new_slots(capacity, GFP_KERNEL);
+            rx = self.rx.lock();
+            match slots {
+                Ok(slots) => rx.messages.grow_into(slots),
+                Err(_) => {
+                    // The message is lost to this socket: count it like a dead socket's.
+                    stats::inc(Stat::RecvDropDeadSock);
+                    return;
+                }
+            }
+        }
+        let Some(skp) = rx.sk else {
+            return;
+        };
+        // SAFETY: `rx.sk` is Some under the lock, so release has not passed the point
+        // where it clears it; the sock is valid (`RecvQueue` invariant).
+        let sk = unsafe { skp.get() };
+        if sk.flag(bindings::sock_flags_SOCK_RCVTSTAMP) {
+            // SAFETY: No preconditions.
+            incoming.received_ns = Some(unsafe { bindings::rrds_ktime_get_real_ns() });
+        }
+        incoming.queued_ns = trace_clock();
+        if rx.messages.push_back(incoming, GFP_ATOMIC).is_err() {
+            // Unreachable: there is room.
+            return;
+        }
+        rx.bytes += len;
+        stats::add(Stat::RecvBytesAddedToSock, len as u64);
+        stats::inc(Stat::RecvQueued);
+        RdsSock::update_congestion(&mut rx, sk);
+        drop(rx);
+        self.wait.notify_all();
+    }
+}
+
+/// `struct rds_cmsg_rx_trace` as the cmsg carries it.
+fn rx_trace_cmsg(count: u8, pos: [u8; 3], stamps: [u64; 4]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out[0] = count;
+    out[1..4].copy_from_slice(&pos);
+    for i in 0..usize::from(count).min(3) {
+        let p = usize::from(pos[i]).min(2);
+        let delta = stamps[p + 1].saturating_sub(stamps[p]);
+        out[8 + 8 * i..16 + 8 * i].copy_from_slice(&delta.to_ne_bytes());
+    }
+    out
+}
+
+pub(super) fn recvmsg(
+    state: &RdsSock,
+    sk: &Sock,
+    msg: &mut MsgHdr,
+    len: usize,
+    flags: u32,
+) -> Result<usize> {
+    if flags & bindings::MSG_OOB != 0 {
+        return Ok(0);
+    }
+    if flags & bindings::MSG_ERRQUEUE != 0 {
+        // RDS never queues anything on the error queue.
+        return Err(EAGAIN);
+    }
+    let peek = flags & bindings::MSG_PEEK != 0;
+    let mut timeo = if flags & bindings::MSG_DONTWAIT != 0 {
+        0
+    } else {
+        sk.rcvtimeo()
+    };
+    let (head_header, from, message, received_ns, mut stamps) = loop {
+        let mut rx = state.rx.lock();
+        wait_until(&state.wait, &mut rx, &mut timeo, |r| {
+            !r.messages.is_empty() || r.cong_notify != 0
+        })?;
+        if rx.cong_notify != 0 {
+            let notify = core::mem::take(&mut rx.cong_notify);
+            drop(rx);
+            msg.put_cmsg(
+                bindings::SOL_RDS,
+                bindings::RDS_CMSG_CONG_UPDATE,
+                &notify.to_ne_bytes(),
+            )?;
+            return Ok(0);
+        }
+        let Some(head) = rx.messages.front() else {
+            continue;
+        };
+        let taken = (
+            head.header,
+            head.from,
+            head.message.clone(),
+            head.received_ns,
+            [head.seen_ns, head.seen_ns, head.queued_ns, 0],
+        );
+        drop(rx);
+        // Copy first, dequeue after: a fault leaves the message queued (upstream).
+        let total = taken.2.payload.len();
+        let copied = total.min(len);
+        msg.copy_to_user(&taken.2.payload[..copied])?;
+        stats::add(Stat::CopyToUser, copied as u64);
+        if peek {
+            break taken;
+        }
+        let mut rx = state.rx.lock();
+        let still_head = rx
+            .messages
+            .front()
+            .is_some_and(|h| Arc::ptr_eq(&h.message, &taken.2));
+        if !still_head {
+            // Another reader took it first: look again (upstream's deliver race).
+            stats::inc(Stat::RecvDeliverRaced);
+            continue;
+        }
+        let gone = rx.messages.pop_front();
+        rx.bytes = rx.bytes.saturating_sub(total);
+        stats::add(Stat::RecvBytesFreedFromSock, total as u64);
+        let cleared = RdsSock::update_congestion(&mut rx, sk);
+        drop(rx);
+        drop(gone);
+        if cleared {
+            cong::notify_monitors(state.net);
+        }
+        stats::inc(Stat::RecvDelivered);
+        break taken;
+    };
+    let total = message.payload.len();
+    let copied = total.min(len);
+    if copied < total {
+        msg.set_truncated();
+    }
+
+    if let Some(ns) = received_ns {
+        if sk.flag(bindings::sock_flags_SOCK_RCVTSTAMP) {
+            let (sec, usec) = (ns / 1_000_000_000, (ns % 1_000_000_000) / 1000);
+            let mut tv = [0u8; 16];
+            tv[..8].copy_from_slice(&sec.to_ne_bytes());
+            tv[8..].copy_from_slice(&usec.to_ne_bytes());
+            let kind = if sk.flag(bindings::sock_flags_SOCK_TSTAMP_NEW) {
+                bindings::SO_TIMESTAMP_NEW
+            } else {
+                bindings::SO_TIMESTAMP_OLD
+            };
+            msg.put_cmsg(bindings::SOL_SOCKET, kind, &tv)?;
+        }
+    }
+    let (trace_count, trace_pos) = {
+        let s = state.state.lock();
+        (s.rx_trace_count, s.rx_trace_pos)
+    };
+    if trace_count != 0 {
+        stamps[3] = trace_clock();
+        msg.put_cmsg(
+            bindings::SOL_RDS,
+            bindings::RDS_CMSG_RXPATH_LATENCY,
+            &rx_trace_cmsg(trace_count, trace_pos, stamps),
+        )?;
+    }
+
+    // The source port is the one the header carries (a pong comes from port 0);
+    // an IPv6 source gets the receiver's scope id, as upstream.
+    let scope = state.endpoint().map_or(0, |b| b.scope);
+    let from = Endpoint {
+        port: head_header.sport,
+        scope: if from.is_v4() { 0 } else { scope },
+        ..from
+    };
+    let mut name = [0u8; 28];
+    let name_len = from.write_sockaddr(&mut name);
+    msg.set_name(&name[..name_len]);
+    Ok(if flags & bindings::MSG_TRUNC != 0 {
+        total
+    } else {
+        copied
+    })
+}

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Global counters, reported by `RDS_INFO_COUNTERS` under upstream's names
+//! (net/rds/stats.c) so that rds-info and scripts written for it read them.
+//!
+//! Counters of mechanisms rrds does not have (multipath, page remainders)
+//! exist for the record layout's sake and stay 0.
+
+use kernel::sync::atomic::{
+    Atomic,
+    Relaxed, //
+};
+
+macro_rules! counters {
+    ($($id:ident => $name:literal),* $(,)?) => {
+        /// A counter's index.
+        #[allow(non_camel_case_types, dead_code)]
+        #[derive(Clone, Copy)]
+        pub(crate) enum Stat { $($id),* }
+
+        /// Counter names, NUL-padded, in `Stat` order.
+        pub(crate) const NAMES: &[&str] = &[$($name),*];
+    };
+}
+
+counters! {
+    ConnReset => "conn_reset",
+    RecvDropBadChecksum => "recv_drop_bad_checksum",
+    RecvDropOldSeq => "recv_drop_old_seq",
+    RecvDropNoSock => "recv_drop_no_sock",
+    RecvDropDeadSock => "recv_drop_dead_sock",
+    RecvDeliverRaced => "recv_deliver_raced",
+    RecvDelivered => "recv_delivered",
+    RecvQueued => "recv_queued",
+    RecvImmediateRetry => "recv_immediate_retry",
+    RecvDelayedRetry => "recv_delayed_retry",
+    RecvAckRequired => "recv_ack_required",
+    RecvRdmaBytes => "recv_rdma_bytes",
+    RecvPing => "recv_ping",
+    SendQueueEmpty => "send_queue_empty",
+    SendQueueFull => "send_queue_full",
+    SendLockContention => "send_lock_contention",
+    SendLockQueueRaced => "send_lock_queue_raced",
+    SendImmediateRetry => "send_immediate_retry",
+    SendDelayedRetry => "send_delayed_retry",
+    SendDropAcked => "send_drop_acked",
+    SendAckRequired => "send_ack_required",
+    SendQueued => "send_queued",
+    SendRdma => "send_rdma",
+    SendRdmaBytes => "send_rdma_bytes",
+    SendPong => "send_pong",
+    PageRemainderHit => "page_remainder_hit",
+    PageRemainderMiss => "page_remainder_miss",
+    CopyToUser => "copy_to_user",
+    CopyFromUser => "copy_from_user",
+    CongUpdateQueued => "cong_update_queued",
+    CongUpdateReceived => "cong_update_received",
+    CongSendError => "cong_send_error",
+    CongSendBlocked => "cong_send_blocked",
+    RecvBytesAddedToSock => "recv_bytes_added_to_sock",
+    RecvBytesFreedFromSock => "recv_bytes_freed_fromsock",
+    SendStuckRm => "send_stuck_rm",
+    MprdsCatchupTx0Retries => "mprds_catchup_tx0_retries",
+}
+
+const COUNT: usize = NAMES.len();
+
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: Atomic<u64> = Atomic::new(0);
+static VALUES: [Atomic<u64>; COUNT] = [ZERO; COUNT];
+
+/// Adds `n` to counter `s`.
+pub(crate) fn add(s: Stat, n: u64) {
+    VALUES[s as usize].add(n, Relaxed);
+}
+
+/// Adds one to counter `s`.
+pub(crate) fn inc(s: Stat) {
+    add(s, 1);
+}
+
+/// Every counter's name and value, in upstream's order.
+pub(crate) fn snapshot() -> impl Iterator<Item = (&'static str, u64)> {
+    NAMES
+        .iter()
+        .zip(VALUES.iter())
+        .map(|(n, v)| (*n, v.load(Relaxed)))
+}

@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Flow control over the loopback transport: per-port congestion when a
+ * receiver holds more than half its SO_RCVBUF, ENOBUFS for non-blocking
+ * senders, bounded blocking sends (SO_SNDTIMEO -> ETIMEDOUT, signals ->
+ * EINTR), poll, and RDS_CONG_MONITOR notifications.
+ *
+ * The receivers below use SO_RCVBUF 65536: the kernel doubles it to 131072,
+ * the port is congested above 65536 queued bytes (half of that) and clear
+ * again below 32768 (a quarter), as upstream's rds_recv_rcvbuf_delta.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "kselftest_harness.h"
+#include "rrds_test.h"
+#include "rds_socket.h"
+
+#define MSG 8192
+#define RCVBUF 65536
+/* 8 x 8 KiB = 65536 is not over the threshold; the 9th message is. */
+#define FILL 9
+
+FIXTURE(flow) {
+	int rx, tx;
+	struct sockaddr_in to;
+};
+
+FIXTURE_SETUP(flow)
+{
+	int v = RCVBUF;
+
+	if (!rrds_loaded())
+		ASSERT_EQ(0, rrds_load());
+	self->rx = bound_socket("127.0.0.1", 0);
+	self->tx = bound_socket("127.0.0.1", 0);
+	ASSERT_LE(0, self->rx);
+	ASSERT_LE(0, self->tx);
+	ASSERT_EQ(0, setsockopt(self->rx, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)));
+	self->to = sin4("127.0.0.1", local_port(self->rx));
+}
+
+FIXTURE_TEARDOWN(flow)
+{
+	close(self->rx);
+	close(self->tx);
+}
+
+static int send_nb(int fd, const struct sockaddr_in *to, size_t len)
+{
+	static char buf[MSG];
+
+	return ERR(sendto(fd, buf, len, MSG_DONTWAIT, (const struct sockaddr *)to, sizeof(*to)));
+}
+
+static int recv_nb(int fd)
+{
+	static char buf[MSG];
+
+	return ERR(recv(fd, buf, sizeof(buf), MSG_DONTWAIT));
+}
+
+/* Fills the receiver to just over its threshold. */
+static int congest(int tx, const struct sockaddr_in *to)
+{
+	for (int i = 0; i < FILL; i++)
+		if (send_nb(tx, to, MSG) != MSG)
+			return -1;
+	return 0;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+TEST_F(flow, congested_port_gets_enobufs_when_nonblocking)
+{
+	int other = bound_socket("127.0.0.1", 0);
+	struct sockaddr_in to2 = sin4("127.0.0.1", local_port(other));
+
+	for (int i = 0; i < 8; i++)
+		ASSERT_EQ(MSG, send_nb(self->tx, &self->to, MSG));
+	/* 65536 queued: at, not over, the threshold. */
+	ASSERT_EQ(MSG, send_nb(self->tx, &self->to, MSG));
+	EXPECT_EQ(-ENOBUFS, send_nb(self->tx, &self->to, MSG));
+	EXPECT_EQ(-ENOBUFS, send_nb(self->tx, &self->to, 0));
+	/* Other ports of the same address are not congested. */
+	EXPECT_EQ(MSG, send_nb(self->tx, &to2, MSG));
+	close(other);
+}
+
+TEST_F(flow, draining_below_a_quarter_uncongests)
+{
+	ASSERT_EQ(0, congest(self->tx, &self->to));
+	ASSERT_EQ(-ENOBUFS, send_nb(self->tx, &self->to, MSG));
+	/* 9 -> 5 queued (40960 bytes): still over a quarter, still congested. */
+	for (int i = 0; i < 4; i++)
+		ASSERT_EQ(MSG, recv_nb(self->rx));
+	EXPECT_EQ(-ENOBUFS, send_nb(self->tx, &self->to, MSG));
+	/* 4 queued = 32768: not below a quarter yet. */
+	ASSERT_EQ(MSG, recv_nb(self->rx));
+	EXPECT_EQ(-ENOBUFS, send_nb(self->tx, &self->to, MSG));
+	/* 3 queued = 24576 < 32768: clear. */
+	ASSERT_EQ(MSG, recv_nb(self->rx));
+	EXPECT_EQ(MSG, send_nb(self->tx, &self->to, MSG));
+}
+
+TEST_F(flow, blocking_send_to_congested_port_times_out_with_etimedout)
+{
+	struct timeval tv = { .tv_usec = 300000 };
+	static char buf[MSG];
+	double start;
+
+	ASSERT_EQ(0, congest(self->tx, &self->to));
+	ASSERT_EQ(0, setsockopt(self->tx, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)));
+	start = now();
+	EXPECT_EQ(-ETIMEDOUT, ERR(sendto(self->tx, buf, MSG, 0, (struct sockaddr *)&self->to,
+					 sizeof(self->to))));
+	EXPECT_LE(0.29, now() - start);
+	EXPECT_GE(5.0, now() - start);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+TEST_F(flow, blocking_send_interrupted_by_signal_is_eintr)
+{
+	struct sigaction sa = { .sa_handler = on_alarm }; /* no SA_RESTART */
+	struct itimerval it = { .it_value = { .tv_usec = 200000 } };
+	static char buf[MSG];
+
+	ASSERT_EQ(0, congest(self->tx, &self->to));
+	ASSERT_EQ(0, sigaction(SIGALRM, &sa, NULL));
+	ASSERT_EQ(0, setitimer(ITIMER_REAL, &it, NULL));
+	EXPECT_EQ(-EINTR, ERR(sendto(self->tx, buf, MSG, 0, (struct sockaddr *)&self->to,
+				     sizeof(self->to))));
+	signal(SIGALRM, SIG_DFL);
+}
+
+struct drain {
+	int fd;
+	int count;
+};
+
+static void *drain_later(void *arg)
+{
+	struct drain *d = arg;
+
+	usleep(200000);
+	for (int i = 0; i < d->count; i++)
+		if (recv_nb(d->fd) != MSG)
+			return (void *)1;
+	return NULL;
+}
+
+TEST_F(flow, blocked_send_proceeds_when_receiver_drains)
+{
+	struct drain d = { .fd = self->rx, .count = 6 };
+	static char buf[MSG];
+	pthread_t t;
+	void *ret;
+
+	ASSERT_EQ(0, congest(self->tx, &self->to));
+	ASSERT_EQ(0, pthread_create(&t, NULL, drain_later, &d));
+	EXPECT_EQ(MSG, ERR(sendto(self->tx, buf, MSG, 0, (struct sockaddr *)&self->to,
+				  sizeof(self->to))));
+	ASSERT_EQ(0, pthread_join(t, &ret));
+	EXPECT_EQ(NULL, ret);
+	/* 3 left + the one just sent. */
+	for (int i = 0; i < 4; i++)
+		EXPECT_EQ(MSG, recv_nb(self->rx));
+	EXPECT_EQ(-EAGAIN, recv_nb(self->rx));
+}
+
+TEST_F(flow, poll_withholds_pollout_until_refused_port_clears)
+{
+	struct pollfd p = { .fd = self->tx, .events = POLLOUT };
+
+	ASSERT_EQ(1, poll(&p, 1, 0));
+	ASSERT_EQ(0, congest(self->tx, &self->to));
+	ASSERT_EQ(-ENOBUFS, send_nb(self->tx, &self->to, MSG));
+	EXPECT_EQ(0, poll(&p, 1, 100));
+	for (int i = 0; i < 6; i++)
+		ASSERT_EQ(MSG, recv_nb(self->rx));
+	EXPECT_EQ(1, poll(&p, 1, 1000));
+	EXPECT_EQ(POLLOUT, p.revents & POLLOUT);
+}
+
+TEST_F(flow, cong_monitor_reports_refused_ports_as_cmsg)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(uint64_t))];
+	} control;
+	struct msghdr m = { .msg_control = &control, .msg_controllen = sizeof(control) };
+	struct pollfd p = { .fd = self->tx, .events = POLLIN };
+	int on = 1, port = ntohs(self->to.sin_port);
+	struct cmsghdr *c;
+	uint64_t mask;
+
+	EXPECT_EQ(-EINVAL, ERR(setsockopt(self->tx, SOL_RDS, RDS_CONG_MONITOR, &on, 2)));
+	ASSERT_EQ(0, setsockopt(self->tx, SOL_RDS, RDS_CONG_MONITOR, &on, sizeof(on)));
+	ASSERT_EQ(0, congest(self->tx, &self->to));
+	ASSERT_EQ(-ENOBUFS, send_nb(self->tx, &self->to, MSG));
+	EXPECT_EQ(0, poll(&p, 1, 0));
+	for (int i = 0; i < 6; i++)
+		ASSERT_EQ(MSG, recv_nb(self->rx));
+	ASSERT_EQ(1, poll(&p, 1, 1000));
+	EXPECT_EQ(POLLIN, p.revents & POLLIN);
+	/* The notification: recvmsg returns 0 with RDS_CMSG_CONG_UPDATE. */
+	ASSERT_EQ(0, recvmsg(self->tx, &m, MSG_DONTWAIT));
+	c = CMSG_FIRSTHDR(&m);
+	ASSERT_NE(NULL, c);
+	EXPECT_EQ(SOL_RDS, c->cmsg_level);
+	EXPECT_EQ(RDS_CMSG_CONG_UPDATE, c->cmsg_type);
+	EXPECT_EQ(CMSG_LEN(sizeof(mask)), c->cmsg_len);
+	memcpy(&mask, CMSG_DATA(c), sizeof(mask));
+	EXPECT_EQ(1ULL << (port % 64), mask);
+	/* Read once: nothing more to report. */
+	EXPECT_EQ(0, poll(&p, 1, 0));
+	EXPECT_EQ(-EAGAIN, ERR(recvmsg(self->tx, &m, MSG_DONTWAIT)));
+	on = 0;
+	EXPECT_EQ(0, setsockopt(self->tx, SOL_RDS, RDS_CONG_MONITOR, &on, sizeof(on)));
+}
+
+TEST_F(flow, closing_a_congested_receiver_uncongests_its_port)
+{
+	int port = ntohs(self->to.sin_port);
+
+	ASSERT_EQ(0, congest(self->tx, &self->to));
+	ASSERT_EQ(-ENOBUFS, send_nb(self->tx, &self->to, MSG));
+	close(self->rx);
+	self->rx = bound_socket("127.0.0.1", port);
+	ASSERT_LE(0, self->rx);
+	EXPECT_EQ(MSG, send_nb(self->tx, &self->to, MSG));
+}
+
+TEST_F(flow, large_messages_need_a_larger_sndbuf)
+{
+	int v = 4 << 20, len = 1 << 20;
+	static char buf[1 << 20];
+
+	/* Default SO_SNDBUF is wmem_default, 212992: at most 106496 bytes a message. */
+	EXPECT_EQ(-EMSGSIZE, ERR(sendto(self->tx, buf, 106497, MSG_DONTWAIT,
+					(struct sockaddr *)&self->to, sizeof(self->to))));
+	ASSERT_EQ(0, setsockopt(self->tx, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)));
+	ASSERT_EQ(0, setsockopt(self->rx, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)));
+	EXPECT_EQ(len, ERR(sendto(self->tx, buf, len, MSG_DONTWAIT, (struct sockaddr *)&self->to,
+				  sizeof(self->to))));
+	EXPECT_EQ(-EMSGSIZE, ERR(sendto(self->tx, buf, len + 1, MSG_DONTWAIT,
+					(struct sockaddr *)&self->to, sizeof(self->to))));
+	EXPECT_EQ(len, ERR(recv(self->rx, buf, sizeof(buf), MSG_DONTWAIT)));
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Options, control messages and RDS_INFO snapshots over the loopback
+ * transport: RDS_CANCEL_SENT_TO, the MR options (refused on loopback),
+ * SO_TIMESTAMP, SO_RDS_MSG_RXPATH_LATENCY, send cmsg validation, and the
+ * RDS_INFO sizing protocol and records, with upstream RDS's errnos.
+ */
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "kselftest_harness.h"
+#include "rrds_test.h"
+#include "rds_socket.h"
+
+FIXTURE(rds) {
+	int a, b; /* two sockets bound to 127.0.0.1, a sends to b */
+	struct sockaddr_in to;
+};
+
+FIXTURE_SETUP(rds)
+{
+	if (!rrds_loaded())
+		ASSERT_EQ(0, rrds_load());
+	self->a = bound_socket("127.0.0.1", 0);
+	self->b = bound_socket("127.0.0.1", 0);
+	ASSERT_LE(0, self->a);
+	ASSERT_LE(0, self->b);
+	self->to = sin4("127.0.0.1", local_port(self->b));
+}
+
+FIXTURE_TEARDOWN(rds)
+{
+	close(self->a);
+	close(self->b);
+}
+
+static int send_to(int fd, const struct sockaddr_in *to, const void *buf, size_t len)
+{
+	return ERR(sendto(fd, buf, len, MSG_DONTWAIT, (const struct sockaddr *)to, sizeof(*to)));
+}
+
+/* Reads an RDS_INFO snapshot with the sizing protocol; returns the record size. */
+static int info(int fd, int name, void **out, socklen_t *len)
+{
+	socklen_t need = 0;
+	int each;
+
+	*out = NULL;
+	if (getsockopt(fd, SOL_RDS, name, NULL, &need) == 0) {
+		*len = 0;
+		return 0; /* nothing to report: no buffer needed */
+	}
+	if (errno != ENOSPC)
+		return -errno;
+	*out = malloc(need);
+	*len = need;
+	each = getsockopt(fd, SOL_RDS, name, *out, len);
+	return each < 0 ? -errno : each;
+}
+
+TEST_F(rds, info_sizing_protocol_enospc_then_record_size)
+{
+	socklen_t len = 0;
+	char small[40];
+	void *buf;
+	int each;
+
+	/* Too small: ENOSPC and the bytes needed. */
+	EXPECT_EQ(-ENOSPC, ERR(getsockopt(self->a, SOL_RDS, RDS_INFO_COUNTERS, NULL, &len)));
+	EXPECT_LT(40U, len);
+	EXPECT_EQ(0U, len % 40);
+	len = sizeof(small);
+	EXPECT_EQ(-ENOSPC, ERR(getsockopt(self->a, SOL_RDS, RDS_INFO_COUNTERS, small, &len)));
+	each = info(self->a, RDS_INFO_COUNTERS, &buf, &len);
+	EXPECT_EQ(40, each);
+	EXPECT_EQ(0U, len % 40);
+	free(buf);
+	/* Numbers no producer answers. */
+	len = 0;
+	EXPECT_EQ(-ENOPROTOOPT, ERR(getsockopt(self->a, SOL_RDS, 10002, NULL, &len)));
+	EXPECT_EQ(-ENOPROTOOPT, ERR(getsockopt(self->a, SOL_RDS, RDS_INFO_TCP_SOCKETS, NULL, &len)));
+	len = -1;
+	EXPECT_EQ(-EINVAL, ERR(getsockopt(self->a, SOL_RDS, RDS_INFO_COUNTERS, NULL, &len)));
+}
+
+static uint64_t counter(int fd, const char *name)
+{
+	struct rds_info_counter *c;
+	socklen_t len;
+	uint64_t v = ~0ULL;
+	void *buf;
+
+	if (info(fd, RDS_INFO_COUNTERS, &buf, &len) != sizeof(*c))
+		return v;
+	c = buf;
+	for (size_t i = 0; i < len / sizeof(*c); i++)
+		if (!strcmp((char *)c[i].name, name))
+			v = c[i].value;
+	free(buf);
+	return v;
+}
+
+TEST_F(rds, info_counters_count_deliveries_under_upstream_names)
+{
+	uint64_t queued = counter(self->a, "recv_queued");
+	uint64_t delivered = counter(self->a, "recv_delivered");
+	char buf[100];
+
+	ASSERT_NE(~0ULL, queued);
+	ASSERT_NE(~0ULL, counter(self->a, "mprds_catchup_tx0_retries"));
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(10, send_to(self->a, &self->to, "0123456789", 10));
+	EXPECT_EQ(queued + 3, counter(self->a, "recv_queued"));
+	ASSERT_EQ(10, recv(self->b, buf, sizeof(buf), MSG_DONTWAIT));
+	EXPECT_EQ(delivered + 1, counter(self->a, "recv_delivered"));
+}
+
+TEST_F(rds, info_sockets_lists_bound_ipv4_sockets_with_inode)
+{
+	struct rds_info_socket *s;
+	struct stat st;
+	int unbound = rds_socket(), found = 0, each, sndbuf = 50000;
+	socklen_t len;
+	void *buf;
+
+	ASSERT_LE(0, unbound);
+	ASSERT_EQ(0, setsockopt(self->a, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)));
+	ASSERT_EQ(0, fstat(self->a, &st));
+	each = info(self->a, RDS_INFO_SOCKETS, &buf, &len);
+	ASSERT_EQ((int)sizeof(*s), each);
+	ASSERT_EQ(28, each);
+	s = buf;
+	for (size_t i = 0; i < len / sizeof(*s); i++) {
+		if (s[i].inum == st.st_ino) {
+			found++;
+			EXPECT_EQ(htonl(INADDR_LOOPBACK), s[i].bound_addr);
+			EXPECT_EQ(htons(local_port(self->a)), s[i].bound_port);
+			/* The halved value: SO_SNDBUF doubles 50000 to 100000. */
+			EXPECT_EQ(50000U, s[i].sndbuf);
+		}
+		EXPECT_NE(0U, s[i].bound_addr); /* unbound sockets are not listed */
+	}
+	EXPECT_EQ(1, found);
+	free(buf);
+
+	/* RDS6_INFO_SOCKETS lists every socket, the unbound one too. */
+	ASSERT_EQ(0, fstat(unbound, &st));
+	each = info(self->a, RDS6_INFO_SOCKETS, &buf, &len);
+	ASSERT_EQ(52, each);
+	found = 0;
+	for (size_t i = 0; i < len / 52; i++) {
+		struct rds6_info_socket *s6 = (void *)((char *)buf + i * 52);
+
+		found += s6->inum == st.st_ino;
+	}
+	EXPECT_EQ(1, found);
+	free(buf);
+	close(unbound);
+}
+
+TEST_F(rds, info_recv_messages_and_connections)
+{
+	struct rds_info_message *m;
+	struct rds_info_connection *c;
+	socklen_t len;
+	int each, found = 0;
+	void *buf;
+
+	ASSERT_EQ(5, send_to(self->a, &self->to, "hello", 5));
+	ASSERT_EQ(0, send_to(self->a, &self->to, "", 0));
+	each = info(self->a, RDS_INFO_RECV_MESSAGES, &buf, &len);
+	ASSERT_EQ(26, each);
+	m = buf;
+	for (size_t i = 0; i < len / sizeof(*m); i++) {
+		if (m[i].lport != htons(local_port(self->b)))
+			continue;
+		EXPECT_EQ(htons(local_port(self->a)), m[i].fport);
+		EXPECT_EQ(htonl(INADDR_LOOPBACK), m[i].laddr);
+		EXPECT_EQ(found ? 0U : 5U, m[i].len);
+		found++;
+	}
+	EXPECT_EQ(2, found);
+	free(buf);
+	/* The loopback connection 127.0.0.1 -> 127.0.0.1, connected; every
+	 * message took a sequence number; nothing waits to be sent or acked. */
+	each = info(self->a, RDS_INFO_CONNECTIONS, &buf, &len);
+	ASSERT_EQ(42, each);
+	c = buf;
+	found = 0;
+	for (size_t i = 0; i < len / sizeof(*c); i++) {
+		if (c[i].laddr != htonl(INADDR_LOOPBACK) || c[i].faddr != htonl(INADDR_LOOPBACK))
+			continue;
+		found++;
+		EXPECT_STREQ("loopback", (char *)c[i].transport);
+		EXPECT_EQ(RDS_INFO_CONNECTION_FLAG_CONNECTED, c[i].flags);
+		EXPECT_LE(3ULL, c[i].next_tx_seq);
+		EXPECT_EQ(c[i].next_tx_seq, c[i].next_rx_seq);
+	}
+	EXPECT_EQ(1, found);
+	free(buf);
+	len = 0;
+	EXPECT_EQ(26, ERR(getsockopt(self->a, SOL_RDS, RDS_INFO_SEND_MESSAGES, NULL, &len)));
+	EXPECT_EQ(0U, len);
+	EXPECT_EQ(26, ERR(getsockopt(self->a, SOL_RDS, RDS_INFO_RETRANS_MESSAGES, NULL, &len)));
+	EXPECT_EQ(0U, len);
+}
+
+TEST_F(rds, cancel_sent_to_checks_length_and_binding)
+{
+	struct sockaddr_in to = self->to;
+	int unbound = rds_socket();
+
+	EXPECT_EQ(-ENOTCONN, ERR(setsockopt(unbound, SOL_RDS, RDS_CANCEL_SENT_TO, &to,
+					    sizeof(to))));
+	EXPECT_EQ(-EINVAL, ERR(setsockopt(self->a, SOL_RDS, RDS_CANCEL_SENT_TO, &to, 8)));
+	EXPECT_EQ(0, setsockopt(self->a, SOL_RDS, RDS_CANCEL_SENT_TO, &to, sizeof(to)));
+	/* The family is not checked (upstream). */
+	to.sin_family = AF_UNIX;
+	EXPECT_EQ(0, setsockopt(self->a, SOL_RDS, RDS_CANCEL_SENT_TO, &to, sizeof(to)));
+	/* Delivered messages are not taken back. */
+	ASSERT_EQ(3, send_to(self->a, &self->to, "abc", 3));
+	EXPECT_EQ(0, setsockopt(self->a, SOL_RDS, RDS_CANCEL_SENT_TO, &self->to,
+				sizeof(self->to)));
+	EXPECT_EQ(3, ERR(recv(self->b, &to, sizeof(to), MSG_DONTWAIT)));
+	close(unbound);
+}
+
+TEST_F(rds, memory_registration_options_on_loopback)
+{
+	struct rds_get_mr_args mr = { 0 };
+	struct rds_get_mr_for_dest_args mrd = { 0 };
+	struct rds_free_mr_args fr = { 0 };
+	int unbound = rds_socket();
+
+	EXPECT_EQ(-EINVAL, ERR(setsockopt(self->a, SOL_RDS, RDS_GET_MR, &mr, sizeof(mr) - 1)));
+	EXPECT_EQ(-ENOTCONN, ERR(setsockopt(unbound, SOL_RDS, RDS_GET_MR, &mr, sizeof(mr))));
+	/* The loopback transport registers no memory. */
+	EXPECT_EQ(-EOPNOTSUPP, ERR(setsockopt(self->a, SOL_RDS, RDS_GET_MR, &mr, sizeof(mr))));
+	EXPECT_EQ(-EINVAL, ERR(setsockopt(self->a, SOL_RDS, RDS_GET_MR_FOR_DEST, &mrd, 32)));
+	EXPECT_EQ(-EOPNOTSUPP, ERR(setsockopt(self->a, SOL_RDS, RDS_GET_MR_FOR_DEST, &mrd,
+					      sizeof(mrd))));
+	EXPECT_EQ(-EINVAL, ERR(setsockopt(self->a, SOL_RDS, RDS_FREE_MR, &fr, sizeof(fr) - 1)));
+	EXPECT_EQ(-EINVAL, ERR(setsockopt(self->a, SOL_RDS, RDS_FREE_MR, &fr, sizeof(fr))));
+	close(unbound);
+}
+
+static int send_with_cmsg(int fd, const struct sockaddr_in *to, int level, int type,
+			  const void *data, size_t len, int flags)
+{
+	char control[CMSG_SPACE(64)] = { 0 };
+	struct iovec iov = { .iov_base = "x", .iov_len = 1 };
+	struct msghdr m = {
+		.msg_name = (void *)to, .msg_namelen = sizeof(*to),
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = control, .msg_controllen = CMSG_SPACE(len),
+	};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+
+	c->cmsg_level = level;
+	c->cmsg_type = type;
+	c->cmsg_len = CMSG_LEN(len);
+	memcpy(CMSG_DATA(c), data, len);
+	return ERR(sendmsg(fd, &m, flags | MSG_DONTWAIT));
+}
+
+TEST_F(rds, send_cmsgs_are_checked_as_upstream)
+{
+	struct rds_rdma_args args = { 0 };
+	uint64_t cookie = 0;
+	int fd = 0;
+	char buf[8];
+
+	/* Unknown SOL_RDS type; short RDMA_ARGS. */
+	EXPECT_EQ(-EINVAL, send_with_cmsg(self->a, &self->to, SOL_RDS, 99, &cookie, 8, 0));
+	EXPECT_EQ(-EINVAL, send_with_cmsg(self->a, &self->to, SOL_RDS, RDS_CMSG_RDMA_ARGS,
+					  &args, sizeof(args) - 8, 0));
+	/* Well-formed RDMA cmsgs: the loopback transport has no RDMA. */
+	EXPECT_EQ(-EOPNOTSUPP, send_with_cmsg(self->a, &self->to, SOL_RDS, RDS_CMSG_RDMA_DEST,
+					      &cookie, sizeof(cookie), 0));
+	EXPECT_EQ(-EOPNOTSUPP, send_with_cmsg(self->a, &self->to, SOL_RDS, RDS_CMSG_RDMA_ARGS,
+					      &args, sizeof(args), 0));
+	/* MSG_ZEROCOPY without a cookie cmsg. */
+	EXPECT_EQ(-EINVAL, send_with_cmsg(self->a, &self->to, SOL_SOCKET, SCM_RIGHTS, &fd,
+					  sizeof(fd), MSG_ZEROCOPY));
+	/* Other levels are ignored: SCM_RIGHTS goes nowhere, the data arrives. */
+	EXPECT_EQ(1, send_with_cmsg(self->a, &self->to, SOL_SOCKET, SCM_RIGHTS, &fd, sizeof(fd),
+				    0));
+	EXPECT_EQ(1, ERR(recv(self->b, buf, sizeof(buf), MSG_DONTWAIT)));
+	EXPECT_EQ(-EAGAIN, ERR(recv(self->b, buf, sizeof(buf), MSG_DONTWAIT)));
+}
+
+static struct cmsghdr *recv_with_cmsgs(int fd, char *control, size_t size, int *ret)
+{
+	static char buf[64];
+	struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+	static struct msghdr m;
+
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = control;
+	m.msg_controllen = size;
+	*ret = ERR(recvmsg(fd, &m, MSG_DONTWAIT));
+	return *ret < 0 ? NULL : CMSG_FIRSTHDR(&m);
+}
+
+TEST_F(rds, so_timestamp_stamps_received_messages)
+{
+	char control[256];
+	struct cmsghdr *c;
+	struct timeval tv, before;
+	int on = 1, ret;
+
+	/* At SOL_RDS a wrong length is EFAULT (upstream). */
+	EXPECT_EQ(-EFAULT, ERR(setsockopt(self->b, SOL_RDS, SO_TIMESTAMP_OLD, &on, 2)));
+	ASSERT_EQ(0, setsockopt(self->b, SOL_SOCKET, SO_TIMESTAMP, &on, sizeof(on)));
+	gettimeofday(&before, NULL);
+	ASSERT_EQ(2, send_to(self->a, &self->to, "ts", 2));
+	c = recv_with_cmsgs(self->b, control, sizeof(control), &ret);
+	ASSERT_EQ(2, ret);
+	ASSERT_NE(NULL, c);
+	EXPECT_EQ(SOL_SOCKET, c->cmsg_level);
+	EXPECT_EQ(SO_TIMESTAMP_OLD, c->cmsg_type);
+	memcpy(&tv, CMSG_DATA(c), sizeof(tv));
+	EXPECT_LE(before.tv_sec, tv.tv_sec);
+	EXPECT_GE(before.tv_sec + 60, tv.tv_sec);
+	/* Off again (at SOL_RDS this time): no cmsg. */
+	on = 0;
+	ASSERT_EQ(0, setsockopt(self->b, SOL_RDS, SO_TIMESTAMP_OLD, &on, sizeof(on)));
+	ASSERT_EQ(2, send_to(self->a, &self->to, "ts", 2));
+	c = recv_with_cmsgs(self->b, control, sizeof(control), &ret);
+	EXPECT_EQ(2, ret);
+	EXPECT_EQ(NULL, c);
+}
+
+TEST_F(rds, rxpath_latency_traces_as_cmsg)
+{
+	struct rds_rx_trace_so so = { .rx_traces = 2, .rx_trace_pos = { 1, 2 } };
+	struct rds_cmsg_rx_trace tr;
+	char control[256];
+	struct cmsghdr *c;
+	int ret;
+
+	EXPECT_EQ(-EFAULT, ERR(setsockopt(self->b, SOL_RDS, SO_RDS_MSG_RXPATH_LATENCY, &so, 3)));
+	so.rx_traces = 4;
+	EXPECT_EQ(-EFAULT, ERR(setsockopt(self->b, SOL_RDS, SO_RDS_MSG_RXPATH_LATENCY, &so,
+					  sizeof(so))));
+	so.rx_traces = 2;
+	so.rx_trace_pos[1] = 3;
+	EXPECT_EQ(-EFAULT, ERR(setsockopt(self->b, SOL_RDS, SO_RDS_MSG_RXPATH_LATENCY, &so,
+					  sizeof(so))));
+	so.rx_trace_pos[1] = 2;
+	ASSERT_EQ(0, setsockopt(self->b, SOL_RDS, SO_RDS_MSG_RXPATH_LATENCY, &so, sizeof(so)));
+	ASSERT_EQ(3, send_to(self->a, &self->to, "lat", 3));
+	c = recv_with_cmsgs(self->b, control, sizeof(control), &ret);
+	ASSERT_EQ(3, ret);
+	ASSERT_NE(NULL, c);
+	EXPECT_EQ(SOL_RDS, c->cmsg_level);
+	EXPECT_EQ(RDS_CMSG_RXPATH_LATENCY, c->cmsg_type);
+	EXPECT_EQ(CMSG_LEN(sizeof(tr)), c->cmsg_len);
+	memcpy(&tr, CMSG_DATA(c), sizeof(tr));
+	EXPECT_EQ(2, tr.rx_traces);
+	EXPECT_EQ(1, tr.rx_trace_pos[0]);
+	EXPECT_EQ(2, tr.rx_trace_pos[1]);
+	/* Queued-to-socket minus data start, and cmsg time minus queued: both
+	 * measured, both under a minute. */
+	EXPECT_LT(0ULL, tr.rx_trace[0]);
+	EXPECT_GT(60000000000ULL, tr.rx_trace[0]);
+	EXPECT_LT(0ULL, tr.rx_trace[1]);
+	EXPECT_GT(60000000000ULL, tr.rx_trace[1]);
+}
+
+TEST_HARNESS_MAIN
