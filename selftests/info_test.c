@@ -6,6 +6,8 @@
  * RDS_INFO sizing protocol and records, with upstream RDS's errnos.
  */
 #include <poll.h>
+#include <sched.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
@@ -48,9 +50,10 @@ static int info(int fd, int name, void **out, socklen_t *len)
 	int each;
 
 	*out = NULL;
-	if (getsockopt(fd, SOL_RDS, name, NULL, &need) == 0) {
-		*len = 0;
-		return 0; /* nothing to report: no buffer needed */
+	each = getsockopt(fd, SOL_RDS, name, NULL, &need);
+	if (each >= 0) {
+		*len = need; /* nothing to report: 0 bytes, and the record size */
+		return each;
 	}
 	if (errno != ENOSPC)
 		return -errno;
@@ -370,6 +373,55 @@ TEST_F(rds, rxpath_latency_traces_as_cmsg)
 	EXPECT_GT(60000000000ULL, tr.rx_trace[0]);
 	EXPECT_LT(0ULL, tr.rx_trace[1]);
 	EXPECT_GT(60000000000ULL, tr.rx_trace[1]);
+}
+
+/* In a new network namespace: bind the port `port` (taken in the parent's),
+ * talk to itself, and see only its own connection. Exit status says what failed. */
+static int netns_child(int port)
+{
+	struct sockaddr_in to = sin4("127.0.0.1", port);
+	struct rds_info_connection *c;
+	socklen_t len;
+	char buf[8];
+	void *recs;
+	int fd;
+
+	if (unshare(CLONE_NEWNET))
+		return 10;
+	fd = bound_socket("127.0.0.1", port);
+	if (fd < 0)
+		return 11;
+	if (info(fd, RDS_INFO_CONNECTIONS, &recs, &len) != 42 || len != 0)
+		return 12; /* a new namespace starts with no connection */
+	if (send_to(fd, &to, "ns", 2) != 2 || recv(fd, buf, sizeof(buf), MSG_DONTWAIT) != 2)
+		return 13;
+	if (info(fd, RDS_INFO_CONNECTIONS, &recs, &len) != 42 || len != 42)
+		return 14;
+	c = recs;
+	if (c->next_tx_seq != 2)
+		return 15;
+	free(recs);
+	close(fd);
+	return 0;
+}
+
+TEST_F(rds, network_namespaces_have_their_own_ports_and_connections)
+{
+	int port = local_port(self->b), status;
+	char buf[8];
+	pid_t pid;
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(netns_child(port));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	/* The parent's socket on the same port got nothing of it. */
+	EXPECT_EQ(-EAGAIN, ERR(recv(self->b, buf, sizeof(buf), MSG_DONTWAIT)));
+	ASSERT_EQ(2, send_to(self->a, &self->to, "me", 2));
+	EXPECT_EQ(2, ERR(recv(self->b, buf, sizeof(buf), MSG_DONTWAIT)));
 }
 
 TEST_HARNESS_MAIN
