@@ -1,0 +1,153 @@
+//! Latency mode: the client sends a `size`-byte message, the server echoes
+//! it back, the client times the round trip; repeated for `--duration`.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use rrds::RdsSocket;
+
+use super::context;
+use super::no_progress;
+use super::open_socket;
+use super::pattern::Pattern;
+use super::run_pair;
+use super::Config;
+use super::Flow;
+use super::Kind;
+use super::Sample;
+use super::SLICE;
+use crate::cmd::stats::Latency;
+
+/// What the client measured.
+struct Measured {
+    rtt_ns: Vec<u64>,
+    secs: f64,
+    errors: u64,
+}
+
+/// One latency run.
+pub(super) fn run(cfg: &Config, size: usize, run: u32) -> io::Result<Sample> {
+    let server = open_socket(cfg, size)?;
+    let client = open_socket(cfg, size)?;
+    let server_addr = server.local_addr()?;
+    let client_addr = client.local_addr()?;
+    let stop = AtomicBool::new(false);
+    let flow = Flow {
+        cfg,
+        size,
+        stop: &stop,
+    };
+    let (served, measured) = run_pair(
+        &stop,
+        || serve(&flow, &server, client_addr),
+        || ping_pong(&flow, &client, server_addr),
+    );
+    // A failed server stops the client early: its error is the cause.
+    served?;
+    let measured = measured?;
+    let latency = Latency::from_nanos(&measured.rtt_ns);
+    Ok(Sample {
+        msgs_per_sec: (measured.secs > 0.0).then(|| measured.rtt_ns.len() as f64 / measured.secs),
+        lat_mean_us: latency.map(|l| l.mean_us),
+        lat_p50_us: latency.map(|l| l.p50_us),
+        lat_p99_us: latency.map(|l| l.p99_us),
+        errors: measured.errors,
+        ..Sample::empty(Kind::Latency, size, run)
+    })
+}
+
+/// Echoes every message from `client` until stopped.
+fn serve(flow: &Flow, sock: &RdsSocket, client: SocketAddr) -> io::Result<()> {
+    let mut buf = vec![0u8; flow.size];
+    while !flow.stopped() {
+        match sock.recv_from(&mut buf) {
+            Ok((len, from)) if from == client => {
+                let len = len.min(buf.len());
+                if !flow.send(sock, &buf[..len], client, "server")? {
+                    break;
+                }
+            }
+            Ok(_) => {}
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                sock.wait_readable(SLICE)?;
+            }
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(context(err, "server: recvmsg")),
+        }
+    }
+    Ok(())
+}
+
+/// Sends `out` and waits for the echo in `back`; returns its full length.
+fn round_trip(
+    flow: &Flow,
+    sock: &RdsSocket,
+    server: SocketAddr,
+    out: &[u8],
+    back: &mut [u8],
+) -> io::Result<usize> {
+    let stopped = || io::Error::other("client: the server stopped");
+    if !flow.send(sock, out, server, "client")? {
+        return Err(stopped());
+    }
+    let deadline = Instant::now() + flow.cfg.timeout;
+    loop {
+        match sock.recv_from(back) {
+            Ok((len, from)) if from == server => return Ok(len),
+            Ok(_) => {}
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                if flow.stopped() {
+                    return Err(stopped());
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(no_progress(format!(
+                        "client: no echo from the server within {:?} (lost message?)",
+                        flow.cfg.timeout
+                    )));
+                }
+                sock.wait_readable(SLICE.min(deadline - now))?;
+            }
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(context(err, "client: recvmsg")),
+        }
+    }
+}
+
+/// Times round trips for `duration`.
+fn ping_pong(flow: &Flow, sock: &RdsSocket, server: SocketAddr) -> io::Result<Measured> {
+    let cfg = flow.cfg;
+    let pattern = Pattern::new(cfg.seed, flow.size);
+    let mut out = vec![0u8; flow.size];
+    let mut back = vec![0u8; flow.size];
+    pattern.fill(0, &mut out);
+    // Untimed warm-up: the first message on a new connection waits for the
+    // connection to come up.
+    round_trip(flow, sock, server, &out, &mut back)?;
+    let mut measured = Measured {
+        rtt_ns: Vec::new(),
+        secs: 0.0,
+        errors: 0,
+    };
+    let start = Instant::now();
+    let mut seq: u64 = 1;
+    while start.elapsed() < cfg.duration {
+        if cfg.verify {
+            pattern.fill(seq, &mut out);
+        }
+        let sent_at = Instant::now();
+        let len = round_trip(flow, sock, server, &out, &mut back)?;
+        let rtt = sent_at.elapsed();
+        measured
+            .rtt_ns
+            .push(u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX));
+        if len != flow.size || (cfg.verify && back != out) {
+            measured.errors += 1;
+        }
+        seq += 1;
+    }
+    measured.secs = start.elapsed().as_secs_f64();
+    Ok(measured)
+}

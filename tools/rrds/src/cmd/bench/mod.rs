@@ -1,0 +1,475 @@
+//! `rrds bench`: an rds-stress-like benchmark over the RDS socket ABI, so it
+//! runs unchanged against the in-tree `rds` module and against rrds.
+//!
+//! Both ends run in this process, in two threads with one socket each,
+//! bound to the same address (`--addr`, a loopback address by default).
+//! Sockets are non-blocking and every wait is a `poll` bounded by
+//! `--timeout`: a lost message fails the run instead of hanging it.
+
+mod latency;
+mod pattern;
+mod rate;
+mod report;
+
+use std::fmt;
+use std::io;
+use std::net::IpAddr;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
+use std::thread;
+use std::time::Duration;
+use std::time::Instant;
+
+use clap::value_parser;
+use clap::Args;
+use clap::ValueEnum;
+use rrds::sys::RDS_MAX_MSG_SIZE;
+use rrds::RdsSocket;
+
+use super::context;
+use super::is_transient;
+use super::new_socket;
+use report::Report;
+
+/// Longest single `poll`, so the stop flag is seen promptly.
+const SLICE: Duration = Duration::from_millis(100);
+/// Socket buffers are sized for `--depth` messages in flight, within these
+/// bounds (and never below one message).
+const MIN_BUFFER: usize = 256 << 10;
+const MAX_BUFFER: usize = 64 << 20;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// Throughput: one sender streams to one receiver.
+    Rate,
+    /// Round-trip latency: ping-pong of SIZE-byte messages.
+    Latency,
+    /// Rate, then latency.
+    Both,
+}
+
+/// What one run measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Rate,
+    Latency,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rate => "rate",
+            Self::Latency => "latency",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Mode {
+    fn kinds(self) -> &'static [Kind] {
+        match self {
+            Self::Rate => &[Kind::Rate],
+            Self::Latency => &[Kind::Latency],
+            Self::Both => &[Kind::Rate, Kind::Latency],
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Address both ends bind to (port 0: the kernel picks the ports).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    pub addr: IpAddr,
+    /// Message size in bytes, up to 1 MiB (suffix k or m: KiB, MiB).
+    /// Repeat for several sizes.
+    #[arg(
+        long = "size",
+        value_name = "BYTES",
+        value_parser = parse_size,
+        default_values = ["64", "8192"]
+    )]
+    pub sizes: Vec<usize>,
+    /// Seconds each run measures.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, default_value = "5")]
+    pub duration: Duration,
+    /// Runs per mode and size; the summary is their median.
+    #[arg(long, default_value_t = 3, value_parser = value_parser!(u32).range(1..=1000))]
+    pub runs: u32,
+    /// What to measure.
+    #[arg(long, value_enum, default_value_t = Mode::Both)]
+    pub mode: Mode,
+    /// Rate mode: most messages in flight (sent, not yet credited back by
+    /// the receiver).
+    #[arg(long, default_value_t = 32, value_parser = value_parser!(u32).range(1..=65536))]
+    pub depth: u32,
+    /// Fill payloads from a seeded pattern and check every received byte.
+    /// Corrupt, lost or reordered messages count as errors and fail the
+    /// benchmark (messages of the wrong length always do).
+    #[arg(long)]
+    pub verify: bool,
+    /// Seed of the --verify pattern.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Seconds without progress after which a run fails.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, default_value = "5")]
+    pub timeout: Duration,
+    /// One JSON object per line instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses a message size: bytes, or KiB/MiB with a k/m suffix.
+fn parse_size(text: &str) -> Result<usize, String> {
+    let (digits, unit) = match text.char_indices().last() {
+        Some((at, 'k' | 'K')) => (&text[..at], 1 << 10),
+        Some((at, 'm' | 'M')) => (&text[..at], 1 << 20),
+        _ => (text, 1),
+    };
+    let value: usize = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size (e.g. 64, 8k, 1m)"))?;
+    match value.checked_mul(unit) {
+        Some(size) if size <= RDS_MAX_MSG_SIZE => Ok(size),
+        _ => Err(format!("{text} is larger than the RDS limit of 1 MiB")),
+    }
+}
+
+/// Parses a positive number of seconds (fractions allowed).
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    if !(secs > 0.0 && secs <= 86400.0) {
+        return Err(format!("{text} is not between 0 and 86400 seconds"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|err| err.to_string())
+}
+
+/// The parameters a run needs.
+struct Config {
+    addr: IpAddr,
+    duration: Duration,
+    depth: u64,
+    verify: bool,
+    seed: u64,
+    timeout: Duration,
+}
+
+/// What both ends of a run share.
+struct Flow<'a> {
+    cfg: &'a Config,
+    size: usize,
+    /// Set by whichever end finishes or fails first; the other end stops.
+    stop: &'a AtomicBool,
+}
+
+impl Flow<'_> {
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Sends one datagram, waiting while the send buffer is full or the
+    /// port congested. `Ok(false)` if told to stop first; an error after
+    /// `timeout` without success.
+    fn send(&self, sock: &RdsSocket, buf: &[u8], to: SocketAddr, who: &str) -> io::Result<bool> {
+        let since = Instant::now();
+        loop {
+            match sock.send_to(buf, to) {
+                Ok(_) => return Ok(true),
+                Err(err) if is_transient(&err) => {
+                    if self.stopped() {
+                        return Ok(false);
+                    }
+                    if since.elapsed() >= self.cfg.timeout {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!(
+                                "{who}: could not send to {to} for {:?} (last error: {err})",
+                                self.cfg.timeout
+                            ),
+                        ));
+                    }
+                    if err.kind() == io::ErrorKind::WouldBlock {
+                        sock.wait_writable(SLICE)?;
+                    } else {
+                        // ENOBUFS: the port is congested. poll() does not
+                        // wait for that without RDS_CONG_MONITOR; back off.
+                        thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                Err(err) => return Err(context(err, format_args!("{who}: sendmsg to {to}"))),
+            }
+        }
+    }
+}
+
+/// One run's measurements. Rate runs fill the throughput fields, latency
+/// runs the latency ones and `msgs_per_sec` (round trips per second).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    pub kind: Kind,
+    pub size: usize,
+    pub run: u32,
+    pub msgs_per_sec: Option<f64>,
+    pub mb_per_sec: Option<f64>,
+    pub lat_mean_us: Option<f64>,
+    pub lat_p50_us: Option<f64>,
+    pub lat_p99_us: Option<f64>,
+    pub errors: u64,
+}
+
+impl Sample {
+    fn empty(kind: Kind, size: usize, run: u32) -> Self {
+        Self {
+            kind,
+            size,
+            run,
+            msgs_per_sec: None,
+            mb_per_sec: None,
+            lat_mean_us: None,
+            lat_p50_us: None,
+            lat_p99_us: None,
+            errors: 0,
+        }
+    }
+}
+
+/// Medians over the runs of one mode and size, and their total errors.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    pub kind: Kind,
+    pub size: usize,
+    pub runs: usize,
+    pub msgs_per_sec: Option<f64>,
+    pub mb_per_sec: Option<f64>,
+    pub lat_mean_us: Option<f64>,
+    pub lat_p50_us: Option<f64>,
+    pub lat_p99_us: Option<f64>,
+    pub errors: u64,
+}
+
+impl Summary {
+    fn of(kind: Kind, size: usize, samples: &[Sample]) -> Self {
+        use super::stats::median_of;
+        Self {
+            kind,
+            size,
+            runs: samples.len(),
+            msgs_per_sec: median_of(samples.iter().map(|s| s.msgs_per_sec)),
+            mb_per_sec: median_of(samples.iter().map(|s| s.mb_per_sec)),
+            lat_mean_us: median_of(samples.iter().map(|s| s.lat_mean_us)),
+            lat_p50_us: median_of(samples.iter().map(|s| s.lat_p50_us)),
+            lat_p99_us: median_of(samples.iter().map(|s| s.lat_p99_us)),
+            errors: samples.iter().map(|s| s.errors).sum(),
+        }
+    }
+}
+
+/// Runs the benchmark; `Ok(true)` if no run counted an error.
+pub fn run(args: &BenchArgs) -> io::Result<bool> {
+    let cfg = Config {
+        addr: args.addr,
+        duration: args.duration,
+        depth: u64::from(args.depth),
+        verify: args.verify,
+        seed: args.seed,
+        timeout: args.timeout,
+    };
+    // Fail before printing anything if there is no RDS at all.
+    drop(new_socket()?);
+    let implementation = rrds::loaded_implementation().unwrap_or("none");
+    let mut report = Report::new(io::stdout().lock(), args.json, implementation, args);
+    report.header()?;
+    let mut summaries = Vec::new();
+    for &kind in args.mode.kinds() {
+        for &size in &args.sizes {
+            let mut samples = Vec::new();
+            for run in 1..=args.runs {
+                let measured = match kind {
+                    Kind::Rate => rate::run(&cfg, size, run),
+                    Kind::Latency => latency::run(&cfg, size, run),
+                };
+                let sample = measured.map_err(|err| {
+                    context(
+                        err,
+                        format_args!("{kind} run {run} with {size}-byte messages"),
+                    )
+                })?;
+                report.sample(&sample)?;
+                samples.push(sample);
+            }
+            let summary = Summary::of(kind, size, &samples);
+            report.median(&summary)?;
+            summaries.push(summary);
+        }
+    }
+    report.finish(&summaries)?;
+    Ok(summaries.iter().all(|s| s.errors == 0))
+}
+
+/// Bytes of socket buffer for `size`-byte messages, `depth` in flight.
+fn buffer_bytes(size: usize, depth: u64) -> usize {
+    let depth = usize::try_from(depth).unwrap_or(usize::MAX);
+    size.saturating_mul(depth)
+        .clamp(MIN_BUFFER, MAX_BUFFER)
+        .max(size)
+}
+
+/// Raises the send and receive buffers: the FORCE options (root) lift the
+/// `wmem_max`/`rmem_max` clamp; without privilege fall back to the plain
+/// ones.
+fn set_buffers(sock: &RdsSocket, bytes: usize) -> io::Result<()> {
+    match sock.set_sndbuf_force(bytes) {
+        Err(err) if err.kind() == io::ErrorKind::PermissionDenied => sock.set_sndbuf(bytes),
+        other => other,
+    }
+    .map_err(|err| context(err, "SO_SNDBUF"))?;
+    match sock.set_rcvbuf_force(bytes) {
+        Err(err) if err.kind() == io::ErrorKind::PermissionDenied => sock.set_rcvbuf(bytes),
+        other => other,
+    }
+    .map_err(|err| context(err, "SO_RCVBUF"))
+}
+
+/// A bound, non-blocking socket able to send `size`-byte messages.
+fn open_socket(cfg: &Config, size: usize) -> io::Result<RdsSocket> {
+    let sock = new_socket()?;
+    set_buffers(&sock, buffer_bytes(size, cfg.depth))?;
+    let addr = SocketAddr::new(cfg.addr, 0);
+    sock.bind(addr)
+        .map_err(|err| context(err, format_args!("bind {addr}")))?;
+    sock.set_nonblocking(true)?;
+    let limit = sock.send_limit()?;
+    if limit < size {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{size}-byte messages need SO_SNDBUF >= {size}, but the socket allows {limit}: \
+                 run as root (SO_SNDBUFFORCE) or raise net.core.wmem_max"
+            ),
+        ));
+    }
+    Ok(sock)
+}
+
+/// A timeout error for an end that saw no progress.
+fn no_progress(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, what)
+}
+
+/// Runs `a` on a new thread and `b` on this one, sharing a stop flag that
+/// either sets when it returns, and returns both results.
+fn run_pair<A, B, RA, RB>(stop: &AtomicBool, a: A, b: B) -> (io::Result<RA>, io::Result<RB>)
+where
+    A: FnOnce() -> io::Result<RA> + Send,
+    B: FnOnce() -> io::Result<RB>,
+    RA: Send,
+{
+    thread::scope(|scope| {
+        let handle = scope.spawn(|| {
+            let result = a();
+            stop.store(true, Ordering::Relaxed);
+            result
+        });
+        let result_b = b();
+        stop.store(true, Ordering::Relaxed);
+        let result_a = handle
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("benchmark thread panicked")));
+        (result_a, result_b)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_accept_suffixes() {
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("64"), Ok(64));
+        assert_eq!(parse_size("8k"), Ok(8192));
+        assert_eq!(parse_size("8K"), Ok(8192));
+        assert_eq!(parse_size("1m"), Ok(1 << 20));
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+    }
+
+    #[test]
+    fn sizes_above_one_mib_or_malformed_are_rejected() {
+        assert!(parse_size("1048577").is_err());
+        assert!(parse_size("2m").is_err());
+        assert!(parse_size("k").is_err());
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("12x").is_err());
+        assert!(parse_size("99999999999999999999k").is_err());
+    }
+
+    #[test]
+    fn seconds_must_be_positive() {
+        assert_eq!(parse_seconds("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_seconds("0.25"), Ok(Duration::from_millis(250)));
+        assert!(parse_seconds("0").is_err());
+        assert!(parse_seconds("-1").is_err());
+        assert!(parse_seconds("nan").is_err());
+        assert!(parse_seconds("inf").is_err());
+    }
+
+    #[test]
+    fn buffers_hold_depth_messages_within_bounds() {
+        assert_eq!(buffer_bytes(64, 32), MIN_BUFFER);
+        assert_eq!(buffer_bytes(65536, 32), 2 << 20);
+        assert_eq!(buffer_bytes(1 << 20, 32), 32 << 20);
+        assert_eq!(buffer_bytes(1 << 20, 65536), MAX_BUFFER);
+        assert_eq!(buffer_bytes(1 << 20, 1), 1 << 20);
+    }
+
+    #[test]
+    fn both_runs_rate_then_latency() {
+        assert_eq!(Mode::Both.kinds(), &[Kind::Rate, Kind::Latency]);
+        assert_eq!(Mode::Rate.kinds(), &[Kind::Rate]);
+    }
+
+    #[test]
+    fn summary_takes_medians_and_sums_errors() {
+        let sample = |run, rate: f64, errors| Sample {
+            msgs_per_sec: Some(rate),
+            mb_per_sec: Some(rate / 10.0),
+            errors,
+            ..Sample::empty(Kind::Rate, 64, run)
+        };
+        let samples = [
+            sample(1, 300.0, 0),
+            sample(2, 100.0, 2),
+            sample(3, 200.0, 1),
+        ];
+        let summary = Summary::of(Kind::Rate, 64, &samples);
+        assert_eq!(summary.runs, 3);
+        assert_eq!(summary.msgs_per_sec, Some(200.0));
+        assert_eq!(summary.mb_per_sec, Some(20.0));
+        assert_eq!(summary.lat_p50_us, None);
+        assert_eq!(summary.errors, 3);
+    }
+
+    #[test]
+    fn pair_stops_the_other_end() {
+        let stop = AtomicBool::new(false);
+        let (a, b) = run_pair(
+            &stop,
+            || {
+                while !stop.load(Ordering::Relaxed) {
+                    thread::sleep(Duration::from_millis(1));
+                }
+                Ok(1)
+            },
+            || Err::<(), _>(io::Error::other("b failed")),
+        );
+        assert_eq!(a.unwrap(), 1);
+        assert!(b.is_err());
+    }
+}

@@ -1,0 +1,203 @@
+//! Rate mode: one sender streams `size`-byte messages to one receiver,
+//! which counts them over `--duration`.
+//!
+//! Flow control is end to end, so the receive queue stays bounded even where
+//! RDS itself does not bound it (loopback receivers never become congested,
+//! so a sender would otherwise fill memory): the sender keeps at most
+//! `--depth` messages beyond the receiver's last credit, and the receiver
+//! sends a credit (8 bytes: the number of messages received so far, little
+//! endian) every `depth / 4` messages and whenever it goes idle.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use rrds::RdsSocket;
+
+use super::context;
+use super::is_transient;
+use super::no_progress;
+use super::open_socket;
+use super::pattern::Pattern;
+use super::run_pair;
+use super::Config;
+use super::Flow;
+use super::Kind;
+use super::Sample;
+use super::SLICE;
+
+/// What the receiver counted.
+struct Counted {
+    msgs: u64,
+    bytes: u64,
+    secs: f64,
+    errors: u64,
+}
+
+/// One rate run.
+pub(super) fn run(cfg: &Config, size: usize, run: u32) -> io::Result<Sample> {
+    let rx = open_socket(cfg, size)?;
+    let tx = open_socket(cfg, size)?;
+    let rx_addr = rx.local_addr()?;
+    let tx_addr = tx.local_addr()?;
+    let stop = AtomicBool::new(false);
+    let flow = Flow {
+        cfg,
+        size,
+        stop: &stop,
+    };
+    let (sent, counted) = run_pair(
+        &stop,
+        || send(&flow, &tx, rx_addr),
+        || receive(&flow, &rx, tx_addr),
+    );
+    // A failed sender stops the receiver early: its error is the cause.
+    sent?;
+    let counted = counted?;
+    let per_sec = |n: f64| (counted.secs > 0.0).then(|| n / counted.secs);
+    Ok(Sample {
+        msgs_per_sec: per_sec(counted.msgs as f64),
+        mb_per_sec: per_sec(counted.bytes as f64 / 1e6),
+        errors: counted.errors,
+        ..Sample::empty(Kind::Rate, size, run)
+    })
+}
+
+/// Sends until stopped; returns the number of messages sent.
+fn send(flow: &Flow, tx: &RdsSocket, receiver: SocketAddr) -> io::Result<u64> {
+    let pattern = Pattern::new(flow.cfg.seed, flow.size);
+    let mut buf = vec![0u8; flow.size];
+    pattern.fill(0, &mut buf);
+    let mut sent: u64 = 0;
+    let mut acked: u64 = 0;
+    let mut last_progress = Instant::now();
+    let mut credit = [0u8; 8];
+    while !flow.stopped() {
+        if sent - acked >= flow.cfg.depth {
+            // Window full: take a queued credit, or wait for one.
+            match tx.recv_from(&mut credit) {
+                Ok((8, from)) if from == receiver => {
+                    let granted = u64::from_le_bytes(credit).min(sent);
+                    if granted > acked {
+                        acked = granted;
+                        last_progress = Instant::now();
+                    }
+                }
+                Ok(_) => {}
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                    let idle = last_progress.elapsed();
+                    if idle >= flow.cfg.timeout {
+                        return Err(no_progress(format!(
+                            "sender: no credit from the receiver for {:?} with {} messages \
+                             outstanding (lost message?)",
+                            flow.cfg.timeout,
+                            sent - acked
+                        )));
+                    }
+                    tx.wait_readable(SLICE.min(flow.cfg.timeout - idle))?;
+                }
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(context(err, "sender: recvmsg")),
+            }
+            continue;
+        }
+        if flow.cfg.verify {
+            pattern.fill(sent, &mut buf);
+        }
+        if !flow.send(tx, &buf, receiver, "sender")? {
+            break;
+        }
+        sent += 1;
+        last_progress = Instant::now();
+    }
+    Ok(sent)
+}
+
+/// Sends the sender a credit for `received` messages. `Ok(false)` if it
+/// could not go out now; the receiver tries again later.
+fn grant(rx: &RdsSocket, sender: SocketAddr, received: u64) -> io::Result<bool> {
+    match rx.send_to(&received.to_le_bytes(), sender) {
+        Ok(_) => Ok(true),
+        Err(err) if is_transient(&err) => Ok(false),
+        Err(err) => Err(context(err, "receiver: sending a credit")),
+    }
+}
+
+/// Receives for `duration` from the first message on.
+fn receive(flow: &Flow, rx: &RdsSocket, sender: SocketAddr) -> io::Result<Counted> {
+    let cfg = flow.cfg;
+    let pattern = cfg.verify.then(|| Pattern::new(cfg.seed, flow.size));
+    let credit_every = (cfg.depth / 4).max(1);
+    let mut buf = vec![0u8; flow.size];
+    let mut counted = Counted {
+        msgs: 0,
+        bytes: 0,
+        secs: 0.0,
+        errors: 0,
+    };
+    let mut credited: u64 = 0;
+    // Sequence number of the next message, for --verify.
+    let mut expected: u64 = 0;
+    let mut start: Option<Instant> = None;
+    let mut last_progress = Instant::now();
+    // Stops early only when the sender failed; run() reports its error.
+    while !flow.stopped() {
+        let now = Instant::now();
+        if start.is_some_and(|start| now - start >= cfg.duration) {
+            break;
+        }
+        match rx.recv_from(&mut buf) {
+            Ok((len, from)) if from == sender => {
+                let now = Instant::now();
+                start.get_or_insert(now);
+                last_progress = now;
+                let payload = &buf[..len.min(buf.len())];
+                if len != flow.size {
+                    // Truncated (longer than size) or short.
+                    counted.errors += 1;
+                } else if let Some(pattern) = &pattern {
+                    // One lost or reordered message is one error: carry on
+                    // from the sequence number it carries.
+                    if let Some(seq) = pattern.sequence(payload) {
+                        if seq != expected {
+                            counted.errors += 1;
+                        }
+                        expected = seq;
+                    }
+                    if !pattern.matches(expected, payload) {
+                        counted.errors += 1;
+                    }
+                }
+                expected = expected.wrapping_add(1);
+                counted.msgs += 1;
+                counted.bytes += len as u64;
+                if counted.msgs - credited >= credit_every && grant(rx, sender, counted.msgs)? {
+                    credited = counted.msgs;
+                }
+            }
+            Ok(_) => {}
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                if counted.msgs > credited && grant(rx, sender, counted.msgs)? {
+                    credited = counted.msgs;
+                }
+                let idle = now - last_progress;
+                if idle >= cfg.timeout {
+                    return Err(no_progress(format!(
+                        "receiver: no message for {:?} after {} messages (lost message?)",
+                        cfg.timeout, counted.msgs
+                    )));
+                }
+                let mut wait = SLICE.min(cfg.timeout - idle);
+                if let Some(start) = start {
+                    wait = wait.min((start + cfg.duration).saturating_duration_since(now));
+                }
+                rx.wait_readable(wait)?;
+            }
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(context(err, "receiver: recvmsg")),
+        }
+    }
+    counted.secs = start.map_or(0.0, |start| start.elapsed().as_secs_f64());
+    Ok(counted)
+}

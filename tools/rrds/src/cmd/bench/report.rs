@@ -1,0 +1,288 @@
+//! Benchmark output: a table for people, or JSON lines for scripts.
+//!
+//! JSON: one `{"type":"run",...}` object per run as it finishes, then one
+//! `{"type":"summary",...}` object with the medians per mode and size.
+//! Numbers are `null` where a mode does not measure them.
+
+use std::io;
+use std::io::Write;
+
+use super::BenchArgs;
+use super::Sample;
+use super::Summary;
+use crate::cmd::json;
+use crate::cmd::json::Object;
+
+/// Writes the results as they come.
+pub struct Report<W: Write> {
+    out: W,
+    json: bool,
+    implementation: &'static str,
+    addr: String,
+    duration_s: f64,
+    runs: u32,
+    depth: u32,
+    verify: bool,
+}
+
+/// The measured columns of a table row.
+struct Row<'a> {
+    mode: &'a str,
+    size: usize,
+    run: String,
+    msgs_per_sec: Option<f64>,
+    mb_per_sec: Option<f64>,
+    lat_mean_us: Option<f64>,
+    lat_p50_us: Option<f64>,
+    lat_p99_us: Option<f64>,
+    errors: u64,
+}
+
+/// A number with `decimals` decimals, or `-` when not measured.
+fn cell(value: Option<f64>, decimals: usize) -> String {
+    value.map_or_else(|| "-".to_string(), |v| format!("{v:.decimals$}"))
+}
+
+impl Row<'_> {
+    fn header() -> String {
+        format!(
+            "{:<8} {:>8} {:<6} {:>12} {:>10} {:>10} {:>10} {:>10} {:>7}",
+            "mode", "size", "run", "msgs/s", "MB/s", "mean_us", "p50_us", "p99_us", "errors"
+        )
+    }
+
+    fn text(&self) -> String {
+        format!(
+            "{:<8} {:>8} {:<6} {:>12} {:>10} {:>10} {:>10} {:>10} {:>7}",
+            self.mode,
+            self.size,
+            self.run,
+            cell(self.msgs_per_sec, 1),
+            cell(self.mb_per_sec, 2),
+            cell(self.lat_mean_us, 2),
+            cell(self.lat_p50_us, 2),
+            cell(self.lat_p99_us, 2),
+            self.errors
+        )
+    }
+
+    fn json(&self, object: Object) -> Object {
+        object
+            .string("mode", self.mode)
+            .uint("size", self.size as u64)
+            .number("msgs_per_sec", self.msgs_per_sec)
+            .number("mb_per_sec", self.mb_per_sec)
+            .number("lat_mean_us", self.lat_mean_us)
+            .number("lat_p50_us", self.lat_p50_us)
+            .number("lat_p99_us", self.lat_p99_us)
+            .uint("errors", self.errors)
+    }
+}
+
+impl<'a> From<&'a Sample> for Row<'a> {
+    fn from(s: &'a Sample) -> Self {
+        Self {
+            mode: s.kind.as_str(),
+            size: s.size,
+            run: s.run.to_string(),
+            msgs_per_sec: s.msgs_per_sec,
+            mb_per_sec: s.mb_per_sec,
+            lat_mean_us: s.lat_mean_us,
+            lat_p50_us: s.lat_p50_us,
+            lat_p99_us: s.lat_p99_us,
+            errors: s.errors,
+        }
+    }
+}
+
+impl<'a> From<&'a Summary> for Row<'a> {
+    fn from(s: &'a Summary) -> Self {
+        Self {
+            mode: s.kind.as_str(),
+            size: s.size,
+            run: "median".to_string(),
+            msgs_per_sec: s.msgs_per_sec,
+            mb_per_sec: s.mb_per_sec,
+            lat_mean_us: s.lat_mean_us,
+            lat_p50_us: s.lat_p50_us,
+            lat_p99_us: s.lat_p99_us,
+            errors: s.errors,
+        }
+    }
+}
+
+impl<W: Write> Report<W> {
+    pub fn new(out: W, json: bool, implementation: &'static str, args: &BenchArgs) -> Self {
+        Self {
+            out,
+            json,
+            implementation,
+            addr: args.addr.to_string(),
+            duration_s: args.duration.as_secs_f64(),
+            runs: args.runs,
+            depth: args.depth,
+            verify: args.verify,
+        }
+    }
+
+    /// The settings and the table header (nothing in JSON mode: every
+    /// object carries `impl`, the summary the settings).
+    pub fn header(&mut self) -> io::Result<()> {
+        if self.json {
+            return Ok(());
+        }
+        writeln!(
+            self.out,
+            "rrds bench: impl={} addr={} duration={}s runs={} depth={} verify={}",
+            self.implementation,
+            self.addr,
+            self.duration_s,
+            self.runs,
+            self.depth,
+            if self.verify { "on" } else { "off" }
+        )?;
+        writeln!(self.out, "{}", Row::header())
+    }
+
+    /// One run's result.
+    pub fn sample(&mut self, sample: &Sample) -> io::Result<()> {
+        let row = Row::from(sample);
+        if self.json {
+            let object = Object::new()
+                .string("type", "run")
+                .string("impl", self.implementation)
+                .uint("run", u64::from(sample.run));
+            writeln!(self.out, "{}", row.json(object).finish())
+        } else {
+            writeln!(self.out, "{}", row.text())
+        }
+    }
+
+    /// The medians of one mode and size (JSON: kept for the summary).
+    pub fn median(&mut self, summary: &Summary) -> io::Result<()> {
+        if self.json {
+            return Ok(());
+        }
+        writeln!(self.out, "{}", Row::from(summary).text())
+    }
+
+    /// The closing summary.
+    pub fn finish(&mut self, summaries: &[Summary]) -> io::Result<()> {
+        let errors: u64 = summaries.iter().map(|s| s.errors).sum();
+        if !self.json {
+            return writeln!(self.out, "impl={} errors={errors}", self.implementation);
+        }
+        let medians: Vec<String> = summaries
+            .iter()
+            .map(|s| {
+                let object = Object::new().uint("runs", s.runs as u64);
+                Row::from(s).json(object).finish()
+            })
+            .collect();
+        let object = Object::new()
+            .string("type", "summary")
+            .string("impl", self.implementation)
+            .string("addr", &self.addr)
+            .number("duration_s", Some(self.duration_s))
+            .uint("runs", u64::from(self.runs))
+            .uint("depth", u64::from(self.depth))
+            .boolean("verify", self.verify)
+            .uint("errors", errors)
+            .raw("medians", &json::array(&medians));
+        writeln!(self.out, "{}", object.finish())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Kind;
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn args(extra: &[&str]) -> BenchArgs {
+        let argv = ["bench"].iter().chain(extra).copied();
+        Wrapper::try_parse_from(argv).unwrap().bench
+    }
+
+    fn rate_sample() -> Sample {
+        Sample {
+            msgs_per_sec: Some(1000.0),
+            mb_per_sec: Some(0.064),
+            ..Sample::empty(Kind::Rate, 64, 2)
+        }
+    }
+
+    fn latency_summary() -> Summary {
+        Summary {
+            kind: Kind::Latency,
+            size: 8192,
+            runs: 3,
+            msgs_per_sec: Some(50000.0),
+            mb_per_sec: None,
+            lat_mean_us: Some(20.25),
+            lat_p50_us: Some(19.5),
+            lat_p99_us: Some(40.0),
+            errors: 0,
+        }
+    }
+
+    fn output(json: bool, write: impl FnOnce(&mut Report<&mut Vec<u8>>)) -> String {
+        let mut buf = Vec::new();
+        let mut report = Report::new(&mut buf, json, "rrds", &args(&["--duration", "2"]));
+        write(&mut report);
+        String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn run_json_has_every_field() {
+        let text = output(true, |r| r.sample(&rate_sample()).unwrap());
+        assert_eq!(
+            text,
+            "{\"type\":\"run\",\"impl\":\"rrds\",\"run\":2,\"mode\":\"rate\",\"size\":64,\
+             \"msgs_per_sec\":1000.000,\"mb_per_sec\":0.064,\"lat_mean_us\":null,\
+             \"lat_p50_us\":null,\"lat_p99_us\":null,\"errors\":0}\n"
+        );
+    }
+
+    #[test]
+    fn summary_json_lists_medians() {
+        let text = output(true, |r| {
+            r.header().unwrap();
+            r.median(&latency_summary()).unwrap();
+            r.finish(&[latency_summary()]).unwrap();
+        });
+        assert_eq!(
+            text,
+            "{\"type\":\"summary\",\"impl\":\"rrds\",\"addr\":\"127.0.0.1\",\"duration_s\":2.000,\
+             \"runs\":3,\"depth\":32,\"verify\":false,\"errors\":0,\"medians\":[{\"runs\":3,\
+             \"mode\":\"latency\",\"size\":8192,\"msgs_per_sec\":50000.000,\"mb_per_sec\":null,\
+             \"lat_mean_us\":20.250,\"lat_p50_us\":19.500,\"lat_p99_us\":40.000,\"errors\":0}]}\n"
+        );
+    }
+
+    #[test]
+    fn table_rows_line_up_with_the_header() {
+        let text = output(false, |r| {
+            r.header().unwrap();
+            r.sample(&rate_sample()).unwrap();
+            r.median(&latency_summary()).unwrap();
+            r.finish(&[latency_summary()]).unwrap();
+        });
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "rrds bench: impl=rrds addr=127.0.0.1 duration=2s runs=3 depth=32 verify=off"
+        );
+        assert_eq!(lines[1].len(), lines[2].len());
+        assert_eq!(lines[1].len(), lines[3].len());
+        assert!(lines[2].starts_with("rate           64 2            1000.0       0.06          -"));
+        assert!(lines[3].starts_with("latency      8192 median      50000.0          -      20.25"));
+        assert_eq!(lines[4], "impl=rrds errors=0");
+    }
+}

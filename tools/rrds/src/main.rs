@@ -1,0 +1,159 @@
+//! `rrds`: userspace tools for RDS sockets, for rrds and the in-tree `rds`
+//! module alike.
+
+mod cmd;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use clap::Subcommand;
+
+/// Userspace tools for RDS sockets (rrds or the in-tree rds module).
+#[derive(Parser, Debug)]
+#[command(name = "rrds", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Ping an RDS stack (rds-ping): 0-byte messages to port 0, timed pongs.
+    /// Exits 0 if every pong came back.
+    Ping(cmd::ping::PingArgs),
+    /// Measure throughput and round-trip latency between two sockets
+    /// (rds-stress-like). Exits 0 if no run counted an error.
+    Bench(cmd::bench::BenchArgs),
+    /// Print an RDS_INFO table (rds-info-like).
+    Info(cmd::info::InfoArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Ping(args) => cmd::ping::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
+        Command::Info(args) => cmd::info::run(args),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(err) => {
+            eprintln!("rrds: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+    use std::net::IpAddr;
+    use std::time::Duration;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(["rrds"].iter().chain(args))
+    }
+
+    #[test]
+    fn command_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn ping_takes_count_interval_and_local_address() {
+        let cli = parse(&[
+            "ping",
+            "-c",
+            "3",
+            "-i",
+            "200",
+            "-I",
+            "127.0.0.1",
+            "127.0.0.1",
+        ])
+        .unwrap();
+        let Command::Ping(args) = cli.command else {
+            panic!("not ping");
+        };
+        assert_eq!(args.count, 3);
+        assert_eq!(args.interval_ms, 200);
+        assert_eq!(args.timeout_ms, 1000);
+        assert_eq!(args.local, Some("127.0.0.1".parse::<IpAddr>().unwrap()));
+        assert_eq!(args.addr, "127.0.0.1".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn ping_needs_an_address_and_a_positive_count() {
+        assert!(parse(&["ping"]).is_err());
+        assert!(parse(&["ping", "-c", "0", "127.0.0.1"]).is_err());
+        assert!(parse(&["ping", "not-an-address"]).is_err());
+    }
+
+    #[test]
+    fn bench_defaults() {
+        let Command::Bench(args) = parse(&["bench"]).unwrap().command else {
+            panic!("not bench");
+        };
+        assert_eq!(args.addr, "127.0.0.1".parse::<IpAddr>().unwrap());
+        assert_eq!(args.sizes, vec![64, 8192]);
+        assert_eq!(args.duration, Duration::from_secs(5));
+        assert_eq!(args.runs, 3);
+        assert_eq!(args.mode, cmd::bench::Mode::Both);
+        assert_eq!(args.depth, 32);
+        assert!(!args.verify);
+        assert!(!args.json);
+    }
+
+    #[test]
+    fn bench_takes_the_documented_command_line() {
+        let cli = parse(&[
+            "bench",
+            "--addr",
+            "127.0.0.1",
+            "--size",
+            "64",
+            "--size",
+            "8192",
+            "--size",
+            "1m",
+            "--duration",
+            "5",
+            "--runs",
+            "3",
+            "--mode",
+            "latency",
+            "--depth",
+            "8",
+            "--json",
+            "--verify",
+        ])
+        .unwrap();
+        let Command::Bench(args) = cli.command else {
+            panic!("not bench");
+        };
+        assert_eq!(args.sizes, vec![64, 8192, 1 << 20]);
+        assert_eq!(args.mode, cmd::bench::Mode::Latency);
+        assert_eq!(args.depth, 8);
+        assert!(args.json && args.verify);
+    }
+
+    #[test]
+    fn bench_rejects_bad_values() {
+        assert!(parse(&["bench", "--size", "2m"]).is_err());
+        assert!(parse(&["bench", "--runs", "0"]).is_err());
+        assert!(parse(&["bench", "--depth", "0"]).is_err());
+        assert!(parse(&["bench", "--duration", "0"]).is_err());
+        assert!(parse(&["bench", "--mode", "fast"]).is_err());
+    }
+
+    #[test]
+    fn info_names_a_table() {
+        let Command::Info(args) = parse(&["info", "sockets"]).unwrap().command else {
+            panic!("not info");
+        };
+        assert_eq!(args.table, cmd::info::Table::Sockets);
+        assert!(parse(&["info", "flows"]).is_err());
+    }
+}

@@ -1,0 +1,693 @@
+//! [`RdsSocket`]: an owned `PF_RDS` socket with typed operations.
+
+use core::mem::offset_of;
+use core::mem::size_of;
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::os::fd::AsRawFd;
+use std::os::fd::BorrowedFd;
+use std::os::fd::FromRawFd;
+use std::os::fd::OwnedFd;
+use std::os::fd::RawFd;
+use std::time::Duration;
+use std::time::SystemTime;
+
+use libc::c_int;
+use libc::socklen_t;
+
+use crate::addr::RawAddr;
+use crate::info;
+use crate::sys;
+
+/// Number of times [`RdsSocket::info`] retries when the result grew between
+/// the sizing call and the copy.
+const INFO_ATTEMPTS: usize = 8;
+/// Size of the first `RDS_INFO` buffer: enough for a few sockets, so the
+/// common small answer needs one call.
+const INFO_FIRST_LEN: usize = 256;
+
+/// Maps a `-1` return to the calling thread's errno.
+fn cvt(ret: c_int) -> io::Result<c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Maps a `-1` byte count to errno, anything else to a length.
+fn cvt_len(ret: isize) -> io::Result<usize> {
+    usize::try_from(ret).map_err(|_| io::Error::last_os_error())
+}
+
+/// An option value as the kernel's `int`.
+fn int_value(value: usize, what: &str) -> io::Result<c_int> {
+    c_int::try_from(value).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} {value} does not fit in an int"),
+        )
+    })
+}
+
+/// A transport, as `SO_RDS_TRANSPORT` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// InfiniBand / RDMA (`RDS_TRANS_IB`, 0).
+    Ib,
+    /// `RDS_TRANS_GAP` / `RDS_TRANS_IWARP` (1); no module registers it.
+    Gap,
+    /// TCP (`RDS_TRANS_TCP`, 2).
+    Tcp,
+    /// Loopback (3): read back for sockets bound to 127.0.0.0/8 or `::1`;
+    /// cannot be set.
+    Loopback,
+    /// No transport attached (`RDS_TRANS_NONE`, -1): an unbound socket.
+    None,
+    /// A number this library does not know.
+    Unknown(c_int),
+}
+
+impl Transport {
+    /// The transport a `SO_RDS_TRANSPORT` value names.
+    pub fn from_raw(raw: c_int) -> Self {
+        match raw {
+            sys::RDS_TRANS_IB => Self::Ib,
+            sys::RDS_TRANS_GAP => Self::Gap,
+            sys::RDS_TRANS_TCP => Self::Tcp,
+            sys::RDS_TRANS_LOOP => Self::Loopback,
+            sys::RDS_TRANS_NONE => Self::None,
+            other => Self::Unknown(other),
+        }
+    }
+
+    /// The `SO_RDS_TRANSPORT` value.
+    pub fn as_raw(self) -> c_int {
+        match self {
+            Self::Ib => sys::RDS_TRANS_IB,
+            Self::Gap => sys::RDS_TRANS_GAP,
+            Self::Tcp => sys::RDS_TRANS_TCP,
+            Self::Loopback => sys::RDS_TRANS_LOOP,
+            Self::None => sys::RDS_TRANS_NONE,
+            Self::Unknown(raw) => raw,
+        }
+    }
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Ib => f.write_str("ib"),
+            Self::Gap => f.write_str("gap"),
+            Self::Tcp => f.write_str("tcp"),
+            Self::Loopback => f.write_str("loopback"),
+            Self::None => f.write_str("none"),
+            Self::Unknown(raw) => write!(f, "unknown({raw})"),
+        }
+    }
+}
+
+/// What [`RdsSocket::recv_msg`] received.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Received {
+    /// Full length of the datagram, even when it was truncated (the call
+    /// passes `MSG_TRUNC`). Only `min(len, buf.len())` bytes were copied.
+    pub len: usize,
+    /// The buffer was shorter than the datagram; the rest is lost.
+    pub truncated: bool,
+    /// The sender. `None` when the call returned a notification (RDMA
+    /// status, congestion update) rather than a datagram.
+    pub from: Option<SocketAddr>,
+    /// Receive time, if `SO_TIMESTAMP` was on when the datagram was queued.
+    pub timestamp: Option<SystemTime>,
+}
+
+/// Size of the TOS ioctl argument buffer: at least `struct ifreq`.
+const IOCTL_ARG_LEN: usize = 64;
+
+/// Argument of the TOS ioctls, aligned like `struct ifreq`.
+#[repr(C, align(8))]
+struct IoctlArg([u8; IOCTL_ARG_LEN]);
+
+/// Control buffer for `recvmsg`, aligned like `struct cmsghdr`.
+#[repr(C, align(8))]
+struct ControlBuf([u8; 64]);
+
+/// An owned `PF_RDS` socket (`socket(AF_RDS, SOCK_SEQPACKET, 0)`), closed on
+/// drop.
+///
+/// Every method is one or two system calls; errors carry the kernel's errno
+/// (`io::Error::raw_os_error`).
+#[derive(Debug)]
+pub struct RdsSocket {
+    fd: OwnedFd,
+}
+
+impl RdsSocket {
+    /// Creates a socket. Fails with `EAFNOSUPPORT` when no RDS
+    /// implementation (`rds` or `rrds`) is loaded.
+    pub fn new() -> io::Result<Self> {
+        // SAFETY: socket() takes no pointers; the result is checked below.
+        let fd = cvt(unsafe {
+            libc::socket(sys::AF_RDS, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0)
+        })?;
+        // SAFETY: fd is a descriptor socket() just returned; nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Self { fd })
+    }
+
+    fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Binds to `addr`. Port 0 picks a free port; read it with
+    /// [`local_addr`](Self::local_addr).
+    pub fn bind(&self, addr: SocketAddr) -> io::Result<()> {
+        let raw = RawAddr::from_socket_addr(&addr);
+        // SAFETY: raw.as_ptr() points to raw.len() initialised bytes that live
+        // across the call; the kernel only reads them.
+        cvt(unsafe { libc::bind(self.raw(), raw.as_ptr(), raw.len()) })?;
+        Ok(())
+    }
+
+    /// Records `addr` as the default destination of [`send`](Self::send).
+    pub fn connect(&self, addr: SocketAddr) -> io::Result<()> {
+        let raw = RawAddr::from_socket_addr(&addr);
+        // SAFETY: as in bind: a live, initialised address of raw.len() bytes.
+        cvt(unsafe { libc::connect(self.raw(), raw.as_ptr(), raw.len()) })?;
+        Ok(())
+    }
+
+    /// The bound address (getsockname). An unbound socket reads back as
+    /// `0.0.0.0:0`.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        let mut raw = RawAddr::empty();
+        // SAFETY: raw has room for raw.len() bytes and the kernel writes at
+        // most that many, then stores the full length in the length field.
+        cvt(unsafe { libc::getsockname(self.raw(), raw.as_mut_ptr(), raw.len_mut()) })?;
+        raw.to_socket_addr()
+    }
+
+    /// The `connect()`ed destination (getpeername); `ENOTCONN` if none.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        let mut raw = RawAddr::empty();
+        // SAFETY: as in local_addr.
+        cvt(unsafe { libc::getpeername(self.raw(), raw.as_mut_ptr(), raw.len_mut()) })?;
+        raw.to_socket_addr()
+    }
+
+    /// Sends `buf` as one datagram to `addr`; returns its length.
+    pub fn send_to(&self, buf: &[u8], addr: SocketAddr) -> io::Result<usize> {
+        let raw = RawAddr::from_socket_addr(&addr);
+        // SAFETY: buf is valid for buf.len() bytes and raw for raw.len()
+        // bytes; the kernel only reads both. No flags: RDS rejects all but
+        // MSG_DONTWAIT (even MSG_NOSIGNAL).
+        cvt_len(unsafe {
+            libc::sendto(
+                self.raw(),
+                buf.as_ptr().cast(),
+                buf.len(),
+                0,
+                raw.as_ptr(),
+                raw.len(),
+            )
+        })
+    }
+
+    /// Sends `buf` as one datagram to the `connect()`ed destination.
+    pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        // SAFETY: buf is valid for buf.len() bytes; the kernel only reads it.
+        cvt_len(unsafe { libc::send(self.raw(), buf.as_ptr().cast(), buf.len(), 0) })
+    }
+
+    /// Receives one datagram into `buf`.
+    ///
+    /// Returns the datagram's full length and its sender. A length greater
+    /// than `buf.len()` means the datagram was truncated (and the rest is
+    /// lost): slice the data with `&buf[..len.min(buf.len())]`. A notification without a datagram is an `InvalidData` error;
+    /// use [`recv_msg`](Self::recv_msg) to see notifications.
+    pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        let received = self.recv_msg(buf)?;
+        match received.from {
+            Some(from) => Ok((received.len, from)),
+            None => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "received a notification, not a datagram",
+            )),
+        }
+    }
+
+    /// Receives one datagram (or notification) into `buf`, with its length,
+    /// truncation, sender and timestamp.
+    pub fn recv_msg(&self, buf: &mut [u8]) -> io::Result<Received> {
+        let mut name = RawAddr::empty();
+        let mut control = ControlBuf([0; 64]);
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: msghdr is plain data for which all zeroes (null pointers,
+        // zero lengths) is a valid value; zeroing also covers the padding
+        // fields some libcs have.
+        let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
+        msg.msg_name = name.as_mut_ptr().cast();
+        msg.msg_namelen = name.len();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.0.as_mut_ptr().cast();
+        msg.msg_controllen = control.0.len() as _;
+        // SAFETY: msg points to name (msg_namelen bytes), one iovec over buf
+        // (buf.len() bytes) and control (msg_controllen bytes), all of which
+        // live across the call; the kernel writes within those lengths.
+        let len = cvt_len(unsafe { libc::recvmsg(self.raw(), &mut msg, libc::MSG_TRUNC) })?;
+        let from = if msg.msg_namelen == 0 {
+            None
+        } else {
+            *name.len_mut() = msg.msg_namelen;
+            Some(name.to_socket_addr()?)
+        };
+        let control_len = (msg.msg_controllen as usize).min(control.0.len());
+        Ok(Received {
+            len,
+            truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
+            from,
+            timestamp: find_timestamp(&control.0[..control_len]),
+        })
+    }
+
+    /// Makes sends and receives return `WouldBlock` instead of waiting.
+    pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
+        // SAFETY: F_GETFL takes no argument.
+        let flags = cvt(unsafe { libc::fcntl(self.raw(), libc::F_GETFL) })?;
+        let flags = if nonblocking {
+            flags | libc::O_NONBLOCK
+        } else {
+            flags & !libc::O_NONBLOCK
+        };
+        // SAFETY: F_SETFL takes an int argument.
+        cvt(unsafe { libc::fcntl(self.raw(), libc::F_SETFL, flags) })?;
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for `events`; returns the events that are ready
+    /// (0 on timeout or when a signal interrupted the wait).
+    fn poll(&self, events: libc::c_short, timeout: Duration) -> io::Result<libc::c_short> {
+        let mut pfd = libc::pollfd {
+            fd: self.raw(),
+            events,
+            revents: 0,
+        };
+        // Round up so a sub-millisecond wait does not become a busy loop.
+        let ms = timeout.as_micros().div_ceil(1000);
+        let ms = c_int::try_from(ms).unwrap_or(c_int::MAX);
+        // SAFETY: pfd is one live pollfd, and the count passed is 1.
+        match cvt(unsafe { libc::poll(&mut pfd, 1, ms) }) {
+            Ok(_) => Ok(pfd.revents),
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => Ok(0),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Waits up to `timeout` until a receive would not block. `false` on
+    /// timeout or a signal. RDS may report readiness spuriously (the first
+    /// poll after a congestion update), so a receive can still say
+    /// `WouldBlock`.
+    pub fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
+        Ok(self.poll(libc::POLLIN, timeout)? & libc::POLLIN != 0)
+    }
+
+    /// Waits up to `timeout` until the send buffer has room. `false` on
+    /// timeout or a signal. A send can still fail with `ENOBUFS` if the
+    /// destination port is congested.
+    pub fn wait_writable(&self, timeout: Duration) -> io::Result<bool> {
+        Ok(self.poll(libc::POLLOUT, timeout)? & libc::POLLOUT != 0)
+    }
+
+    fn setsockopt_int(&self, level: c_int, name: c_int, value: c_int) -> io::Result<()> {
+        // SAFETY: value is a live int and the length passed is its size; the
+        // kernel only reads it.
+        cvt(unsafe {
+            libc::setsockopt(
+                self.raw(),
+                level,
+                name,
+                (&value as *const c_int).cast(),
+                size_of::<c_int>() as socklen_t,
+            )
+        })?;
+        Ok(())
+    }
+
+    fn getsockopt_int(&self, level: c_int, name: c_int) -> io::Result<c_int> {
+        let mut value: c_int = 0;
+        let mut len = size_of::<c_int>() as socklen_t;
+        // SAFETY: value is a live int of len bytes; the kernel writes at most
+        // len bytes into it and updates len.
+        cvt(unsafe {
+            libc::getsockopt(
+                self.raw(),
+                level,
+                name,
+                (&mut value as *mut c_int).cast(),
+                &mut len,
+            )
+        })?;
+        Ok(value)
+    }
+
+    /// `SO_SNDBUF` as the kernel reports it: twice the value set (the
+    /// kernel doubles it for bookkeeping). RDS's own limit is half of this;
+    /// see [`send_limit`](Self::send_limit).
+    pub fn sndbuf(&self) -> io::Result<usize> {
+        let value = self.getsockopt_int(libc::SOL_SOCKET, libc::SO_SNDBUF)?;
+        Ok(usize::try_from(value).unwrap_or(0))
+    }
+
+    /// Sets `SO_SNDBUF` (clamped by the kernel to `net.core.wmem_max`). For
+    /// RDS the value set is the largest message size and the amount of
+    /// unacknowledged data a socket may have in flight.
+    pub fn set_sndbuf(&self, bytes: usize) -> io::Result<()> {
+        let value = int_value(bytes, "SO_SNDBUF")?;
+        self.setsockopt_int(libc::SOL_SOCKET, libc::SO_SNDBUF, value)
+    }
+
+    /// Sets `SO_SNDBUFFORCE`: like [`set_sndbuf`](Self::set_sndbuf) without
+    /// the `wmem_max` clamp. Needs `CAP_NET_ADMIN` (else `EPERM`).
+    pub fn set_sndbuf_force(&self, bytes: usize) -> io::Result<()> {
+        let value = int_value(bytes, "SO_SNDBUFFORCE")?;
+        self.setsockopt_int(libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, value)
+    }
+
+    /// `SO_RCVBUF` as the kernel reports it (twice the value set).
+    pub fn rcvbuf(&self) -> io::Result<usize> {
+        let value = self.getsockopt_int(libc::SOL_SOCKET, libc::SO_RCVBUF)?;
+        Ok(usize::try_from(value).unwrap_or(0))
+    }
+
+    /// Sets `SO_RCVBUF` (clamped to `net.core.rmem_max`). RDS never refuses a
+    /// message for lack of receive buffer; the value only drives congestion
+    /// marking.
+    pub fn set_rcvbuf(&self, bytes: usize) -> io::Result<()> {
+        let value = int_value(bytes, "SO_RCVBUF")?;
+        self.setsockopt_int(libc::SOL_SOCKET, libc::SO_RCVBUF, value)
+    }
+
+    /// Sets `SO_RCVBUFFORCE` (no `rmem_max` clamp; needs `CAP_NET_ADMIN`).
+    pub fn set_rcvbuf_force(&self, bytes: usize) -> io::Result<()> {
+        let value = int_value(bytes, "SO_RCVBUFFORCE")?;
+        self.setsockopt_int(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, value)
+    }
+
+    /// The largest payload a send accepts: half the kernel's `sk_sndbuf`,
+    /// at most 1 MiB. Larger sends fail with `EMSGSIZE`.
+    pub fn send_limit(&self) -> io::Result<usize> {
+        Ok((self.sndbuf()? / 2).min(sys::RDS_MAX_MSG_SIZE))
+    }
+
+    /// `RDS_RECVERR`: whether RDMA completion notifications are queued for
+    /// failures too.
+    pub fn recverr(&self) -> io::Result<bool> {
+        Ok(self.getsockopt_int(sys::SOL_RDS, sys::RDS_RECVERR)? != 0)
+    }
+
+    /// Sets `RDS_RECVERR`.
+    pub fn set_recverr(&self, on: bool) -> io::Result<()> {
+        self.setsockopt_int(sys::SOL_RDS, sys::RDS_RECVERR, c_int::from(on))
+    }
+
+    /// Sets `RDS_CONG_MONITOR`: report uncongested ports with
+    /// `RDS_CMSG_CONG_UPDATE` notifications. (It cannot be read back: the
+    /// kernel answers `ENOPROTOOPT`.)
+    pub fn set_cong_monitor(&self, on: bool) -> io::Result<()> {
+        self.setsockopt_int(sys::SOL_RDS, sys::RDS_CONG_MONITOR, c_int::from(on))
+    }
+
+    /// `SO_RDS_TRANSPORT`: the attached transport, [`Transport::None`] when
+    /// unbound, [`Transport::Loopback`] when bound to a loopback address.
+    pub fn transport(&self) -> io::Result<Transport> {
+        Ok(Transport::from_raw(
+            self.getsockopt_int(sys::SOL_RDS, sys::SO_RDS_TRANSPORT)?,
+        ))
+    }
+
+    /// Attaches a transport before bind. `EOPNOTSUPP` once one is attached,
+    /// `EINVAL` for loopback/none, `ENOPROTOOPT` if it is not available.
+    pub fn set_transport(&self, transport: Transport) -> io::Result<()> {
+        self.setsockopt_int(sys::SOL_RDS, sys::SO_RDS_TRANSPORT, transport.as_raw())
+    }
+
+    /// Runs a TOS ioctl on a one-byte argument, returning the byte after it.
+    fn tos_ioctl(&self, cmd: libc::c_ulong, tos: u8) -> io::Result<u8> {
+        // The argument is one byte, but when the RDS handler declines
+        // (-ENOIOCTLCMD) the generic socket layer reads a struct ifreq from
+        // the same pointer for its device-ioctl fallback; a buffer of that
+        // size keeps every access inside memory we own.
+        let mut arg = IoctlArg([0; IOCTL_ARG_LEN]);
+        arg.0[0] = tos;
+        // SAFETY: arg is live and IOCTL_ARG_LEN bytes long, at least a
+        // struct ifreq, the most the kernel reads or writes for these
+        // commands.
+        cvt(unsafe { libc::ioctl(self.raw(), cmd as _, arg.0.as_mut_ptr()) })?;
+        Ok(arg.0[0])
+    }
+
+    /// The type of service (`SIOCRDSGETTOS`).
+    pub fn tos(&self) -> io::Result<u8> {
+        self.tos_ioctl(sys::SIOCRDSGETTOS, 0)
+    }
+
+    /// Sets the type of service (`SIOCRDSSETTOS`) before the first send.
+    /// Needs a transport that maps TOS values: unbound and loopback-bound
+    /// sockets get `ENOTTY`; `EINVAL` once set or after a send.
+    pub fn set_tos(&self, tos: u8) -> io::Result<()> {
+        self.tos_ioctl(sys::SIOCRDSSETTOS, tos)?;
+        Ok(())
+    }
+
+    /// `SO_TIMESTAMP`: whether received datagrams carry their receive time.
+    pub fn timestamps(&self) -> io::Result<bool> {
+        Ok(self.getsockopt_int(libc::SOL_SOCKET, libc::SO_TIMESTAMP)? != 0)
+    }
+
+    /// Sets `SO_TIMESTAMP` (at `SOL_SOCKET`). Datagrams queued while it is on
+    /// report [`Received::timestamp`].
+    pub fn set_timestamps(&self, on: bool) -> io::Result<()> {
+        self.setsockopt_int(libc::SOL_SOCKET, libc::SO_TIMESTAMP, c_int::from(on))
+    }
+
+    /// Reads `RDS_INFO_*` table `optname`: the raw entries and the element
+    /// size.
+    ///
+    /// The kernel's sizing protocol: a getsockopt whose buffer is too small
+    /// fails with `ENOSPC` and writes back the bytes needed; one that fits
+    /// returns the element size and writes back the bytes used. The table
+    /// can grow between the two calls, so this retries a few times with a
+    /// little room to spare.
+    pub fn info(&self, optname: c_int) -> io::Result<(Vec<u8>, usize)> {
+        let mut buf = vec![0u8; INFO_FIRST_LEN];
+        let mut last_err = None;
+        for _ in 0..INFO_ATTEMPTS {
+            let mut len = int_value(buf.len(), "RDS_INFO buffer")? as socklen_t;
+            // SAFETY: buf is valid for writes of len bytes and lives across
+            // the call; the kernel writes at most len bytes and updates len.
+            let ret = unsafe {
+                libc::getsockopt(
+                    self.raw(),
+                    sys::SOL_RDS,
+                    optname,
+                    buf.as_mut_ptr().cast(),
+                    &mut len,
+                )
+            };
+            match cvt(ret) {
+                Ok(elem_size) => {
+                    buf.truncate((len as usize).min(buf.len()));
+                    // elem_size is non-negative after cvt.
+                    return Ok((buf, elem_size as usize));
+                }
+                Err(err) if err.raw_os_error() == Some(libc::ENOSPC) => {
+                    let needed = len as usize;
+                    // Never retry with the same size, even if the kernel
+                    // wrote back nothing useful.
+                    let next = needed.max(buf.len() + 1);
+                    buf.resize(next + next / 8, 0);
+                    last_err = Some(err);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| io::Error::from_raw_os_error(libc::ENOSPC)))
+    }
+
+    /// `RDS_INFO_COUNTERS`: the global and transport counters.
+    pub fn counters(&self) -> io::Result<Vec<info::Counter>> {
+        let (buf, elem_size) = self.info(sys::RDS_INFO_COUNTERS)?;
+        info::decode_counters(&buf, elem_size)
+    }
+
+    /// `RDS_INFO_SOCKETS`: the sockets bound to IPv4 addresses in this
+    /// network namespace.
+    pub fn sockets(&self) -> io::Result<Vec<info::SocketInfo>> {
+        let (buf, elem_size) = self.info(sys::RDS_INFO_SOCKETS)?;
+        info::decode_sockets(&buf, elem_size)
+    }
+}
+
+impl AsFd for RdsSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl AsRawFd for RdsSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl From<RdsSocket> for OwnedFd {
+    fn from(socket: RdsSocket) -> Self {
+        socket.fd
+    }
+}
+
+/// Size of a field, given an accessor: `field_size(|h: &T| &h.f)`.
+fn field_size<T, F>(_: fn(&T) -> &F) -> usize {
+    size_of::<F>()
+}
+
+/// Reads a native-endian signed integer of `size` (4 or 8) bytes.
+fn read_int(bytes: &[u8], size: usize) -> Option<i64> {
+    match size {
+        4 => Some(i64::from(i32::from_ne_bytes(
+            bytes.get(..4)?.try_into().ok()?,
+        ))),
+        8 => Some(i64::from_ne_bytes(bytes.get(..8)?.try_into().ok()?)),
+        _ => None,
+    }
+}
+
+/// Rounds `len` up like `CMSG_ALIGN`.
+fn cmsg_align(len: usize) -> usize {
+    let align = size_of::<usize>();
+    len.div_ceil(align) * align
+}
+
+/// Walks the control messages in `control` (what `recvmsg` returned in
+/// `msg_control`) and decodes an `SCM_TIMESTAMP` one, if present.
+fn find_timestamp(control: &[u8]) -> Option<SystemTime> {
+    let len_size = field_size(|h: &libc::cmsghdr| &h.cmsg_len);
+    let level_off = offset_of!(libc::cmsghdr, cmsg_level);
+    let type_off = offset_of!(libc::cmsghdr, cmsg_type);
+    let header = cmsg_align(size_of::<libc::cmsghdr>());
+    let mut off = 0;
+    while off + header <= control.len() {
+        let cmsg = &control[off..];
+        let cmsg_len = usize::try_from(read_int(cmsg, len_size)?).ok()?;
+        if cmsg_len < header || cmsg_len > cmsg.len() {
+            return None;
+        }
+        let level = read_int(&cmsg[level_off..], 4)?;
+        let kind = read_int(&cmsg[type_off..], 4)?;
+        if level == i64::from(libc::SOL_SOCKET) && kind == i64::from(libc::SCM_TIMESTAMP) {
+            return timeval_to_time(&cmsg[header..cmsg_len]);
+        }
+        off += cmsg_align(cmsg_len);
+    }
+    None
+}
+
+/// Decodes a `struct timeval` (wall-clock time since the epoch).
+fn timeval_to_time(data: &[u8]) -> Option<SystemTime> {
+    let sec = read_int(
+        data.get(offset_of!(libc::timeval, tv_sec)..)?,
+        field_size(|t: &libc::timeval| &t.tv_sec),
+    )?;
+    let usec = read_int(
+        data.get(offset_of!(libc::timeval, tv_usec)..)?,
+        field_size(|t: &libc::timeval| &t.tv_usec),
+    )?;
+    let since_epoch = Duration::from_secs(u64::try_from(sec).ok()?)
+        .checked_add(Duration::from_micros(u64::try_from(usec).ok()?))?;
+    SystemTime::UNIX_EPOCH.checked_add(since_epoch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Builds one control message as the kernel lays it out.
+    fn cmsg(level: c_int, kind: c_int, data: &[u8]) -> Vec<u8> {
+        let header = cmsg_align(size_of::<libc::cmsghdr>());
+        let len = header + data.len();
+        let mut out = vec![0u8; cmsg_align(len)];
+        let len_size = field_size(|h: &libc::cmsghdr| &h.cmsg_len);
+        out[..len_size].copy_from_slice(&len.to_ne_bytes()[..len_size]);
+        let level_off = offset_of!(libc::cmsghdr, cmsg_level);
+        out[level_off..level_off + 4].copy_from_slice(&level.to_ne_bytes());
+        let type_off = offset_of!(libc::cmsghdr, cmsg_type);
+        out[type_off..type_off + 4].copy_from_slice(&kind.to_ne_bytes());
+        out[header..len].copy_from_slice(data);
+        out
+    }
+
+    fn timeval(sec: i64, usec: i64) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&(sec as libc::time_t).to_ne_bytes());
+        out.extend_from_slice(&(usec as libc::suseconds_t).to_ne_bytes());
+        out
+    }
+
+    #[test]
+    fn transport_numbers_round_trip() {
+        for raw in [-1, 0, 1, 2, 3, 42] {
+            assert_eq!(Transport::from_raw(raw).as_raw(), raw);
+        }
+        assert_eq!(Transport::from_raw(3), Transport::Loopback);
+        assert_eq!(Transport::from_raw(-1), Transport::None);
+        assert_eq!(Transport::from_raw(42), Transport::Unknown(42));
+        assert_eq!(Transport::Loopback.to_string(), "loopback");
+    }
+
+    #[test]
+    fn timestamp_cmsg_is_decoded() {
+        let control = cmsg(libc::SOL_SOCKET, libc::SCM_TIMESTAMP, &timeval(1000, 250));
+        assert_eq!(
+            find_timestamp(&control),
+            Some(SystemTime::UNIX_EPOCH + Duration::new(1000, 250_000))
+        );
+    }
+
+    #[test]
+    fn timestamp_is_found_after_other_cmsgs() {
+        let mut control = cmsg(sys::SOL_RDS, sys::RDS_CMSG_RDMA_DEST, &7u64.to_ne_bytes());
+        control.extend(cmsg(libc::SOL_SOCKET, libc::SCM_TIMESTAMP, &timeval(5, 0)));
+        assert_eq!(
+            find_timestamp(&control),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(5))
+        );
+    }
+
+    #[test]
+    fn no_or_malformed_cmsgs_give_no_timestamp() {
+        assert_eq!(find_timestamp(&[]), None);
+        let mut control = cmsg(libc::SOL_SOCKET, libc::SCM_TIMESTAMP, &timeval(5, 0));
+        control.truncate(control.len() - 1);
+        assert_eq!(find_timestamp(&control), None);
+        let other = cmsg(sys::SOL_RDS, sys::RDS_CMSG_CONG_UPDATE, &1u64.to_ne_bytes());
+        assert_eq!(find_timestamp(&other), None);
+    }
+
+    #[test]
+    fn tos_ioctl_argument_covers_ifreq() {
+        assert!(IOCTL_ARG_LEN >= size_of::<libc::ifreq>());
+    }
+
+    #[test]
+    fn oversized_buffer_values_are_rejected_before_the_kernel() {
+        let err = int_value(usize::MAX, "SO_SNDBUF").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    }
+}

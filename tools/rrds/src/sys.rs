@@ -1,0 +1,230 @@
+//! The RDS socket ABI: constants and structures of `<linux/rds.h>`.
+//!
+//! The values are those of the kernel's `include/uapi/linux/rds.h` (and
+//! `AF_RDS` from `include/linux/socket.h`), the ABI the in-tree `rds` module
+//! and rrds share. Generic socket constants (`SOL_SOCKET`, `SO_SNDBUF`, ...)
+//! come from `libc`. The `rds_info_*` structures are `__attribute__((packed))`
+//! in C; the tests at the bottom pin their sizes and field offsets, which the
+//! decoders in [`crate::info`] read with `offset_of!`.
+
+#![allow(non_camel_case_types)]
+
+use libc::c_int;
+
+/// Address (and protocol) family of RDS sockets (`include/linux/socket.h`).
+pub const AF_RDS: c_int = 21;
+/// Protocol family, equal to the address family.
+pub const PF_RDS: c_int = AF_RDS;
+/// `setsockopt`/`getsockopt` level of the RDS options.
+pub const SOL_RDS: c_int = 276;
+
+// SOL_RDS socket options. 4 (the old RDS_BARRIER) and 9 are unused.
+pub const RDS_CANCEL_SENT_TO: c_int = 1;
+pub const RDS_GET_MR: c_int = 2;
+pub const RDS_FREE_MR: c_int = 3;
+pub const RDS_RECVERR: c_int = 5;
+pub const RDS_CONG_MONITOR: c_int = 6;
+pub const RDS_GET_MR_FOR_DEST: c_int = 7;
+pub const SO_RDS_TRANSPORT: c_int = 8;
+pub const SO_RDS_MSG_RXPATH_LATENCY: c_int = 10;
+
+// Transport numbers of SO_RDS_TRANSPORT.
+pub const RDS_TRANS_IB: c_int = 0;
+/// Also known as `RDS_TRANS_IWARP`; never registered by any module.
+pub const RDS_TRANS_GAP: c_int = 1;
+pub const RDS_TRANS_TCP: c_int = 2;
+pub const RDS_TRANS_COUNT: c_int = 3;
+/// Kernel-internal (`net/rds/rds.h`), not in the uapi header: the loopback
+/// transport's number, which `SO_RDS_TRANSPORT` reads back for sockets bound
+/// to 127.0.0.0/8 or `::1`. It cannot be set.
+pub const RDS_TRANS_LOOP: c_int = 3;
+/// `~0`: no transport attached (an unbound socket).
+pub const RDS_TRANS_NONE: c_int = -1;
+
+/// `SIOCPROTOPRIVATE` of `<linux/sockios.h>`.
+pub const SIOCPROTOPRIVATE: libc::c_ulong = 0x89E0;
+/// Set the socket's type of service (a 1-byte `rds_tos_t` argument).
+pub const SIOCRDSSETTOS: libc::c_ulong = SIOCPROTOPRIVATE;
+/// Read the socket's type of service (a 1-byte `rds_tos_t` argument).
+pub const SIOCRDSGETTOS: libc::c_ulong = SIOCPROTOPRIVATE + 1;
+
+// Control message types at level SOL_RDS.
+pub const RDS_CMSG_RDMA_ARGS: c_int = 1;
+pub const RDS_CMSG_RDMA_DEST: c_int = 2;
+pub const RDS_CMSG_RDMA_MAP: c_int = 3;
+pub const RDS_CMSG_RDMA_STATUS: c_int = 4;
+pub const RDS_CMSG_CONG_UPDATE: c_int = 5;
+pub const RDS_CMSG_ATOMIC_FADD: c_int = 6;
+pub const RDS_CMSG_ATOMIC_CSWP: c_int = 7;
+pub const RDS_CMSG_MASKED_ATOMIC_FADD: c_int = 8;
+pub const RDS_CMSG_MASKED_ATOMIC_CSWP: c_int = 9;
+pub const RDS_CMSG_RXPATH_LATENCY: c_int = 11;
+pub const RDS_CMSG_ZCOPY_COOKIE: c_int = 12;
+pub const RDS_CMSG_ZCOPY_COMPLETION: c_int = 13;
+
+// RDS_INFO_* getsockopt names. 10002 (flows) is deprecated and never
+// registered; 10009 and 10010 are never registered either.
+pub const RDS_INFO_FIRST: c_int = 10000;
+pub const RDS_INFO_COUNTERS: c_int = 10000;
+pub const RDS_INFO_CONNECTIONS: c_int = 10001;
+pub const RDS_INFO_SEND_MESSAGES: c_int = 10003;
+pub const RDS_INFO_RETRANS_MESSAGES: c_int = 10004;
+pub const RDS_INFO_RECV_MESSAGES: c_int = 10005;
+pub const RDS_INFO_SOCKETS: c_int = 10006;
+pub const RDS_INFO_TCP_SOCKETS: c_int = 10007;
+pub const RDS_INFO_IB_CONNECTIONS: c_int = 10008;
+pub const RDS_INFO_CONNECTION_STATS: c_int = 10009;
+pub const RDS_INFO_IWARP_CONNECTIONS: c_int = 10010;
+pub const RDS6_INFO_CONNECTIONS: c_int = 10011;
+pub const RDS6_INFO_SEND_MESSAGES: c_int = 10012;
+pub const RDS6_INFO_RETRANS_MESSAGES: c_int = 10013;
+pub const RDS6_INFO_RECV_MESSAGES: c_int = 10014;
+pub const RDS6_INFO_SOCKETS: c_int = 10015;
+pub const RDS6_INFO_TCP_SOCKETS: c_int = 10016;
+pub const RDS6_INFO_IB_CONNECTIONS: c_int = 10017;
+pub const RDS_INFO_LAST: c_int = 10017;
+
+// `rds_info_connection::flags`.
+pub const RDS_INFO_CONNECTION_FLAG_SENDING: u8 = 0x01;
+pub const RDS_INFO_CONNECTION_FLAG_CONNECTING: u8 = 0x02;
+pub const RDS_INFO_CONNECTION_FLAG_CONNECTED: u8 = 0x04;
+
+/// Length of the NUL-padded transport name in `rds_info_connection`.
+pub const TRANSNAMSIZ: usize = 16;
+/// Length of the NUL-padded counter name in `rds_info_counter`.
+pub const RDS_INFO_COUNTER_NAME_LEN: usize = 32;
+
+/// Largest message `sendmsg` accepts (`RDS_MAX_MSG_SIZE`, `net/rds/rds.h`).
+pub const RDS_MAX_MSG_SIZE: usize = 1 << 20;
+
+/// One RDS_INFO_COUNTERS entry (40 bytes). `value` is in host byte order.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug)]
+pub struct rds_info_counter {
+    pub name: [u8; RDS_INFO_COUNTER_NAME_LEN],
+    pub value: u64,
+}
+
+/// One RDS_INFO_CONNECTIONS entry (42 bytes). Sequence numbers are in host
+/// byte order, addresses in network byte order.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug)]
+pub struct rds_info_connection {
+    pub next_tx_seq: u64,
+    pub next_rx_seq: u64,
+    pub laddr: [u8; 4],
+    pub faddr: [u8; 4],
+    pub transport: [u8; TRANSNAMSIZ],
+    pub flags: u8,
+    pub tos: u8,
+}
+
+/// One RDS_INFO_{SEND,RETRANS,RECV}_MESSAGES entry (26 bytes). `seq` and
+/// `len` are in host byte order, addresses and ports in network byte order.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug)]
+pub struct rds_info_message {
+    pub seq: u64,
+    pub len: u32,
+    pub laddr: [u8; 4],
+    pub faddr: [u8; 4],
+    pub lport: [u8; 2],
+    pub fport: [u8; 2],
+    pub flags: u8,
+    pub tos: u8,
+}
+
+/// One RDS_INFO_SOCKETS entry (28 bytes). `sndbuf`, `rcvbuf` (the effective,
+/// halved values) and `inum` are in host byte order, addresses and ports in
+/// network byte order.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug)]
+pub struct rds_info_socket {
+    pub sndbuf: u32,
+    pub bound_addr: [u8; 4],
+    pub connected_addr: [u8; 4],
+    pub bound_port: [u8; 2],
+    pub connected_port: [u8; 2],
+    pub rcvbuf: u32,
+    pub inum: u64,
+}
+
+/// One RDS6_INFO_SOCKETS entry (52 bytes): `rds_info_socket` with IPv6
+/// addresses.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug)]
+pub struct rds6_info_socket {
+    pub sndbuf: u32,
+    pub bound_addr: [u8; 16],
+    pub connected_addr: [u8; 16],
+    pub bound_port: [u8; 2],
+    pub connected_port: [u8; 2],
+    pub rcvbuf: u32,
+    pub inum: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::offset_of;
+    use core::mem::size_of;
+
+    #[test]
+    fn rds_info_counter_is_40_bytes() {
+        assert_eq!(size_of::<rds_info_counter>(), 40);
+        assert_eq!(offset_of!(rds_info_counter, value), 32);
+    }
+
+    #[test]
+    fn rds_info_connection_is_42_bytes() {
+        assert_eq!(size_of::<rds_info_connection>(), 42);
+        assert_eq!(offset_of!(rds_info_connection, laddr), 16);
+        assert_eq!(offset_of!(rds_info_connection, faddr), 20);
+        assert_eq!(offset_of!(rds_info_connection, transport), 24);
+        assert_eq!(offset_of!(rds_info_connection, flags), 40);
+        assert_eq!(offset_of!(rds_info_connection, tos), 41);
+    }
+
+    #[test]
+    fn rds_info_message_is_26_bytes() {
+        assert_eq!(size_of::<rds_info_message>(), 26);
+        assert_eq!(offset_of!(rds_info_message, len), 8);
+        assert_eq!(offset_of!(rds_info_message, laddr), 12);
+        assert_eq!(offset_of!(rds_info_message, faddr), 16);
+        assert_eq!(offset_of!(rds_info_message, lport), 20);
+        assert_eq!(offset_of!(rds_info_message, fport), 22);
+        assert_eq!(offset_of!(rds_info_message, flags), 24);
+        assert_eq!(offset_of!(rds_info_message, tos), 25);
+    }
+
+    #[test]
+    fn rds_info_socket_is_28_bytes() {
+        assert_eq!(size_of::<rds_info_socket>(), 28);
+        assert_eq!(offset_of!(rds_info_socket, bound_addr), 4);
+        assert_eq!(offset_of!(rds_info_socket, connected_addr), 8);
+        assert_eq!(offset_of!(rds_info_socket, bound_port), 12);
+        assert_eq!(offset_of!(rds_info_socket, connected_port), 14);
+        assert_eq!(offset_of!(rds_info_socket, rcvbuf), 16);
+        assert_eq!(offset_of!(rds_info_socket, inum), 20);
+    }
+
+    #[test]
+    fn rds6_info_socket_is_52_bytes() {
+        assert_eq!(size_of::<rds6_info_socket>(), 52);
+        assert_eq!(offset_of!(rds6_info_socket, bound_port), 36);
+        assert_eq!(offset_of!(rds6_info_socket, inum), 44);
+    }
+
+    #[test]
+    fn tos_ioctls_follow_siocprotoprivate() {
+        assert_eq!(SIOCRDSSETTOS, 0x89E0);
+        assert_eq!(SIOCRDSGETTOS, 0x89E1);
+    }
+
+    #[test]
+    fn info_range_spans_counters_to_rds6_ib_connections() {
+        assert_eq!(RDS_INFO_FIRST, RDS_INFO_COUNTERS);
+        assert_eq!(RDS_INFO_LAST, RDS6_INFO_IB_CONNECTIONS);
+        assert_eq!(RDS_INFO_SOCKETS, 10006);
+    }
+}
