@@ -27,7 +27,7 @@ SHELL := /bin/bash
 rust_sources = $(filter-out rust/bindings_generated.rs,$(wildcard rust/*.rs rust/*/*.rs))
 kmake = $(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM)
 
-.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo setup
+.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench setup
 
 all: modules
 
@@ -59,3 +59,6 @@ check:
 
 demo:
 	scripts/demo
+
+bench:
+	scripts/bench
