@@ -42,8 +42,6 @@ void rrds_sock_hold(struct sock *sk);
 void rrds_sock_put(struct sock *sk);
 void rrds_sock_orphan(struct sock *sk);
 void rrds_lock_sock(struct sock *sk);
-int rrds_memcpy_from_msg(void *data, struct msghdr *msg, int len);
-int rrds_memcpy_to_msg(struct msghdr *msg, void *data, int len);
 int rrds_copy_from_sockptr(void *dst, sockptr_t src, size_t size);
 int rrds_sk_rcvbuf(const struct sock *sk);
 long rrds_sk_sndtimeo(const struct sock *sk);

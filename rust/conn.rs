@@ -20,6 +20,10 @@ use kernel::{
 };
 
 use crate::{
+    cong::{
+        self,
+        CongMap, //
+    },
     ffi::net::NetRef,
     fifo::Fifo,
     message::{
@@ -89,6 +93,8 @@ struct ConnState {
 pub(crate) struct Connection {
     pub(crate) key: ConnKey,
     pub(crate) transport: &'static dyn Transport,
+    /// The congestion map of the remote address (upstream's `c_fcong`).
+    pub(crate) fcong: Arc<CongMap>,
     #[pin]
     state: SpinLock<ConnState>,
 }
@@ -106,6 +112,7 @@ pub(crate) fn init() {
 
 /// The connection for `key`, created on first use.
 pub(crate) fn get(key: ConnKey, transport: &'static dyn Transport) -> Result<Arc<Connection>> {
+    let fcong = cong::get(key.net, key.faddr)?;
     let mut table = CONNS.lock();
     if let Some(c) = table.iter().find(|c| c.key == key) {
         return Ok(c.clone());
@@ -114,6 +121,7 @@ pub(crate) fn get(key: ConnKey, transport: &'static dyn Transport) -> Result<Arc
         try_pin_init!(Connection {
             key,
             transport,
+            fcong,
             state <- new_spinlock!(ConnState {
                 // The first sequence number is 1 (upstream's `cp_next_tx_seq`).
                 next_tx_seq: 1,

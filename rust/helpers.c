@@ -79,16 +79,6 @@ void rrds_lock_sock(struct sock *sk)
 	lock_sock(sk);
 }
 
-int rrds_memcpy_from_msg(void *data, struct msghdr *msg, int len)
-{
-	return memcpy_from_msg(data, msg, len);
-}
-
-int rrds_memcpy_to_msg(struct msghdr *msg, void *data, int len)
-{
-	return memcpy_to_msg(msg, data, len);
-}
-
 int rrds_copy_from_sockptr(void *dst, sockptr_t src, size_t size)
 {
 	return copy_from_sockptr(dst, src, size);

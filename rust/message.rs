@@ -9,7 +9,19 @@
 //! encodes the header to its wire form and parses it back, the IB transport
 //! will send it once per [`FRAG_SIZE`] fragment.
 
-use kernel::prelude::*;
+use kernel::{
+    page::{
+        Page,
+        PAGE_SIZE, //
+    },
+    prelude::*,
+    sync::{
+        Arc,
+        UniqueArc, //
+    },
+};
+
+use crate::ffi::net::MsgHdr;
 
 /// Size of the wire header.
 pub(crate) const HEADER_LEN: usize = 48;
@@ -249,11 +261,78 @@ pub(crate) fn fragments(len: usize) -> impl Iterator<Item = (usize, usize)> {
     })
 }
 
-/// A message's payload. Shared (`Arc`) between the sender's connection queue
+/// Pages a message of the largest size spans.
+const MAX_PAGES: usize = MAX_MSG_SIZE / PAGE_SIZE;
+
+/// A message's payload, in pages (what the IB transport maps for DMA, one
+/// fragment per page). Shared (`Arc`) between the sender's connection queue
 /// and the receiver's socket queue, never copied inside the kernel; the
 /// header travels beside it by value.
+///
+/// # Invariants
+///
+/// `pages[..len.div_ceil(PAGE_SIZE)]` are `Some` and hold the payload, in
+/// order; the rest are `None`. `len <= MAX_MSG_SIZE`.
 pub(crate) struct Message {
-    pub(crate) payload: KVVec<u8>,
+    len: usize,
+    pages: [Option<Page>; MAX_PAGES],
+}
+
+impl Message {
+    fn with_len(len: usize) -> Result<UniqueArc<Self>> {
+        if len > MAX_MSG_SIZE {
+            return Err(EMSGSIZE);
+        }
+        // Built in place: the page table is 2 KiB, too much for the stack.
+        UniqueArc::init(
+            init!(Message {
+                len,
+                pages <- pin_init::init_array_from_fn(|_| None),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// An empty message (pings, pongs).
+    pub(crate) fn empty() -> Result<Arc<Self>> {
+        Ok(Self::with_len(0)?.into())
+    }
+
+    /// A message of the next `len` bytes of a sendmsg caller's data.
+    pub(crate) fn from_user(msg: &mut MsgHdr, len: usize) -> Result<Arc<Self>> {
+        let mut m = Self::with_len(len)?;
+        let mut left = len;
+        for slot in m.pages.iter_mut() {
+            if left == 0 {
+                break;
+            }
+            let chunk = left.min(PAGE_SIZE);
+            let page = Page::alloc_page(GFP_KERNEL)?;
+            msg.copy_page_from_user(&page, chunk)?;
+            *slot = Some(page);
+            left -= chunk;
+        }
+        // INVARIANT: the first `len.div_ceil(PAGE_SIZE)` slots hold the payload.
+        Ok(m.into())
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Copies the first `len` bytes of the payload to a recvmsg caller.
+    pub(crate) fn copy_to_user(&self, msg: &mut MsgHdr, len: usize) -> Result {
+        let mut left = len.min(self.len);
+        for page in self.pages.iter().map_while(Option::as_ref) {
+            if left == 0 {
+                break;
+            }
+            let chunk = left.min(PAGE_SIZE);
+            msg.copy_page_to_user(page, chunk)?;
+            left -= chunk;
+        }
+        Ok(())
+    }
 }
 
 /// Checks the wire format against known vectors once, at module load: a

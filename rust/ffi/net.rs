@@ -9,6 +9,10 @@ use core::{
 };
 use kernel::{
     error::to_result,
+    page::{
+        Page,
+        PAGE_SIZE, //
+    },
     prelude::*,
     sync::{
         Arc,
@@ -352,20 +356,36 @@ impl MsgHdr {
         }
     }
 
-    /// Copies `buf.len()` bytes of the caller's iovecs into `buf`.
-    pub(crate) fn copy_from_user(&mut self, buf: &mut [u8]) -> Result {
-        let len = i32::try_from(buf.len())?;
-        // SAFETY: Valid msghdr; `buf` is writable for `len` bytes.
-        to_result(unsafe { bindings::rrds_memcpy_from_msg(buf.as_mut_ptr().cast(), self.0, len) })
+    /// Copies the next `len` bytes (at most a page) of the caller's iovecs
+    /// into the start of `page`.
+    pub(crate) fn copy_page_from_user(&mut self, page: &Page, len: usize) -> Result {
+        if len > PAGE_SIZE {
+            return Err(EINVAL);
+        }
+        // SAFETY: Valid msghdr (type invariant); `page` is a live page of PAGE_SIZE bytes
+        // and `len <= PAGE_SIZE`. The kernel crate's `struct page` is the same C type.
+        let copied = unsafe {
+            bindings::copy_page_from_iter(page.as_ptr().cast(), 0, len, &raw mut (*self.0).msg_iter)
+        };
+        if copied != len {
+            return Err(EFAULT);
+        }
+        Ok(())
     }
 
-    /// Copies `buf` to the caller's iovecs.
-    pub(crate) fn copy_to_user(&mut self, buf: &[u8]) -> Result {
-        let len = i32::try_from(buf.len())?;
-        // SAFETY: Valid msghdr; `memcpy_to_msg` only reads `len` bytes of `buf`.
-        to_result(unsafe {
-            bindings::rrds_memcpy_to_msg(self.0, buf.as_ptr().cast_mut().cast(), len)
-        })
+    /// Copies the first `len` bytes (at most a page) of `page` to the caller's iovecs.
+    pub(crate) fn copy_page_to_user(&mut self, page: &Page, len: usize) -> Result {
+        if len > PAGE_SIZE {
+            return Err(EINVAL);
+        }
+        // SAFETY: As in `copy_page_from_user`.
+        let copied = unsafe {
+            bindings::copy_page_to_iter(page.as_ptr().cast(), 0, len, &raw mut (*self.0).msg_iter)
+        };
+        if copied != len {
+            return Err(EFAULT);
+        }
+        Ok(())
     }
 
     /// The flags of a sendmsg call.

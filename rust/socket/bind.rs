@@ -24,7 +24,9 @@ use crate::{
 
 kernel::sync::global_lock! {
     // SAFETY: Initialised by `init()` in module init, before PF_RDS is registered.
-    unsafe(uninit) static BOUND: Mutex<KVec<(NetRef, Endpoint, Arc<RdsSock>)>> = KVec::new();
+    // A spinlock: every received message looks its socket up here, and the IB
+    // transport's receive path runs in atomic context.
+    unsafe(uninit) static BOUND: SpinLock<KVec<(NetRef, Endpoint, Arc<RdsSock>)>> = KVec::new();
 }
 
 /// Initialises the table. Call once, in module init, before registering PF_RDS.
@@ -57,13 +59,21 @@ pub(crate) fn add(sock: ArcBorrow<'_, RdsSock>, ep: Endpoint) -> Result<u16> {
         p if taken(&table, p) => return Err(errno::eaddrinuse()),
         p => p,
     };
-    table.push((sock.net, Endpoint { port, ..ep }, me), GFP_KERNEL)?;
+    table.push((sock.net, Endpoint { port, ..ep }, me), GFP_ATOMIC)?;
     Ok(port)
 }
 
 /// Unbinds `ep` in `net`.
 pub(crate) fn remove(net: NetRef, ep: &Endpoint) {
-    BOUND.lock().retain(|(n, e, _)| !(*n == net && e == ep));
+    let removed = {
+        let mut table = BOUND.lock();
+        match table.iter().position(|(n, e, _)| *n == net && e == ep) {
+            Some(i) => table.remove(i).ok(),
+            None => None,
+        }
+    };
+    // Outside the spinlock: a socket reference may sleep when it goes.
+    drop(removed);
 }
 
 /// The socket bound to `ep` in `net`, if any.

@@ -134,9 +134,16 @@ struct SockState {
     transport: Option<&'static dyn Transport>,
     /// Every connection this socket has queued messages on.
     conns: KVec<Arc<Connection>>,
-    /// `SO_RDS_MSG_RXPATH_LATENCY`: how many trace points, and which.
-    rx_trace_count: u8,
-    rx_trace_pos: [u8; 3],
+    /// The connection of the last send (upstream's `rs_conn`), reused while
+    /// the destination address and TOS stay the same.
+    route: Option<Arc<Connection>>,
+}
+
+/// What the send side's spinlock protects.
+#[derive(Default)]
+struct TxState {
+    /// Bytes of queued messages not yet acknowledged by the transport.
+    bytes: usize,
     /// The destination port a send was refused for (congestion): poll reports
     /// POLLOUT only once it clears.
     cong_refused: Option<(Arc<CongMap>, u16)>,
@@ -162,6 +169,11 @@ struct RecvQueue {
     cong_monitor: bool,
     cong_mask: u64,
     cong_notify: u64,
+    /// `SO_RDS_MSG_RXPATH_LATENCY`: how many trace points, and which.
+    rx_trace_count: u8,
+    rx_trace_pos: [u8; 3],
+    /// The bound IPv6 scope id, which IPv6 sources are reported with.
+    bound_scope: u32,
 }
 
 /// One RDS socket.
@@ -176,9 +188,8 @@ pub(crate) struct RdsSock {
     state: Mutex<SockState>,
     #[pin]
     rx: SpinLock<RecvQueue>,
-    /// Bytes of queued messages not yet acknowledged by the transport.
     #[pin]
-    tx: SpinLock<usize>,
+    tx: SpinLock<TxState>,
     /// Woken when a message or notification arrives or send space frees up.
     #[pin]
     wait: PollCondVar,
@@ -196,7 +207,7 @@ impl RdsSock {
     /// A queued message was acknowledged or cancelled: credit its bytes.
     pub(crate) fn send_completed(&self, len: usize) {
         let mut tx = self.tx.lock();
-        *tx = tx.saturating_sub(len);
+        tx.bytes = tx.bytes.saturating_sub(len);
         drop(tx);
         self.wait.notify_all();
     }
@@ -233,12 +244,16 @@ impl RdsSock {
         false
     }
 
-    /// Remembers `conn` as one this socket has messages on.
+    /// Makes `conn` the socket's route and remembers it as one this socket
+    /// may have messages on.
     fn use_conn(&self, conn: &Arc<Connection>) -> Result {
         let mut s = self.state.lock();
         if !s.conns.iter().any(|c| Arc::ptr_eq(c, conn)) {
             s.conns.push(conn.clone(), GFP_KERNEL)?;
         }
+        let old = s.route.replace(conn.clone());
+        drop(s);
+        drop(old);
         Ok(())
     }
 }
@@ -269,7 +284,7 @@ impl SocketFamily for RdsFamily {
                 net,
                 state <- new_mutex!(SockState::default()),
                 rx <- new_spinlock!(RecvQueue::default()),
-                tx <- new_spinlock!(0),
+                tx <- new_spinlock!(TxState::default()),
                 wait <- kernel::new_poll_condvar!("rrds_sock_wait"),
             }),
             GFP_KERNEL,
@@ -293,11 +308,17 @@ impl SocketFamily for RdsFamily {
         }
         cong::remove_monitor(&state);
         // Unbind: no new deliveries after this.
-        let (bound, conns) = {
+        let refused = state.tx.lock().cong_refused.take();
+        drop(refused);
+        let (bound, conns, route) = {
             let mut s = state.state.lock();
-            s.cong_refused = None;
-            (s.bound.take(), core::mem::take(&mut s.conns))
+            (
+                s.bound.take(),
+                core::mem::take(&mut s.conns),
+                s.route.take(),
+            )
         };
+        drop(route);
         if let Some(ep) = bound {
             bind::remove(state.net, &ep);
         }
@@ -337,7 +358,9 @@ impl SocketFamily for RdsFamily {
         ep.port = bind::add(state, ep)?;
         s.bound = Some(ep);
         s.transport = Some(&LOOPBACK);
-        state.rx.lock().map = Some((map, ep.port));
+        let mut rx = state.rx.lock();
+        rx.map = Some((map, ep.port));
+        rx.bound_scope = ep.scope;
         Ok(())
     }
 
@@ -370,30 +393,31 @@ impl SocketFamily for RdsFamily {
     fn poll(state: &RdsSock, sk: &Sock, req: &PollRequest<'_>) -> u32 {
         req.wait_on(&state.wait);
         let mut mask = 0;
-        // A socket refused for congestion also waits for the port to clear.
-        let refused_clear = {
-            let mut s = state.state.lock();
-            match &s.cong_refused {
-                Some((map, port)) => {
-                    req.wait_on(map.wait_queue());
-                    let clear = !map.is_congested(*port);
-                    if clear {
-                        s.cong_refused = None;
-                    }
-                    clear
-                }
-                None => true,
-            }
-        };
         {
             let rx = state.rx.lock();
             if !rx.messages.is_empty() || rx.cong_notify != 0 {
                 mask |= poll_bits::IN | poll_bits::RDNORM;
             }
         }
-        if *state.tx.lock() < sk.sndbuf() / 2 && refused_clear {
+        let mut tx = state.tx.lock();
+        // A socket refused for congestion also waits for the port to clear.
+        let refused_clear = match &tx.cong_refused {
+            Some((map, port)) => {
+                req.wait_on(map.wait_queue());
+                !map.is_congested(*port)
+            }
+            None => true,
+        };
+        let cleared = if refused_clear {
+            tx.cong_refused.take()
+        } else {
+            None
+        };
+        if tx.bytes < sk.sndbuf() / 2 && refused_clear {
             mask |= poll_bits::OUT | poll_bits::WRNORM;
         }
+        drop(tx);
+        drop(cleared);
         mask
     }
 
@@ -566,15 +590,15 @@ fn set_option(state: ArcBorrow<'_, RdsSock>, sk: &Sock, name: u32, value: SockOp
             if usize::from(count) > raw.len() - 1 {
                 return Err(EFAULT);
             }
-            let mut s = state.state.lock();
-            s.rx_trace_count = count;
+            let mut rx = state.rx.lock();
+            rx.rx_trace_count = count;
             for i in 0..usize::from(count) {
-                if usize::from(raw[1 + i]) >= s.rx_trace_pos.len() {
+                if usize::from(raw[1 + i]) >= rx.rx_trace_pos.len() {
                     // Upstream stores the earlier positions, then resets the count.
-                    s.rx_trace_count = 0;
+                    rx.rx_trace_count = 0;
                     return Err(EFAULT);
                 }
-                s.rx_trace_pos[i] = raw[1 + i];
+                rx.rx_trace_pos[i] = raw[1 + i];
             }
             Ok(())
         }

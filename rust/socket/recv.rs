@@ -60,7 +60,7 @@ pub(crate) fn incoming(conn: &Connection, wire: &[u8; HEADER_LEN], message: Arc<
         stats::inc(Stat::RecvDropBadChecksum);
         return;
     };
-    if header.len as usize != message.payload.len() || !conn.accept_sequence(&header) {
+    if header.len as usize != message.len() || !conn.accept_sequence(&header) {
         return;
     }
     let key = conn.key;
@@ -110,12 +110,7 @@ fn send_pong(conn: &Connection, dport: u16) {
         if cong::get(key.net, key.faddr)?.is_congested(dport) {
             return Ok(());
         }
-        let message = Arc::new(
-            Message {
-                payload: KVVec::new(),
-            },
-            GFP_KERNEL,
-        )?;
+        let message = Message::empty()?;
         let header = Header {
             dport,
             ..Header::default()
@@ -215,7 +210,7 @@ pub(super) fn recvmsg(
     } else {
         sk.rcvtimeo()
     };
-    let (head_header, from, message, received_ns, mut stamps) = loop {
+    let (head_header, from, message, received_ns, mut stamps, (trace_count, trace_pos, scope)) = loop {
         let mut rx = state.rx.lock();
         wait_until(&state.wait, &mut rx, &mut timeo, |r| {
             !r.messages.is_empty() || r.cong_notify != 0
@@ -239,12 +234,13 @@ pub(super) fn recvmsg(
             head.message.clone(),
             head.received_ns,
             [head.seen_ns, head.seen_ns, head.queued_ns, 0],
+            (rx.rx_trace_count, rx.rx_trace_pos, rx.bound_scope),
         );
         drop(rx);
         // Copy first, dequeue after: a fault leaves the message queued (upstream).
-        let total = taken.2.payload.len();
+        let total = taken.2.len();
         let copied = total.min(len);
-        msg.copy_to_user(&taken.2.payload[..copied])?;
+        taken.2.copy_to_user(msg, copied)?;
         stats::add(Stat::CopyToUser, copied as u64);
         if peek {
             break taken;
@@ -271,7 +267,7 @@ pub(super) fn recvmsg(
         stats::inc(Stat::RecvDelivered);
         break taken;
     };
-    let total = message.payload.len();
+    let total = message.len();
     let copied = total.min(len);
     if copied < total {
         msg.set_truncated();
@@ -291,10 +287,6 @@ pub(super) fn recvmsg(
             msg.put_cmsg(bindings::SOL_SOCKET, kind, &tv)?;
         }
     }
-    let (trace_count, trace_pos) = {
-        let s = state.state.lock();
-        (s.rx_trace_count, s.rx_trace_pos)
-    };
     if trace_count != 0 {
         stamps[3] = trace_clock();
         msg.put_cmsg(
@@ -306,7 +298,6 @@ pub(super) fn recvmsg(
 
     // The source port is the one the header carries (a pong comes from port 0);
     // an IPv6 source gets the receiver's scope id, as upstream.
-    let scope = state.endpoint().map_or(0, |b| b.scope);
     let from = Endpoint {
         port: head_header.sport,
         scope: if from.is_v4() { 0 } else { scope },

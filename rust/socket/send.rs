@@ -5,10 +5,7 @@
 
 use kernel::{
     prelude::*,
-    sync::{
-        Arc,
-        ArcBorrow, //
-    },
+    sync::ArcBorrow, //
 };
 
 use super::{
@@ -19,7 +16,6 @@ use super::{
     RdsSock,
 };
 use crate::{
-    cong,
     conn::{
         self,
         ConnKey, //
@@ -110,7 +106,7 @@ pub(super) fn sendmsg(
     } else {
         Some(Endpoint::parse(msg.name(), Purpose::SendTo)?)
     };
-    let (from, to, transport, tos) = {
+    let (from, to, transport, tos, route) = {
         let s = state.state.lock();
         let from = s.bound.ok_or_else(errno::enotconn)?;
         let to = match named {
@@ -122,7 +118,18 @@ pub(super) fn sendmsg(
             }
             None => s.peer.ok_or_else(errno::enotconn)?,
         };
-        (from, to, s.transport.ok_or_else(errno::enotconn)?, s.tos)
+        let route = s
+            .route
+            .as_ref()
+            .filter(|c| c.key.faddr == to.addr && c.key.tos == s.tos)
+            .cloned();
+        (
+            from,
+            to,
+            s.transport.ok_or_else(errno::enotconn)?,
+            s.tos,
+            route,
+        )
     };
     let cmsgs = parse_cmsgs(msg)?;
     if len > MAX_MSG_SIZE || len > sk.sndbuf() / 2 {
@@ -137,21 +144,25 @@ pub(super) fn sendmsg(
             return Err(EINVAL);
         }
     }
-    let mut payload = KVVec::with_capacity(len, GFP_KERNEL)?;
-    payload.resize(len, 0, GFP_KERNEL)?;
-    msg.copy_from_user(&mut payload)?;
+    let message = Message::from_user(msg, len)?;
     stats::add(Stat::CopyFromUser, len as u64);
-    let message = Arc::new(Message { payload }, GFP_KERNEL)?;
-    let conn = conn::get(
-        ConnKey {
-            net: state.net,
-            laddr: from.addr,
-            faddr: to.addr,
-            tos,
-            scope: from.scope,
-        },
-        transport,
-    )?;
+    let conn = match route {
+        Some(conn) => conn,
+        None => {
+            let conn = conn::get(
+                ConnKey {
+                    net: state.net,
+                    laddr: from.addr,
+                    faddr: to.addr,
+                    tos,
+                    scope: from.scope,
+                },
+                transport,
+            )?;
+            state.use_conn(&conn)?;
+            conn
+        }
+    };
     if cmsgs.rdma {
         // The loopback transport has no RDMA (upstream: no xmit_rdma/xmit_atomic).
         return Err(errno::eopnotsupp());
@@ -160,13 +171,17 @@ pub(super) fn sendmsg(
     // Congestion of the destination port. rrds bounds a blocking wait with
     // SO_SNDTIMEO, which upstream ignores here (see userspace-api.rst).
     let mut timeo = if nonblock { 0 } else { sk.sndtimeo() };
-    let map = cong::get(state.net, to.addr)?;
+    let map = &conn.fcong;
     if map.is_congested(to.port) {
-        if nonblock && state.rx.lock().cong_monitor {
-            state.rx.lock().cong_mask |= 1u64 << (to.port % 64);
+        if nonblock {
+            let mut rx = state.rx.lock();
+            if rx.cong_monitor {
+                rx.cong_mask |= 1u64 << (to.port % 64);
+            }
         }
         if let Err(e) = map.wait_uncongested(to.port, &mut timeo) {
-            state.state.lock().cong_refused = Some((map, to.port));
+            let old = state.tx.lock().cong_refused.replace((map.clone(), to.port));
+            drop(old);
             return Err(e);
         }
     }
@@ -182,17 +197,14 @@ pub(super) fn sendmsg(
     };
     {
         let mut tx = state.tx.lock();
-        wait_until(&state.wait, &mut tx, &mut timeo, |b| *b < sndbuf)?;
-        *tx += len;
-        if *tx >= sndbuf / 2 {
+        wait_until(&state.wait, &mut tx, &mut timeo, |t| t.bytes < sndbuf)?;
+        tx.bytes += len;
+        if tx.bytes >= sndbuf / 2 {
             header.flags |= flags::ACK_REQUIRED;
             stats::inc(Stat::SendAckRequired);
         }
     }
-    let queued = state
-        .use_conn(&conn)
-        .and_then(|()| conn.queue(header, message, Some(state.into())));
-    if let Err(e) = queued {
+    if let Err(e) = conn.queue(header, message, Some(state.into())) {
         state.send_completed(len);
         return Err(e);
     }
