@@ -15,10 +15,7 @@ use kernel::{
         PAGE_SIZE, //
     },
     prelude::*,
-    sync::{
-        Arc,
-        UniqueArc, //
-    },
+    sync::Arc,
 };
 
 use crate::ffi::net::MsgHdr;
@@ -261,8 +258,10 @@ pub(crate) fn fragments(len: usize) -> impl Iterator<Item = (usize, usize)> {
     })
 }
 
-/// Pages a message of the largest size spans.
-const MAX_PAGES: usize = MAX_MSG_SIZE / PAGE_SIZE;
+/// Pages held inline: a message up to this many pages needs no allocation
+/// besides its `Arc` and its pages (under the debug kernel each slab
+/// allocation costs a stack trace for KASAN and kmemleak).
+const INLINE_PAGES: usize = 4;
 
 /// A message's payload, in pages (what the IB transport maps for DMA, one
 /// fragment per page). Shared (`Arc`) between the sender's connection queue
@@ -271,59 +270,69 @@ const MAX_PAGES: usize = MAX_MSG_SIZE / PAGE_SIZE;
 ///
 /// # Invariants
 ///
-/// `pages[..len.div_ceil(PAGE_SIZE)]` are `Some` and hold the payload, in
-/// order; the rest are `None`. `len <= MAX_MSG_SIZE`.
+/// The payload is `len.div_ceil(PAGE_SIZE)` pages: the first in `inline`
+/// (all `Some` before any `None`), the rest in `more`. `len <= MAX_MSG_SIZE`.
 pub(crate) struct Message {
     len: usize,
-    pages: [Option<Page>; MAX_PAGES],
+    inline: [Option<Page>; INLINE_PAGES],
+    more: KVec<Page>,
 }
 
 impl Message {
-    fn with_len(len: usize) -> Result<UniqueArc<Self>> {
-        if len > MAX_MSG_SIZE {
-            return Err(EMSGSIZE);
-        }
-        // Built in place: the page table is 2 KiB, too much for the stack.
-        UniqueArc::init(
-            init!(Message {
-                len,
-                pages <- pin_init::init_array_from_fn(|_| None),
-            }),
-            GFP_KERNEL,
-        )
-    }
-
     /// An empty message (pings, pongs).
     pub(crate) fn empty() -> Result<Arc<Self>> {
-        Ok(Self::with_len(0)?.into())
+        Ok(Arc::new(
+            Message {
+                len: 0,
+                inline: [const { None }; INLINE_PAGES],
+                more: KVec::new(),
+            },
+            GFP_KERNEL,
+        )?)
     }
 
     /// A message of the next `len` bytes of a sendmsg caller's data.
     pub(crate) fn from_user(msg: &mut MsgHdr, len: usize) -> Result<Arc<Self>> {
-        let mut m = Self::with_len(len)?;
+        if len > MAX_MSG_SIZE {
+            return Err(EMSGSIZE);
+        }
+        let count = len.div_ceil(PAGE_SIZE);
+        let mut inline = [const { None }; INLINE_PAGES];
+        let mut more = KVec::new();
+        if count > INLINE_PAGES {
+            more.reserve(count - INLINE_PAGES, GFP_KERNEL)?;
+        }
         let mut left = len;
-        for slot in m.pages.iter_mut() {
-            if left == 0 {
-                break;
-            }
+        for i in 0..count {
             let chunk = left.min(PAGE_SIZE);
             let page = Page::alloc_page(GFP_KERNEL)?;
             msg.copy_page_from_user(&page, chunk)?;
-            *slot = Some(page);
+            match inline.get_mut(i) {
+                Some(slot) => *slot = Some(page),
+                None => more.push(page, GFP_KERNEL)?,
+            }
             left -= chunk;
         }
-        // INVARIANT: the first `len.div_ceil(PAGE_SIZE)` slots hold the payload.
-        Ok(m.into())
+        // INVARIANT: `count` pages, inline first, in order.
+        Ok(Arc::new(Message { len, inline, more }, GFP_KERNEL)?)
     }
 
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
+    /// The payload's pages, in order.
+    pub(crate) fn pages(&self) -> impl Iterator<Item = &Page> {
+        Iterator::chain(
+            self.inline.iter().map_while(Option::as_ref),
+            self.more.iter(),
+        )
+    }
+
     /// Copies the first `len` bytes of the payload to a recvmsg caller.
     pub(crate) fn copy_to_user(&self, msg: &mut MsgHdr, len: usize) -> Result {
         let mut left = len.min(self.len);
-        for page in self.pages.iter().map_while(Option::as_ref) {
+        for page in self.pages() {
             if left == 0 {
                 break;
             }
