@@ -41,9 +41,16 @@ pub(crate) struct CongMap {
     wait: PollCondVar,
 }
 
+/// A map and the number of its users (bound sockets and connections): a map
+/// nobody uses is freed, so sends to ever new addresses cannot pile maps up.
+struct MapEntry {
+    map: Arc<CongMap>,
+    users: usize,
+}
+
 kernel::sync::global_lock! {
     // SAFETY: Initialised by `init()` in module init, before PF_RDS is registered.
-    unsafe(uninit) static MAPS: Mutex<KVec<Arc<CongMap>>> = KVec::new();
+    unsafe(uninit) static MAPS: Mutex<KVec<MapEntry>> = KVec::new();
 }
 
 kernel::sync::global_lock! {
@@ -60,11 +67,16 @@ pub(crate) fn init() {
     }
 }
 
-/// The map of `addr` in `net`, created on first use.
+/// The map of `addr` in `net`, created on first use; the caller is a user
+/// until it calls [`put`].
 pub(crate) fn get(net: NetRef, addr: [u8; 16]) -> Result<Arc<CongMap>> {
     let mut maps = MAPS.lock();
-    if let Some(m) = maps.iter().find(|m| m.net == net && m.addr == addr) {
-        return Ok(m.clone());
+    if let Some(e) = maps
+        .iter_mut()
+        .find(|e| e.map.net == net && e.map.addr == addr)
+    {
+        e.users += 1;
+        return Ok(e.map.clone());
     }
     let mut bits = KVec::with_capacity(PORT_WORDS, GFP_KERNEL)?;
     bits.resize(PORT_WORDS, 0, GFP_KERNEL)?;
@@ -77,25 +89,52 @@ pub(crate) fn get(net: NetRef, addr: [u8; 16]) -> Result<Arc<CongMap>> {
         }),
         GFP_KERNEL,
     )?;
-    maps.push(map.clone(), GFP_KERNEL)?;
+    maps.push(
+        MapEntry {
+            map: map.clone(),
+            users: 1,
+        },
+        GFP_KERNEL,
+    )?;
     Ok(map)
+}
+
+/// Ends a use of `map` begun by [`get`]; the last one frees it. Process context.
+pub(crate) fn put(map: Arc<CongMap>) {
+    let removed = {
+        let mut maps = MAPS.lock();
+        match maps.iter().position(|e| Arc::ptr_eq(&e.map, &map)) {
+            Some(i) if maps[i].users <= 1 => maps.remove(i).ok(),
+            Some(i) => {
+                maps[i].users -= 1;
+                None
+            }
+            None => None,
+        }
+    };
+    // Dropped here, outside the lock: a PollCondVar's drop may sleep.
+    drop((removed, map));
 }
 
 /// Forgets the maps of `net`, which is exiting.
 pub(crate) fn forget_net(net: NetRef) {
     loop {
-        let map = {
+        let entry = {
             let mut maps = MAPS.lock();
-            match maps.iter().position(|m| m.net == net) {
+            match maps.iter().position(|e| e.map.net == net) {
                 Some(i) => maps.remove(i).ok(),
                 None => None,
             }
         };
-        // Dropped here, outside the lock: a PollCondVar's drop may sleep.
-        if map.is_none() {
+        if entry.is_none() {
             break;
         }
     }
+}
+
+/// How many maps exist (debugfs, tests).
+pub(crate) fn count() -> usize {
+    MAPS.lock().len()
 }
 
 fn bit(port: u16) -> (usize, u64) {

@@ -99,9 +99,17 @@ pub(crate) struct Connection {
     state: SpinLock<ConnState>,
 }
 
+/// A connection and the number of its users (sockets that sent on it, and
+/// pongs in progress): an idle connection nobody uses is freed, so
+/// connections never accumulate (upstream keeps them until unload).
+struct ConnEntry {
+    conn: Arc<Connection>,
+    users: usize,
+}
+
 kernel::sync::global_lock! {
     // SAFETY: Initialised by `init()` in module init, before PF_RDS is registered.
-    unsafe(uninit) static CONNS: Mutex<KVec<Arc<Connection>>> = KVec::new();
+    unsafe(uninit) static CONNS: Mutex<KVec<ConnEntry>> = KVec::new();
 }
 
 /// Initialises the connection table. Call once, in module init.
@@ -110,18 +118,23 @@ pub(crate) fn init() {
     unsafe { CONNS.init() };
 }
 
-/// The connection for `key`, created on first use.
+/// The connection for `key`, created on first use; the caller is a user
+/// until it calls [`put`].
 pub(crate) fn get(key: ConnKey, transport: &'static dyn Transport) -> Result<Arc<Connection>> {
-    let fcong = cong::get(key.net, key.faddr)?;
-    let mut table = CONNS.lock();
-    if let Some(c) = table.iter().find(|c| c.key == key) {
-        return Ok(c.clone());
+    {
+        let mut table = CONNS.lock();
+        if let Some(e) = table.iter_mut().find(|e| e.conn.key == key) {
+            e.users += 1;
+            return Ok(e.conn.clone());
+        }
     }
+    let fcong = cong::get(key.net, key.faddr)?;
+    let conn_fcong = fcong.clone();
     let conn = Arc::pin_init(
         try_pin_init!(Connection {
             key,
             transport,
-            fcong,
+            fcong: conn_fcong,
             state <- new_spinlock!(ConnState {
                 // The first sequence number is 1 (upstream's `cp_next_tx_seq`).
                 next_tx_seq: 1,
@@ -132,24 +145,73 @@ pub(crate) fn get(key: ConnKey, transport: &'static dyn Transport) -> Result<Arc
             }),
         }),
         GFP_KERNEL,
-    )?;
-    table.push(conn.clone(), GFP_KERNEL)?;
+    );
+    let conn = match conn {
+        Ok(c) => c,
+        Err(e) => {
+            cong::put(fcong);
+            return Err(e);
+        }
+    };
+    let mut table = CONNS.lock();
+    // Another thread may have created it meanwhile: use that one.
+    if let Some(e) = table.iter_mut().find(|e| e.conn.key == key) {
+        e.users += 1;
+        let existing = e.conn.clone();
+        drop(table);
+        cong::put(fcong);
+        return Ok(existing);
+    }
+    let pushed = table.push(
+        ConnEntry {
+            conn: conn.clone(),
+            users: 1,
+        },
+        GFP_KERNEL,
+    );
+    drop(table);
+    if let Err(e) = pushed {
+        cong::put(fcong);
+        return Err(e.into());
+    }
     Ok(conn)
+}
+
+/// Ends a use of `conn` begun by [`get`]. The last user of an idle
+/// connection frees it. Process context.
+pub(crate) fn put(conn: Arc<Connection>) {
+    let removed = {
+        let mut table = CONNS.lock();
+        match table.iter().position(|e| Arc::ptr_eq(&e.conn, &conn)) {
+            Some(i) => {
+                table[i].users = table[i].users.saturating_sub(1);
+                if table[i].users == 0 && conn.is_idle() {
+                    table.remove(i).ok()
+                } else {
+                    None
+                }
+            }
+            None => None,
+        }
+    };
+    if let Some(entry) = removed {
+        cong::put(entry.conn.fcong.clone());
+    }
 }
 
 /// Forgets every connection of `net` (the namespace is exiting: no socket
 /// of it is left, so their queues are empty).
 pub(crate) fn forget_net(net: NetRef) {
     loop {
-        let conn = {
+        let entry = {
             let mut table = CONNS.lock();
-            match table.iter().position(|c| c.key.net == net) {
+            match table.iter().position(|e| e.conn.key.net == net) {
                 Some(i) => table.remove(i).ok(),
                 None => None,
             }
         };
-        match conn {
-            Some(c) => c.cancel(None, |_| true),
+        match entry {
+            Some(e) => e.conn.cancel(None, |_| true),
             None => break,
         }
     }
@@ -157,9 +219,14 @@ pub(crate) fn forget_net(net: NetRef) {
 
 /// Calls `f` on every connection of `net`, in creation order.
 pub(crate) fn for_each(net: NetRef, mut f: impl FnMut(&Connection)) {
-    for c in CONNS.lock().iter().filter(|c| c.key.net == net) {
-        f(c);
+    for e in CONNS.lock().iter().filter(|e| e.conn.key.net == net) {
+        f(&e.conn);
     }
+}
+
+/// How many connections exist (debugfs, tests).
+pub(crate) fn count() -> usize {
+    CONNS.lock().len()
 }
 
 /// What RDS_INFO reports of a connection.
@@ -284,6 +351,12 @@ impl Connection {
                 None => break,
             }
         }
+    }
+
+    /// Nothing is queued or being transmitted.
+    fn is_idle(&self) -> bool {
+        let st = self.state.lock();
+        st.queue.is_empty() && !st.transmitting
     }
 
     /// Receive-side sequence filter (upstream's `rds_recv_incoming` step 1):

@@ -51,7 +51,19 @@ struct Rrds {
     ib_client: IbClientRegistration<device::DeviceClient>,
     #[pin]
     devices_file: debugfs::File<()>,
+    #[pin]
+    objects_file: debugfs::File<()>,
     _debugfs: debugfs::Dir,
+}
+
+/// debugfs `rrds/objects`: how many shared objects exist, so tests can
+/// check that nothing accumulates.
+fn show_objects(f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+    f.write_fmt(fmt!(
+        "connections {}\ncongestion_maps {}\n",
+        conn::count(),
+        cong::count()
+    ))
 }
 
 impl kernel::InPlaceModule for Rrds {
@@ -65,6 +77,7 @@ impl kernel::InPlaceModule for Rrds {
             _pernet: PERNET.register()?,
             _family: socket::register()?,
             devices_file <- dir.read_callback_file(c"devices", (), &|(): &(), f| device::show(f)),
+            objects_file <- dir.read_callback_file(c"objects", (), &|(): &(), f| show_objects(f)),
             ib_client <- IbClientRegistration::register(c"rrds"),
             _debugfs: dir,
         })

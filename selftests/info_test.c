@@ -424,4 +424,39 @@ TEST_F(rds, network_namespaces_have_their_own_ports_and_connections)
 	EXPECT_EQ(2, ERR(recv(self->b, buf, sizeof(buf), MSG_DONTWAIT)));
 }
 
+/* Reads "connections N" and "congestion_maps N" from debugfs. */
+static int objects(int *conns, int *maps)
+{
+	char buf[256];
+
+	if (read_file(RRDS_DEBUGFS "/objects", buf, sizeof(buf)) < 0)
+		return -1;
+	return sscanf(buf, "connections %d congestion_maps %d", conns, maps) == 2 ? 0 : -1;
+}
+
+TEST_F(rds, connections_and_maps_go_with_their_last_user)
+{
+	int conns0, maps0, conns, maps, fd = bound_socket("127.0.0.1", 0);
+	char ip[32];
+
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, objects(&conns0, &maps0));
+	/* 200 destinations nobody listens on: a connection and a map each. */
+	for (int i = 0; i < 200; i++) {
+		struct sockaddr_in to;
+
+		snprintf(ip, sizeof(ip), "127.0.%d.%d", 1 + i / 250, 1 + i % 250);
+		to = sin4(ip, 5000);
+		ASSERT_EQ(1, send_to(fd, &to, "x", 1));
+	}
+	ASSERT_EQ(0, objects(&conns, &maps));
+	EXPECT_EQ(conns0 + 200, conns);
+	EXPECT_EQ(maps0 + 200, maps);
+	/* Closing the only socket that used them frees them all. */
+	close(fd);
+	ASSERT_EQ(0, objects(&conns, &maps));
+	EXPECT_EQ(conns0, conns);
+	EXPECT_EQ(maps0, maps);
+}
+
 TEST_HARNESS_MAIN

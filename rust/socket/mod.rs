@@ -30,7 +30,11 @@ use crate::{
         self,
         CongMap, //
     },
-    conn::Connection,
+    conn::{
+        self,
+        ConnKey,
+        Connection, //
+    },
     errno,
     ffi::{
         bindings,
@@ -244,17 +248,29 @@ impl RdsSock {
         false
     }
 
-    /// Makes `conn` the socket's route and remembers it as one this socket
-    /// may have messages on.
-    fn use_conn(&self, conn: &Arc<Connection>) -> Result {
+    /// The connection to send to `faddr` with the socket's TOS on: the cached
+    /// route, one the socket already uses, or a new use of the connection.
+    fn route_to(&self, key: ConnKey, transport: &'static dyn Transport) -> Result<Arc<Connection>> {
+        {
+            let mut s = self.state.lock();
+            if let Some(conn) = s.conns.iter().find(|c| c.key == key).cloned() {
+                let old = s.route.replace(conn.clone());
+                drop(s);
+                drop(old);
+                return Ok(conn);
+            }
+        }
+        let conn = conn::get(key, transport)?;
         let mut s = self.state.lock();
-        if !s.conns.iter().any(|c| Arc::ptr_eq(c, conn)) {
-            s.conns.push(conn.clone(), GFP_KERNEL)?;
+        if let Err(e) = s.conns.push(conn.clone(), GFP_KERNEL) {
+            drop(s);
+            conn::put(conn);
+            return Err(e.into());
         }
         let old = s.route.replace(conn.clone());
         drop(s);
         drop(old);
-        Ok(())
+        Ok(conn)
     }
 }
 
@@ -263,7 +279,7 @@ pub(crate) struct NetCleanup;
 
 impl NetExit for NetCleanup {
     fn exit(net: NetRef) {
-        crate::conn::forget_net(net);
+        conn::forget_net(net);
         cong::forget_net(net);
     }
 }
@@ -326,6 +342,9 @@ impl SocketFamily for RdsFamily {
         for conn in conns.iter() {
             conn.cancel(Some(&state), |_| true);
         }
+        for conn in conns {
+            conn::put(conn);
+        }
         let (queued, map) = {
             let mut rx = state.rx.lock();
             // INVARIANT: from here on nothing reaches the sock through the state.
@@ -338,10 +357,11 @@ impl SocketFamily for RdsFamily {
             }
             (core::mem::take(&mut rx.messages), rx.map.take())
         };
-        if map.is_some() {
+        if let Some((map, _)) = map {
             cong::notify_monitors(state.net);
+            cong::put(map);
         }
-        drop((queued, map, conns));
+        drop(queued);
     }
 
     fn bind(state: ArcBorrow<'_, RdsSock>, _sk: &Sock, raw: &[u8]) -> Result {
@@ -355,7 +375,13 @@ impl SocketFamily for RdsFamily {
             return Err(errno::eaddrnotavail());
         }
         let map = cong::get(state.net, ep.addr)?;
-        ep.port = bind::add(state, ep)?;
+        ep.port = match bind::add(state, ep) {
+            Ok(port) => port,
+            Err(e) => {
+                cong::put(map);
+                return Err(e);
+            }
+        };
         s.bound = Some(ep);
         s.transport = Some(&LOOPBACK);
         let mut rx = state.rx.lock();

@@ -105,9 +105,15 @@ fn send_pong(conn: &Connection, dport: u16) {
         faddr: conn.key.laddr,
         ..conn.key
     };
+    let back = match conn::get(key, conn.transport) {
+        Ok(back) => back,
+        Err(_) => {
+            pr_debug!("pong to port {} not sent\n", dport);
+            return;
+        }
+    };
     let sent = (|| -> Result {
-        let back = conn::get(key, conn.transport)?;
-        if cong::get(key.net, key.faddr)?.is_congested(dport) {
+        if back.fcong.is_congested(dport) {
             return Ok(());
         }
         let message = Message::empty()?;
@@ -120,6 +126,7 @@ fn send_pong(conn: &Connection, dport: u16) {
         back.xmit();
         Ok(())
     })();
+    conn::put(back);
     if sent.is_err() {
         pr_debug!("pong to port {} not sent\n", dport);
     }

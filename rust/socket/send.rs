@@ -16,10 +16,7 @@ use super::{
     RdsSock,
 };
 use crate::{
-    conn::{
-        self,
-        ConnKey, //
-    },
+    conn::ConnKey,
     errno,
     ffi::{
         bindings,
@@ -148,20 +145,16 @@ pub(super) fn sendmsg(
     stats::add(Stat::CopyFromUser, len as u64);
     let conn = match route {
         Some(conn) => conn,
-        None => {
-            let conn = conn::get(
-                ConnKey {
-                    net: state.net,
-                    laddr: from.addr,
-                    faddr: to.addr,
-                    tos,
-                    scope: from.scope,
-                },
-                transport,
-            )?;
-            state.use_conn(&conn)?;
-            conn
-        }
+        None => state.route_to(
+            ConnKey {
+                net: state.net,
+                laddr: from.addr,
+                faddr: to.addr,
+                tos,
+                scope: from.scope,
+            },
+            transport,
+        )?,
     };
     if cmsgs.rdma {
         // The loopback transport has no RDMA (upstream: no xmit_rdma/xmit_atomic).
