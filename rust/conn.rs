@@ -224,6 +224,25 @@ pub(crate) fn for_each(net: NetRef, mut f: impl FnMut(&Connection)) {
     }
 }
 
+/// Transmits what is queued on every connection (a transport can send
+/// again). Process context.
+pub(crate) fn xmit_all() {
+    let conns = {
+        let table = CONNS.lock();
+        let mut v = KVec::new();
+        for e in table.iter() {
+            if v.push(e.conn.clone(), GFP_KERNEL).is_err() {
+                break;
+            }
+        }
+        v
+    };
+    // Outside the table lock: transmitting may answer pings, which looks it up.
+    for c in conns.iter() {
+        c.xmit();
+    }
+}
+
 /// How many connections exist (debugfs, tests).
 pub(crate) fn count() -> usize {
     CONNS.lock().len()
@@ -286,7 +305,7 @@ impl Connection {
             return;
         }
         st.transmitting = true;
-        loop {
+        while self.transport.can_send() {
             let sent = st.sent;
             let Some(next) = st.queue.get(sent) else {
                 break;

@@ -53,6 +53,8 @@ struct Rrds {
     devices_file: debugfs::File<()>,
     #[pin]
     objects_file: debugfs::File<()>,
+    #[pin]
+    loopback_hold_file: debugfs::File<()>,
     _debugfs: debugfs::Dir,
 }
 
@@ -78,6 +80,12 @@ impl kernel::InPlaceModule for Rrds {
             _family: socket::register()?,
             devices_file <- dir.read_callback_file(c"devices", (), &|(): &(), f| device::show(f)),
             objects_file <- dir.read_callback_file(c"objects", (), &|(): &(), f| show_objects(f)),
+            loopback_hold_file <- dir.read_write_callback_file(
+                c"loopback_hold",
+                (),
+                &|(): &(), f| transport::loopback::show_hold(f),
+                &|(): &(), r| transport::loopback::store_hold(r),
+            ),
             ib_client <- IbClientRegistration::register(c"rrds"),
             _debugfs: dir,
         })

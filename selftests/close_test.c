@@ -30,6 +30,7 @@
 #include "kselftest_harness.h"
 #include "rrds_test.h"
 #include "rds_socket.h"
+#include "payload.h"
 
 #define MIB		(1 << 20)
 #define SNDBUF		(8 << 20)	/* SO_SNDBUFFORCE: room for 1 MiB messages */
@@ -97,13 +98,6 @@ static int wait_for(int fd, short events, int ms)
 	return ret > 0 ? !!(p.revents & events) : ret;
 }
 
-static inline uint64_t pattern_word(uint64_t seed, size_t i)
-{
-	uint64_t x = (seed + i) * 0x9e3779b97f4a7c15ULL;
-
-	return x ^ (x >> 29);
-}
-
 static uint64_t seed_of(uint64_t tag, uint64_t seq)
 {
 	uint64_t x = tag * 0xbf58476d1ce4e5b9ULL ^ seq * 0x94d049bb133111ebULL;
@@ -115,46 +109,16 @@ static uint64_t seed_of(uint64_t tag, uint64_t seq)
 static void fill_message(unsigned char *buf, size_t size, uint64_t tag, uint64_t seq)
 {
 	const struct msg_header h = { .tag = tag, .seq = seq };
-	uint64_t seed = seed_of(tag, seq), last;
-	uint64_t *p = (uint64_t *)(buf + HDR);
-	size_t words, i;
 
-	memcpy(buf, &h, size < HDR ? size : HDR);
-	if (size <= HDR)
-		return;
-	words = (size - HDR) / 8;
-	for (i = 0; i < words; i++)
-		p[i] = pattern_word(seed, i);
-	last = pattern_word(seed, words);
-	memcpy(p + words, &last, (size - HDR) % 8);
+	payload_fill(buf, size, &h, HDR, seed_of(tag, seq));
 }
 
 /* The offset of the first byte that differs from fill_message()'s, or -1. */
 static long mismatch(const unsigned char *buf, size_t size, uint64_t tag, uint64_t seq)
 {
 	const struct msg_header h = { .tag = tag, .seq = seq };
-	const unsigned char *hb = (const unsigned char *)&h;
-	const uint64_t *p = (const uint64_t *)(buf + HDR);
-	uint64_t seed = seed_of(tag, seq), want;
-	size_t words, i, j;
 
-	for (i = 0; i < size && i < HDR; i++)
-		if (buf[i] != hb[i])
-			return i;
-	if (size <= HDR)
-		return -1;
-	words = (size - HDR) / 8;
-	for (i = 0; i <= words; i++) {
-		size_t n = i < words ? 8 : (size - HDR) % 8;
-
-		want = pattern_word(seed, i);
-		if (i < words && p[i] == want)
-			continue;
-		for (j = 0; j < n; j++)
-			if (buf[HDR + i * 8 + j] != ((const unsigned char *)&want)[j])
-				return HDR + i * 8 + j;
-	}
-	return -1;
+	return payload_mismatch(buf, size, &h, HDR, seed_of(tag, seq));
 }
 
 /*
@@ -221,19 +185,7 @@ static int unload_after_close(struct __test_metadata *_metadata)
 	return ret;
 }
 
-FIXTURE(rds) {
-	int unused;
-};
-
-FIXTURE_SETUP(rds)
-{
-	if (!rrds_loaded())
-		ASSERT_EQ(0, rrds_load());
-}
-
-FIXTURE_TEARDOWN(rds)
-{
-}
+RRDS_LOADED_FIXTURE(rds);
 
 TEST_F(rds, close_with_unread_messages_frees_them_and_module_unloads)
 {

@@ -263,4 +263,142 @@ TEST_F(flow, large_messages_need_a_larger_sndbuf)
 	EXPECT_EQ(len, ERR(recv(self->rx, buf, sizeof(buf), MSG_DONTWAIT)));
 }
 
+/*
+ * Held loopback: debugfs rrds/loopback_hold keeps messages queued unsent, as
+ * a slow link would, so the send buffer fills and queued messages can be
+ * cancelled or dropped by close.
+ */
+static int hold(int on)
+{
+	return sh("echo %d > " RRDS_DEBUGFS "/loopback_hold", on);
+}
+
+FIXTURE(held) {
+	int rx, rx2, tx;
+	struct sockaddr_in to, to2;
+};
+
+FIXTURE_SETUP(held)
+{
+	if (!rrds_loaded())
+		ASSERT_EQ(0, rrds_load());
+	self->rx = bound_socket("127.0.0.1", 0);
+	self->rx2 = bound_socket("127.0.0.1", 0);
+	self->tx = bound_socket("127.0.0.1", 0);
+	ASSERT_LE(0, self->rx);
+	ASSERT_LE(0, self->rx2);
+	ASSERT_LE(0, self->tx);
+	self->to = sin4("127.0.0.1", local_port(self->rx));
+	self->to2 = sin4("127.0.0.1", local_port(self->rx2));
+	ASSERT_EQ(0, hold(1));
+}
+
+FIXTURE_TEARDOWN(held)
+{
+	hold(0);
+	close(self->rx);
+	close(self->rx2);
+	close(self->tx);
+}
+
+/* Default SO_SNDBUF 212992: sndbuf 106496 = 13 x 8 KiB. */
+#define FITS 13
+
+TEST_F(held, full_send_buffer_is_eagain_and_withholds_pollout)
+{
+	struct pollfd p = { .fd = self->tx, .events = POLLOUT };
+
+	for (int i = 0; i < FITS; i++)
+		ASSERT_EQ(MSG, send_nb(self->tx, &self->to, MSG));
+	EXPECT_EQ(-EAGAIN, send_nb(self->tx, &self->to, MSG));
+	EXPECT_EQ(0, poll(&p, 1, 0));
+	/* Nothing arrived while held; everything does once released, in order. */
+	EXPECT_EQ(-EAGAIN, recv_nb(self->rx));
+	ASSERT_EQ(0, hold(0));
+	for (int i = 0; i < FITS; i++)
+		EXPECT_EQ(MSG, recv_nb(self->rx));
+	EXPECT_EQ(-EAGAIN, recv_nb(self->rx));
+	EXPECT_EQ(1, poll(&p, 1, 0));
+	EXPECT_EQ(MSG, send_nb(self->tx, &self->to, MSG));
+}
+
+TEST_F(held, admission_compares_the_bytes_before_the_message)
+{
+	int v = 4 << 20;
+	static char big[100000];
+
+	/* 106496 - 1 queued admits one more message, which goes past sndbuf. */
+	ASSERT_EQ(0, setsockopt(self->rx, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)));
+	ASSERT_EQ(100000, ERR(sendto(self->tx, big, 100000, MSG_DONTWAIT,
+				     (struct sockaddr *)&self->to, sizeof(self->to))));
+	ASSERT_EQ(6495, send_nb(self->tx, &self->to, 6495));
+	EXPECT_EQ(MSG, send_nb(self->tx, &self->to, MSG));
+	EXPECT_EQ(-EAGAIN, send_nb(self->tx, &self->to, 0));
+}
+
+TEST_F(held, blocking_send_on_full_buffer_times_out_with_etimedout)
+{
+	struct timeval tv = { .tv_usec = 200000 };
+	static char buf[MSG];
+
+	for (int i = 0; i < FITS; i++)
+		ASSERT_EQ(MSG, send_nb(self->tx, &self->to, MSG));
+	ASSERT_EQ(0, setsockopt(self->tx, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)));
+	EXPECT_EQ(-ETIMEDOUT, ERR(sendto(self->tx, buf, MSG, 0, (struct sockaddr *)&self->to,
+					 sizeof(self->to))));
+}
+
+TEST_F(held, info_lists_held_messages_as_send_queue)
+{
+	struct rds_info_message m[8];
+	socklen_t len = sizeof(m);
+	int found = 0;
+
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(100 + i, send_nb(self->tx, &self->to, 100 + i));
+	ASSERT_EQ(26, ERR(getsockopt(self->tx, SOL_RDS, RDS_INFO_SEND_MESSAGES, m, &len)));
+	for (size_t i = 0; i < len / sizeof(m[0]); i++) {
+		if (m[i].fport != self->to.sin_port)
+			continue;
+		EXPECT_EQ(100U + found, m[i].len);
+		EXPECT_EQ(htons(local_port(self->tx)), m[i].lport);
+		if (found)
+			EXPECT_EQ(m[i - 1].seq + 1, m[i].seq);
+		found++;
+	}
+	EXPECT_EQ(3, found);
+	len = 0;
+	EXPECT_EQ(26, ERR(getsockopt(self->tx, SOL_RDS, RDS_INFO_RETRANS_MESSAGES, NULL, &len)));
+	EXPECT_EQ(0U, len);
+}
+
+TEST_F(held, cancel_sent_to_drops_only_that_destination)
+{
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(MSG, send_nb(self->tx, &self->to, MSG));
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(MSG, send_nb(self->tx, &self->to2, MSG));
+	ASSERT_EQ(0, setsockopt(self->tx, SOL_RDS, RDS_CANCEL_SENT_TO, &self->to,
+				sizeof(self->to)));
+	/* The cancelled bytes are credited: the buffer holds FITS - 2 more. */
+	for (int i = 0; i < FITS - 2; i++)
+		ASSERT_EQ(MSG, send_nb(self->tx, &self->to2, MSG));
+	EXPECT_EQ(-EAGAIN, send_nb(self->tx, &self->to2, MSG));
+	ASSERT_EQ(0, hold(0));
+	EXPECT_EQ(-EAGAIN, recv_nb(self->rx));
+	for (int i = 0; i < FITS; i++)
+		EXPECT_EQ(MSG, recv_nb(self->rx2));
+	EXPECT_EQ(-EAGAIN, recv_nb(self->rx2));
+}
+
+TEST_F(held, close_drops_unsent_messages)
+{
+	for (int i = 0; i < 5; i++)
+		ASSERT_EQ(MSG, send_nb(self->tx, &self->to, MSG));
+	close(self->tx);
+	self->tx = bound_socket("127.0.0.1", 0);
+	ASSERT_EQ(0, hold(0));
+	EXPECT_EQ(-EAGAIN, recv_nb(self->rx));
+}
+
 TEST_HARNESS_MAIN

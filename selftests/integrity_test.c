@@ -45,6 +45,7 @@
 #include "kselftest_harness.h"
 #include "rrds_test.h"
 #include "rds_socket.h"
+#include "payload.h"
 
 #define MAX_SENDERS	16
 #define MAX_RECEIVERS	16
@@ -116,14 +117,6 @@ static inline uint64_t next64(uint64_t *state)
 	return mix64(*state);
 }
 
-/* Word @i of a payload: cheap, and different for every message and position. */
-static inline uint64_t pattern_word(uint64_t seed, size_t i)
-{
-	uint64_t x = (seed + i) * 0x9e3779b97f4a7c15ULL;
-
-	return x ^ (x >> 29);
-}
-
 static uint64_t content_seed(const struct workload *w, int sender, int receiver, uint64_t seq)
 {
 	return mix64(w->seed ^ mix64(((uint64_t)sender << 48) ^ ((uint64_t)receiver << 32) ^ seq));
@@ -133,45 +126,14 @@ static uint64_t content_seed(const struct workload *w, int sender, int receiver,
 static void fill_message(unsigned char *buf, size_t size, const struct msg_header *h,
 			 uint64_t seed)
 {
-	uint64_t *p = (uint64_t *)(buf + HDR), last;
-	size_t words, i;
-
-	memcpy(buf, h, size < HDR ? size : HDR);
-	if (size <= HDR)
-		return;
-	words = (size - HDR) / 8;
-	for (i = 0; i < words; i++)
-		p[i] = pattern_word(seed, i);
-	last = pattern_word(seed, words);
-	memcpy(p + words, &last, (size - HDR) % 8);
+	payload_fill(buf, size, h, HDR, seed);
 }
 
 /* The offset of the first byte that differs from fill_message()'s, or -1. */
 static long mismatch(const unsigned char *buf, size_t size, const struct msg_header *h,
 		     uint64_t seed)
 {
-	const unsigned char *hb = (const unsigned char *)h;
-	const uint64_t *p = (const uint64_t *)(buf + HDR);
-	size_t words, i, j;
-	uint64_t want;
-
-	for (i = 0; i < size && i < HDR; i++)
-		if (buf[i] != hb[i])
-			return i;
-	if (size <= HDR)
-		return -1;
-	words = (size - HDR) / 8;
-	for (i = 0; i <= words; i++) {
-		size_t n = i < words ? 8 : (size - HDR) % 8;
-
-		want = pattern_word(seed, i);
-		if (i < words && p[i] == want)
-			continue;
-		for (j = 0; j < n; j++)
-			if (buf[HDR + i * 8 + j] != ((const unsigned char *)&want)[j])
-				return HDR + i * 8 + j;
-	}
-	return -1;
+	return payload_mismatch(buf, size, h, HDR, seed);
 }
 
 /* A sender's stream of messages: destination and size of each, in sending order. */
@@ -652,19 +614,7 @@ static void run_exchange(struct __test_metadata *_metadata, const struct workloa
 	munmap(x.stats, nchild * sizeof(*x.stats));
 }
 
-FIXTURE(rds) {
-	int unused;
-};
-
-FIXTURE_SETUP(rds)
-{
-	if (!rrds_loaded())
-		ASSERT_EQ(0, rrds_load());
-}
-
-FIXTURE_TEARDOWN(rds)
-{
-}
+RRDS_LOADED_FIXTURE(rds);
 
 /* Quick first: a basic failure shows here, in seconds. */
 TEST_F(rds, two_by_two_up_to_64k_arrive_once_in_order_intact)

@@ -143,4 +143,18 @@ static inline int rrds_ensure_unloaded(void)
 	return rrds_loaded() ? rrds_unload() : 0;
 }
 
+/* A fixture with no state whose setup makes sure rrds is loaded. */
+#define RRDS_LOADED_FIXTURE(name)					\
+	FIXTURE(name) {							\
+		int unused;						\
+	};								\
+	FIXTURE_SETUP(name)						\
+	{								\
+		if (!rrds_loaded())					\
+			ASSERT_EQ(0, rrds_load());			\
+	}								\
+	FIXTURE_TEARDOWN(name)						\
+	{								\
+	}
+
 #endif /* RRDS_TEST_H */

@@ -16,19 +16,7 @@
 #include "rrds_test.h"
 #include "rds_socket.h"
 
-FIXTURE(rds) {
-	int unused;
-};
-
-FIXTURE_SETUP(rds)
-{
-	if (!rrds_loaded())
-		ASSERT_EQ(0, rrds_load());
-}
-
-FIXTURE_TEARDOWN(rds)
-{
-}
+RRDS_LOADED_FIXTURE(rds);
 
 TEST_F(rds, socket_accepts_seqpacket_only)
 {

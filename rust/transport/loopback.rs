@@ -9,13 +9,24 @@
 //! `rds_loop_xmit` does.
 
 use kernel::{
+    fmt,
     prelude::*,
-    sync::Arc, //
+    sync::{
+        atomic::{
+            AtomicFlag,
+            Relaxed, //
+        },
+        Arc,
+    },
+    uaccess::UserSliceReader,
 };
 
 use super::Transport;
 use crate::{
-    conn::Connection,
+    conn::{
+        self,
+        Connection, //
+    },
     message::{
         Header,
         Message, //
@@ -30,6 +41,34 @@ pub(crate) struct Loopback;
 
 pub(crate) static LOOPBACK: Loopback = Loopback;
 
+/// Test knob (debugfs `rrds/loopback_hold`): while set, loopback messages
+/// stay queued unsent, as they would on a slow or disconnected link, so the
+/// send-buffer, cancel and close paths can be tested without a network.
+static HOLD: AtomicFlag = AtomicFlag::new(false);
+
+/// debugfs read of `loopback_hold`.
+pub(crate) fn show_hold(f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    f.write_fmt(fmt!("{}\n", u8::from(HOLD.load(Relaxed))))
+}
+
+/// debugfs write of `loopback_hold`: "1" holds, "0" releases and sends
+/// everything held.
+pub(crate) fn store_hold(reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 4];
+    let n = reader.len().min(buf.len());
+    reader.read_slice(&mut buf[..n])?;
+    let hold = match buf[..n].trim_ascii() {
+        b"1" => true,
+        b"0" => false,
+        _ => return Err(EINVAL),
+    };
+    HOLD.store(hold, Relaxed);
+    if !hold {
+        conn::xmit_all();
+    }
+    Ok(())
+}
+
 impl Transport for Loopback {
     fn name(&self) -> &'static [u8] {
         b"loopback"
@@ -37,6 +76,10 @@ impl Transport for Loopback {
 
     fn kind(&self) -> i32 {
         TRANS_LOOP
+    }
+
+    fn can_send(&self) -> bool {
+        !HOLD.load(Relaxed)
     }
 
     fn xmit(&self, conn: &Connection, header: &Header, message: &Arc<Message>) -> Result {

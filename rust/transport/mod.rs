@@ -25,6 +25,12 @@ pub(crate) trait Transport: Sync {
     /// The `RDS_TRANS_*` number `SO_RDS_TRANSPORT` reports.
     fn kind(&self) -> i32;
 
+    /// Whether messages may be handed to `xmit` now; while not, they stay
+    /// queued (unsent) on their connection.
+    fn can_send(&self) -> bool {
+        true
+    }
+
     /// Sends one message. Called by one thread at a time per connection, in
     /// sequence order, in process context. The transport reports delivery
     /// with `Connection::drop_acked`.

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Verifiable message payloads for the selftests: a caller's header at the
+ * start (truncated when the message is shorter), then 8-byte pattern words
+ * derived from a seed, cheap to write and to check.
+ */
+#ifndef RRDS_PAYLOAD_H
+#define RRDS_PAYLOAD_H
+
+#include <stdint.h>
+#include <string.h>
+
+/* Word @i of a payload: different for every seed and position. */
+static inline uint64_t pattern_word(uint64_t seed, size_t i)
+{
+	uint64_t x = (seed + i) * 0x9e3779b97f4a7c15ULL;
+
+	return x ^ (x >> 29);
+}
+
+/* Fills @size bytes: @hdr_len bytes of @hdr, then pattern words of @seed. */
+static inline void payload_fill(unsigned char *buf, size_t size, const void *hdr, size_t hdr_len,
+				uint64_t seed)
+{
+	uint64_t *p = (uint64_t *)(buf + hdr_len), last;
+	size_t words, i;
+
+	memcpy(buf, hdr, size < hdr_len ? size : hdr_len);
+	if (size <= hdr_len)
+		return;
+	words = (size - hdr_len) / 8;
+	for (i = 0; i < words; i++)
+		p[i] = pattern_word(seed, i);
+	last = pattern_word(seed, words);
+	memcpy(p + words, &last, (size - hdr_len) % 8);
+}
+
+/* The offset of the first byte that differs from payload_fill()'s, or -1. */
+static inline long payload_mismatch(const unsigned char *buf, size_t size, const void *hdr,
+				    size_t hdr_len, uint64_t seed)
+{
+	const unsigned char *hb = hdr;
+	const uint64_t *p = (const uint64_t *)(buf + hdr_len);
+	size_t words, i, j;
+	uint64_t want;
+
+	for (i = 0; i < size && i < hdr_len; i++)
+		if (buf[i] != hb[i])
+			return i;
+	if (size <= hdr_len)
+		return -1;
+	words = (size - hdr_len) / 8;
+	for (i = 0; i <= words; i++) {
+		size_t n = i < words ? 8 : (size - hdr_len) % 8;
+
+		want = pattern_word(seed, i);
+		if (i < words && p[i] == want)
+			continue;
+		for (j = 0; j < n; j++)
+			if (buf[hdr_len + i * 8 + j] != ((const unsigned char *)&want)[j])
+				return hdr_len + i * 8 + j;
+	}
+	return -1;
+}
+
+#endif /* RRDS_PAYLOAD_H */
