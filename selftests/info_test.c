@@ -336,6 +336,16 @@ TEST_F(rds, so_timestamp_stamps_received_messages)
 	c = recv_with_cmsgs(self->b, control, sizeof(control), &ret);
 	EXPECT_EQ(2, ret);
 	EXPECT_EQ(NULL, c);
+	/* SO_TIMESTAMP_NEW: the 64-bit cmsg. */
+	on = 1;
+	ASSERT_EQ(0, setsockopt(self->b, SOL_RDS, SO_TIMESTAMP_NEW, &on, sizeof(on)));
+	ASSERT_EQ(2, send_to(self->a, &self->to, "ts", 2));
+	c = recv_with_cmsgs(self->b, control, sizeof(control), &ret);
+	ASSERT_EQ(2, ret);
+	ASSERT_NE(NULL, c);
+	EXPECT_EQ(SOL_SOCKET, c->cmsg_level);
+	EXPECT_EQ(SO_TIMESTAMP_NEW, c->cmsg_type);
+	EXPECT_EQ(CMSG_LEN(16), c->cmsg_len);
 }
 
 TEST_F(rds, rxpath_latency_traces_as_cmsg)
@@ -422,6 +432,79 @@ TEST_F(rds, network_namespaces_have_their_own_ports_and_connections)
 	EXPECT_EQ(-EAGAIN, ERR(recv(self->b, buf, sizeof(buf), MSG_DONTWAIT)));
 	ASSERT_EQ(2, send_to(self->a, &self->to, "me", 2));
 	EXPECT_EQ(2, ERR(recv(self->b, buf, sizeof(buf), MSG_DONTWAIT)));
+}
+
+static int bound6(int port)
+{
+	struct sockaddr_in6 a = sin6("::1", port, 0);
+	int fd = rds_socket();
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)))
+		return -1;
+	return fd;
+}
+
+static int port6(int fd)
+{
+	struct sockaddr_in6 a;
+	socklen_t len = sizeof(a);
+
+	return getsockname(fd, (struct sockaddr *)&a, &len) ? -1 : ntohs(a.sin6_port);
+}
+
+TEST_F(rds, ipv6_loopback_roundtrip_and_rds6_records)
+{
+	int a = bound6(0), b = bound6(0), found = 0;
+	struct sockaddr_in6 to = sin6("::1", port6(b), 0), from;
+	socklen_t fromlen = sizeof(from), len;
+	struct in6_addr lo = IN6ADDR_LOOPBACK_INIT;
+	char buf[16];
+	void *recs;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	ASSERT_EQ(3, ERR(sendto(a, "six", 3, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to))));
+	/* The queued message, in the IPv6 receive-queue records only. */
+	ASSERT_EQ(50, info(a, RDS6_INFO_RECV_MESSAGES, &recs, &len));
+	for (size_t i = 0; i < len / 50; i++) {
+		struct rds6_info_message *m = (void *)((char *)recs + i * 50);
+
+		if (m->lport != htons(port6(b)))
+			continue;
+		found++;
+		EXPECT_EQ(3U, m->len);
+		EXPECT_EQ(htons(port6(a)), m->fport);
+		EXPECT_EQ(0, memcmp(&lo, &m->laddr, sizeof(lo)));
+		EXPECT_EQ(0, memcmp(&lo, &m->faddr, sizeof(lo)));
+	}
+	free(recs);
+	EXPECT_EQ(1, found);
+	ASSERT_EQ(26, info(a, RDS_INFO_RECV_MESSAGES, &recs, &len));
+	for (size_t i = 0; i < len / sizeof(struct rds_info_message); i++)
+		EXPECT_NE(htons(port6(b)), ((struct rds_info_message *)recs)[i].lport);
+	free(recs);
+	/* The source comes back as a 28-byte sockaddr_in6. */
+	ASSERT_EQ(3, ERR(recvfrom(b, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from,
+				  &fromlen)));
+	EXPECT_EQ(28U, fromlen);
+	EXPECT_EQ(AF_INET6, from.sin6_family);
+	EXPECT_EQ(htons(port6(a)), from.sin6_port);
+	EXPECT_EQ(0, memcmp(&lo, &from.sin6_addr, sizeof(lo)));
+	/* ::1 -> ::1 is an IPv6 connection: listed by RDS6_INFO_CONNECTIONS only. */
+	ASSERT_EQ(65, info(a, RDS6_INFO_CONNECTIONS, &recs, &len));
+	found = 0;
+	for (size_t i = 0; i < len / 65; i++) {
+		struct rds6_info_connection *c = (void *)((char *)recs + i * 65);
+
+		if (!memcmp(&lo, &c->laddr, sizeof(lo)) && !memcmp(&lo, &c->faddr, sizeof(lo))) {
+			found++;
+			EXPECT_STREQ("loopback", (char *)c->transport);
+		}
+	}
+	free(recs);
+	EXPECT_EQ(1, found);
+	close(a);
+	close(b);
 }
 
 /* Reads "connections N" and "congestion_maps N" from debugfs. */

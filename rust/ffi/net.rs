@@ -399,15 +399,26 @@ impl MsgHdr {
     pub(crate) fn cmsgs(&self) -> impl Iterator<Item = Result<(i32, i32, usize)>> + '_ {
         const HDR: usize = core::mem::size_of::<bindings::cmsghdr>();
         // SAFETY: Valid msghdr (type invariant). For sendmsg, the socket layer copied
-        // the control buffer into kernel memory of `msg_controllen` bytes.
-        let (base, size) = unsafe {
+        // the control buffer into kernel memory of `msg_controllen` bytes, and cleared
+        // `msg_control_is_user`; a caller that did not is refused below.
+        let (base, size, user) = unsafe {
             let m = &*self.0;
             let base = m.__bindgen_anon_1.msg_control.cast::<u8>().cast_const();
-            (base, if base.is_null() { 0 } else { m.msg_controllen })
+            let size = if base.is_null() { 0 } else { m.msg_controllen };
+            (base, size, m.msg_control_is_user())
         };
         let mut at = 0usize;
+        // A user-space control buffer cannot be read as kernel memory.
         let mut failed = false;
+        if user && size != 0 {
+            failed = true;
+        }
+        let mut refused = failed;
         core::iter::from_fn(move || {
+            if refused {
+                refused = false;
+                return Some(Err(EINVAL));
+            }
             if failed || at.checked_add(HDR)? > size {
                 return None;
             }
