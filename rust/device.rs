@@ -26,6 +26,7 @@ use crate::{
             IbDevice,
             Transport, //
         },
+        ib_pd::ProtectionDomain,
     },
 };
 
@@ -54,6 +55,10 @@ pub(crate) struct RdmaDevice {
     /// Kept in step with ib_core's renames by the `rename` callback.
     #[pin]
     name: Mutex<DeviceName>,
+    /// The device's protection domain; taken out and freed in `remove`, so no
+    /// holder of the record can keep it past the device.
+    #[pin]
+    pd: Mutex<Option<ProtectionDomain>>,
 }
 
 // SAFETY: `device` is only compared (identity), never dereferenced through the
@@ -63,13 +68,14 @@ unsafe impl Send for RdmaDevice {}
 unsafe impl Sync for RdmaDevice {}
 
 impl RdmaDevice {
-    fn new(ib_device: &IbDevice) -> Result<Arc<Self>> {
-        // `try_pin_init!` binds each field name as a local: keep the argument's name apart.
+    fn new(ib_device: &IbDevice, domain: ProtectionDomain) -> Result<Arc<Self>> {
+        // `try_pin_init!` binds each field name as a local: keep the arguments' names apart.
         Arc::pin_init(
             try_pin_init!(Self {
                 device: ib_device.as_raw(),
                 caps: ib_device.caps(),
                 name <- kernel::new_mutex!(ib_device.name()),
+                pd <- kernel::new_mutex!(Some(domain)),
             }),
             GFP_KERNEL,
         )
@@ -89,13 +95,13 @@ pub(crate) struct DeviceClient;
 
 impl IbClientOps for DeviceClient {
     fn add(device: &IbDevice) -> Result {
-        let record = RdmaDevice::new(device)?;
-        let caps = record.caps;
+        let caps = device.caps();
         if caps.transport == Transport::Other {
             // Neither IB, RoCE nor iWARP: rdma_cm cannot connect over it.
             pr_info!("ignoring {}: no IB, RoCE or iWARP port\n", device.name());
             return Err(errno::eopnotsupp());
         }
+        let record = RdmaDevice::new(device, ProtectionDomain::alloc(device)?)?;
         DEVICES.lock().push(record, GFP_KERNEL)?;
         pr_info!(
             "device {} added: {} {}, fast-reg pages {}, atomics {}, xrc {}\n",

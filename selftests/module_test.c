@@ -202,6 +202,30 @@ TEST_F(devices, reload_cycles_with_devices)
 	}
 }
 
+/* Protection domains rrds holds on @dev (all devices if NULL), per rdma(8). */
+static int rrds_pds(const char *dev)
+{
+	char out[32];
+
+	if (sh_out(out, sizeof(out),
+		   "rdma resource show pd | grep '^dev %s ' | grep -c 'comm \\[rrds\\]'",
+		   dev ? dev : "[^ ]*") < 0)
+		return -1;
+	return atoi(out);
+}
+
+TEST_F(devices, one_protection_domain_per_device_freed_on_unload)
+{
+	EXPECT_EQ(1, rrds_pds("rxe_a"));
+	EXPECT_EQ(1, rrds_pds("rxe_b"));
+	EXPECT_EQ(1, rrds_pds("siw_a"));
+	EXPECT_EQ(1, rrds_pds("siw_b"));
+	ASSERT_EQ(0, rrds_unload());
+	EXPECT_EQ(0, rrds_pds(NULL));
+	ASSERT_EQ(0, rrds_load());
+	EXPECT_EQ(4, rrds_pds(NULL));
+}
+
 /* Last of the device tests: it removes the rxe pair. */
 TEST_F(devices, netdev_removal_removes_device)
 {
@@ -213,6 +237,8 @@ TEST_F(devices, netdev_removal_removes_device)
 	EXPECT_FALSE(device_listed("rxe_a"));
 	EXPECT_FALSE(device_listed("rxe_b"));
 	EXPECT_EQ(2, device_rows());
+	/* Their protection domains went with them; siw's stay. */
+	EXPECT_EQ(2, rrds_pds(NULL));
 }
 
 /* Tests that start with no RDMA device at all and rrds not loaded. */

@@ -8,4 +8,5 @@
 pub(crate) mod bindings;
 pub(crate) mod ib_client;
 pub(crate) mod ib_device;
+pub(crate) mod ib_pd;
 pub(crate) mod net;
