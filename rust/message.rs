@@ -31,10 +31,7 @@ pub(crate) const EXTHDR_LEN: usize = 16;
 
 /// `h_flags` bits.
 pub(crate) mod flags {
-    #[allow(dead_code)]
-    pub(crate) const CONG_BITMAP: u8 = 0x01;
     pub(crate) const ACK_REQUIRED: u8 = 0x02;
-    #[allow(dead_code)]
     pub(crate) const RETRANSMITTED: u8 = 0x04;
 }
 
@@ -97,7 +94,6 @@ impl Header {
     /// Adds an extension header after those already present. An extension
     /// that does not fit is left out and `false` returned (upstream drops it
     /// silently too).
-    #[allow(dead_code)]
     pub(crate) fn add_extension(&mut self, ext: Extension) -> bool {
         let (kind, body, body_len) = ext.encode();
         let mut at = 0;
@@ -121,7 +117,6 @@ impl Header {
 
     /// The extension headers, in order; parsing stops at a type 0, an unknown
     /// type or one that runs past the extension area.
-    #[allow(dead_code)]
     pub(crate) fn extensions(&self) -> impl Iterator<Item = Extension> + '_ {
         let mut at = 0;
         core::iter::from_fn(move || {
@@ -163,7 +158,6 @@ mod ext {
 
 /// An extension header (net/rds/rds.h `struct rds_ext_header_*`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-#[allow(dead_code)]
 pub(crate) enum Extension {
     Version(u32),
     Rdma { rkey: u32 },
@@ -249,7 +243,6 @@ fn checksum(w: &[u8; HEADER_LEN]) -> u16 {
 /// The fragments a payload of `len` bytes is sent in: `(offset, length)`
 /// pairs of at most [`FRAG_SIZE`] bytes; a 0-byte message is one empty
 /// fragment (a bare header), as upstream sends it.
-#[allow(dead_code)]
 pub(crate) fn fragments(len: usize) -> impl Iterator<Item = (usize, usize)> {
     let count = len.div_ceil(FRAG_SIZE).max(1);
     (0..count).map(move |i| {

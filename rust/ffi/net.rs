@@ -408,27 +408,22 @@ impl MsgHdr {
             (base, size, m.msg_control_is_user())
         };
         let mut at = 0usize;
-        // A user-space control buffer cannot be read as kernel memory.
-        let mut failed = false;
-        if user && size != 0 {
-            failed = true;
-        }
-        let mut refused = failed;
+        let mut done = false;
         core::iter::from_fn(move || {
-            if refused {
-                refused = false;
-                return Some(Err(EINVAL));
-            }
-            if failed || at.checked_add(HDR)? > size {
+            if done || at.checked_add(HDR)? > size {
                 return None;
             }
-            // SAFETY: `at + HDR <= size`: the header is inside the buffer. It may be
-            // unaligned only if userspace misaligned nothing: the kernel buffer is aligned
-            // and `at` advances by CMSG_ALIGN steps.
+            if user {
+                // A user-space control buffer cannot be read as kernel memory.
+                done = true;
+                return Some(Err(EINVAL));
+            }
+            // SAFETY: `at + HDR <= size`: the header lies inside the kernel buffer;
+            // `read_unaligned` needs no alignment.
             let hdr = unsafe { base.add(at).cast::<bindings::cmsghdr>().read_unaligned() };
             let len = hdr.cmsg_len;
             if len < HDR || len > size - at {
-                failed = true;
+                done = true;
                 return Some(Err(EINVAL));
             }
             at += (len + 7) & !7;
