@@ -323,7 +323,6 @@ impl SocketFamily for RdsFamily {
             }
         }
         cong::remove_monitor(&state);
-        // Unbind: no new deliveries after this.
         let refused = state.tx.lock().cong_refused.take();
         drop(refused);
         let (bound, conns, route) = {
@@ -335,6 +334,7 @@ impl SocketFamily for RdsFamily {
             )
         };
         drop(route);
+        // Unbind: no new deliveries after this.
         if let Some(ep) = bound {
             bind::remove(state.net, &ep);
         }
@@ -345,20 +345,23 @@ impl SocketFamily for RdsFamily {
         for conn in conns {
             conn::put(conn);
         }
-        let (queued, map) = {
+        let (queued, map, cleared) = {
             let mut rx = state.rx.lock();
             // INVARIANT: from here on nothing reaches the sock through the state.
             rx.sk = None;
-            if rx.congested {
+            let cleared = core::mem::take(&mut rx.congested);
+            if cleared {
                 if let Some((map, port)) = &rx.map {
                     map.set_congested(*port, false);
                 }
-                rx.congested = false;
             }
-            (core::mem::take(&mut rx.messages), rx.map.take())
+            (core::mem::take(&mut rx.messages), rx.map.take(), cleared)
         };
-        if let Some((map, _)) = map {
+        // Only a port that was congested has anything to tell monitors.
+        if cleared {
             cong::notify_monitors(state.net);
+        }
+        if let Some((map, _)) = map {
             cong::put(map);
         }
         drop(queued);
