@@ -24,7 +24,7 @@ RRDS_WERROR ?= 1
 export RRDS_WERROR
 
 SHELL := /bin/bash
-rust_sources = $(filter-out rust/bindings_generated.rs,$(wildcard rust/*.rs rust/*/*.rs))
+rust_sources = $(filter-out rust/bindings_generated.rs,$(wildcard rust/*.rs rust/*/*.rs rust/*/*/*.rs))
 kmake = $(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM)
 
 .PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench setup

@@ -17,6 +17,7 @@
 #include <net/net_namespace.h>
 #include <net/sock.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
 
 /*
  * The sock of an rrds socket: the generic struct sock, then a pointer to the
@@ -50,5 +51,24 @@ void rrds_sock_set_flag(struct sock *sk, int flag, bool on);
 u64 rrds_sock_i_ino(const struct sock *sk);
 u64 rrds_ktime_get_real_ns(void);
 u64 rrds_ktime_get_ns(void);
+struct rdma_cm_id *rrds_rdma_create_id(struct net *net, rdma_cm_event_handler handler,
+				       void *context, enum rdma_ucm_port_space ps,
+				       enum ib_qp_type qp_type);
+struct ib_cq *rrds_ib_alloc_cq(struct ib_device *dev, void *private, int nr_cqe,
+			       enum ib_poll_context poll_ctx);
+int rrds_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
+		      const struct ib_send_wr **bad_wr);
+int rrds_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
+		      const struct ib_recv_wr **bad_wr);
+u64 rrds_ib_dma_map_page(struct ib_device *dev, struct page *page, unsigned long offset,
+			 size_t size, enum dma_data_direction direction);
+void rrds_ib_dma_unmap_page(struct ib_device *dev, u64 addr, size_t size,
+			    enum dma_data_direction direction);
+int rrds_ib_dma_mapping_error(struct ib_device *dev, u64 dma_addr);
+void rrds_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t size,
+				     enum dma_data_direction dir);
+void rrds_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t size,
+					enum dma_data_direction dir);
+struct workqueue_struct *rrds_alloc_workqueue(void);
 
 #endif /* RRDS_BINDINGS_H */

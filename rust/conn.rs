@@ -35,7 +35,11 @@ use crate::{
         self,
         Stat, //
     },
-    transport::Transport,
+    transport::{
+        ib::IbPath,
+        Transport,
+        Xmit, //
+    },
 };
 
 /// What identifies a connection.
@@ -95,6 +99,8 @@ pub(crate) struct Connection {
     pub(crate) transport: &'static dyn Transport,
     /// The congestion map of the remote address (upstream's `c_fcong`).
     pub(crate) fcong: Arc<CongMap>,
+    /// The IB transport's state of the connection (`None` on loopback).
+    pub(crate) path: Option<Arc<IbPath>>,
     #[pin]
     state: SpinLock<ConnState>,
 }
@@ -121,20 +127,43 @@ pub(crate) fn init() {
 /// The connection for `key`, created on first use; the caller is a user
 /// until it calls [`put`].
 pub(crate) fn get(key: ConnKey, transport: &'static dyn Transport) -> Result<Arc<Connection>> {
+    lookup(key, transport, true)
+}
+
+/// The connection for `key`, created on first use, without becoming a user
+/// (a peer connected to us: the connection lives as long as its namespace
+/// has bound sockets, see [`forget_net`]).
+pub(crate) fn find_or_create(
+    key: ConnKey,
+    transport: &'static dyn Transport,
+) -> Result<Arc<Connection>> {
+    lookup(key, transport, false)
+}
+
+fn lookup(key: ConnKey, transport: &'static dyn Transport, user: bool) -> Result<Arc<Connection>> {
+    let users = usize::from(user);
     {
         let mut table = CONNS.lock();
         if let Some(e) = table.iter_mut().find(|e| e.conn.key == key) {
-            e.users += 1;
+            e.users += users;
             return Ok(e.conn.clone());
         }
     }
     let fcong = cong::get(key.net, key.faddr)?;
     let conn_fcong = fcong.clone();
+    let path = match transport.new_path(&key) {
+        Ok(path) => path,
+        Err(e) => {
+            cong::put(fcong);
+            return Err(e);
+        }
+    };
     let conn = Arc::pin_init(
         try_pin_init!(Connection {
             key,
             transport,
             fcong: conn_fcong,
+            path,
             state <- new_spinlock!(ConnState {
                 // The first sequence number is 1 (upstream's `cp_next_tx_seq`).
                 next_tx_seq: 1,
@@ -156,7 +185,7 @@ pub(crate) fn get(key: ConnKey, transport: &'static dyn Transport) -> Result<Arc
     let mut table = CONNS.lock();
     // Another thread may have created it meanwhile: use that one.
     if let Some(e) = table.iter_mut().find(|e| e.conn.key == key) {
-        e.users += 1;
+        e.users += users;
         let existing = e.conn.clone();
         drop(table);
         cong::put(fcong);
@@ -165,15 +194,20 @@ pub(crate) fn get(key: ConnKey, transport: &'static dyn Transport) -> Result<Arc
     let pushed = table.push(
         ConnEntry {
             conn: conn.clone(),
-            users: 1,
+            users,
         },
         GFP_KERNEL,
     );
-    drop(table);
     if let Err(e) = pushed {
+        drop(table);
         cong::put(fcong);
         return Err(e.into());
     }
+    // Under the table lock, so `forget_net` cannot kill the path before it is bound.
+    if let Some(path) = &conn.path {
+        path.bind(conn.clone());
+    }
+    drop(table);
     Ok(conn)
 }
 
@@ -185,7 +219,8 @@ pub(crate) fn put(conn: Arc<Connection>) {
         match table.iter().position(|e| Arc::ptr_eq(&e.conn, &conn)) {
             Some(i) => {
                 table[i].users = table[i].users.saturating_sub(1);
-                if table[i].users == 0 && conn.is_idle() {
+                // IB connections stay while their namespace has bound sockets.
+                if table[i].users == 0 && conn.path.is_none() && conn.is_idle() {
                     table.remove(i).ok()
                 } else {
                     None
@@ -199,21 +234,29 @@ pub(crate) fn put(conn: Arc<Connection>) {
     }
 }
 
-/// Forgets every connection of `net` (the namespace is exiting: no socket
-/// of it is left, so their queues are empty).
-pub(crate) fn forget_net(net: NetRef) {
+/// Forgets every connection of `net` for which `which` holds (the namespace
+/// is exiting, or its last bound socket closed): IB paths are torn down, and
+/// what is still queued is dropped. Process context.
+pub(crate) fn forget_net(net: NetRef, mut which: impl FnMut(&Connection) -> bool) {
     loop {
         let entry = {
             let mut table = CONNS.lock();
-            match table.iter().position(|e| e.conn.key.net == net) {
+            match table
+                .iter()
+                .position(|e| e.conn.key.net == net && which(&e.conn))
+            {
                 Some(i) => table.remove(i).ok(),
                 None => None,
             }
         };
-        match entry {
-            Some(e) => e.conn.cancel(None, |_| true),
-            None => break,
+        let Some(e) = entry else {
+            break;
+        };
+        if let Some(path) = &e.conn.path {
+            path.kill();
         }
+        e.conn.cancel(None, |_| true);
+        cong::put(e.conn.fcong.clone());
     }
 }
 
@@ -227,20 +270,23 @@ pub(crate) fn for_each(net: NetRef, mut f: impl FnMut(&Connection)) {
 /// Transmits what is queued on every connection (a transport can send
 /// again). Process context.
 pub(crate) fn xmit_all() {
-    let conns = {
-        let table = CONNS.lock();
-        let mut v = KVec::new();
-        for e in table.iter() {
-            if v.push(e.conn.clone(), GFP_KERNEL).is_err() {
-                break;
-            }
-        }
-        v
-    };
+    let conns = snapshot();
     // Outside the table lock: transmitting may answer pings, which looks it up.
     for c in conns.iter() {
         c.xmit();
     }
+}
+
+/// Every connection, for walks that may sleep (the table lock is not held).
+pub(crate) fn snapshot() -> KVec<Arc<Connection>> {
+    let table = CONNS.lock();
+    let mut v = KVec::new();
+    for e in table.iter() {
+        if v.push(e.conn.clone(), GFP_KERNEL).is_err() {
+            break;
+        }
+    }
+    v
 }
 
 /// How many connections exist (debugfs, tests).
@@ -305,7 +351,7 @@ impl Connection {
             return;
         }
         st.transmitting = true;
-        while self.transport.can_send() {
+        loop {
             let sent = st.sent;
             let Some(next) = st.queue.get(sent) else {
                 break;
@@ -315,8 +361,18 @@ impl Connection {
             // It joins the retransmit list before it is handed over, as upstream.
             st.sent += 1;
             drop(st);
-            let _ = self.transport.xmit(self, &header, &message);
+            let taken = self.transport.can_send(self)
+                && self.transport.xmit(self, &header, &message) == Xmit::Taken;
             st = self.state.lock();
+            if !taken {
+                // Not (wholly) handed over: back to the send queue, unless a cancel
+                // or a reset took it meanwhile. The transport calls `xmit` again.
+                let at = st.queue.position(|o| o.header.sequence == header.sequence);
+                if at.is_some_and(|i| i + 1 == st.sent) {
+                    st.sent -= 1;
+                }
+                break;
+            }
         }
         st.transmitting = false;
         if st.queue.is_empty() {
@@ -370,6 +426,24 @@ impl Connection {
                 None => break,
             }
         }
+    }
+
+    /// The transport lost the link: everything handed over but not
+    /// acknowledged goes back to the send queue, flagged RETRANSMITTED
+    /// (upstream's `rds_send_path_reset`), to be sent again in order.
+    pub(crate) fn reset_for_retransmit(&self) {
+        let mut st = self.state.lock();
+        for i in 0..st.sent {
+            if let Some(out) = st.queue.get_mut(i) {
+                out.header.flags |= crate::message::flags::RETRANSMITTED;
+            }
+        }
+        st.sent = 0;
+    }
+
+    /// Whether anything waits to be sent or acknowledged.
+    pub(crate) fn has_queued(&self) -> bool {
+        !self.state.lock().queue.is_empty()
     }
 
     /// Nothing is queued or being transmitted.

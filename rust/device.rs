@@ -88,6 +88,25 @@ impl RdmaDevice {
     pub(crate) fn name(&self) -> DeviceName {
         *self.name.lock()
     }
+
+    /// Whether this is the record of `raw`.
+    pub(crate) fn is(&self, raw: *mut bindings::ib_device) -> bool {
+        self.device == raw
+    }
+
+    /// Runs `f` with the device's PD, while the device is not being removed
+    /// (`remove` takes the PD under this lock); ENODEV once it is.
+    pub(crate) fn with_pd<R>(&self, f: impl FnOnce(&ProtectionDomain) -> Result<R>) -> Result<R> {
+        match self.pd.lock().as_ref() {
+            Some(pd) => f(pd),
+            None => Err(ENODEV),
+        }
+    }
+}
+
+/// The record of the device `raw`, if rrds serves it.
+pub(crate) fn find(raw: *mut bindings::ib_device) -> Option<Arc<RdmaDevice>> {
+    DEVICES.lock().iter().find(|d| d.is(raw)).cloned()
 }
 
 /// The `ib_client` operations of rrds: keep `DEVICES` in step with ib_core.
@@ -116,6 +135,13 @@ impl IbClientOps for DeviceClient {
     }
 
     fn remove(device: &IbDevice) {
+        let record = find(device.as_raw());
+        // No new QP can be created on the device from here on.
+        let pd = record.as_ref().and_then(|r| r.pd.lock().take());
+        // Connections over the device go down (and may reconnect elsewhere) before
+        // the PD their QPs hang off is freed.
+        crate::transport::ib::device_removed(device.as_raw());
+        drop(pd);
         let mut devices = DEVICES.lock();
         // INVARIANT: the record leaves the table before ib_core lets the device go.
         devices.retain(|d| d.device != device.as_raw());

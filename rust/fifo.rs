@@ -125,6 +125,14 @@ impl<T> Fifo<T> {
         self.slots[self.slot(i)].as_ref()
     }
 
+    pub(crate) fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        if i >= self.len {
+            return None;
+        }
+        let at = self.slot(i);
+        self.slots[at].as_mut()
+    }
+
     /// Removes and returns the element at position `i`, keeping the order of the rest.
     pub(crate) fn remove(&mut self, i: usize) -> Option<T> {
         if i >= self.len {

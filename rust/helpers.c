@@ -118,3 +118,62 @@ u64 rrds_ktime_get_ns(void)
 {
 	return ktime_get_ns();
 }
+
+struct rdma_cm_id *rrds_rdma_create_id(struct net *net, rdma_cm_event_handler handler,
+				       void *context, enum rdma_ucm_port_space ps,
+				       enum ib_qp_type qp_type)
+{
+	return rdma_create_id(net, handler, context, ps, qp_type);
+}
+
+struct ib_cq *rrds_ib_alloc_cq(struct ib_device *dev, void *private, int nr_cqe,
+			       enum ib_poll_context poll_ctx)
+{
+	return ib_alloc_cq_any(dev, private, nr_cqe, poll_ctx);
+}
+
+int rrds_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
+		      const struct ib_send_wr **bad_wr)
+{
+	return ib_post_send(qp, wr, bad_wr);
+}
+
+int rrds_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
+		      const struct ib_recv_wr **bad_wr)
+{
+	return ib_post_recv(qp, wr, bad_wr);
+}
+
+u64 rrds_ib_dma_map_page(struct ib_device *dev, struct page *page, unsigned long offset,
+			 size_t size, enum dma_data_direction direction)
+{
+	return ib_dma_map_page(dev, page, offset, size, direction);
+}
+
+void rrds_ib_dma_unmap_page(struct ib_device *dev, u64 addr, size_t size,
+			    enum dma_data_direction direction)
+{
+	ib_dma_unmap_page(dev, addr, size, direction);
+}
+
+int rrds_ib_dma_mapping_error(struct ib_device *dev, u64 dma_addr)
+{
+	return ib_dma_mapping_error(dev, dma_addr);
+}
+
+void rrds_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t size,
+				     enum dma_data_direction dir)
+{
+	ib_dma_sync_single_for_cpu(dev, addr, size, dir);
+}
+
+void rrds_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t size,
+					enum dma_data_direction dir)
+{
+	ib_dma_sync_single_for_device(dev, addr, size, dir);
+}
+
+struct workqueue_struct *rrds_alloc_workqueue(void)
+{
+	return alloc_workqueue("rrds", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+}

@@ -337,6 +337,68 @@ impl Message {
     }
 }
 
+/// A message being reassembled from received fragments (IB), page by page.
+pub(crate) struct Assembly {
+    len: usize,
+    count: usize,
+    inline: [Option<Page>; INLINE_PAGES],
+    more: KVec<Page>,
+}
+
+impl Assembly {
+    /// Room for a message of `len` bytes; `None` if `len` is over the limit.
+    pub(crate) fn new(len: usize) -> Result<Self> {
+        if len > MAX_MSG_SIZE {
+            return Err(EMSGSIZE);
+        }
+        let mut more = KVec::new();
+        let pages = len.div_ceil(PAGE_SIZE);
+        if pages > INLINE_PAGES {
+            more.reserve(pages - INLINE_PAGES, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            len,
+            count: 0,
+            inline: [const { None }; INLINE_PAGES],
+            more,
+        })
+    }
+
+    /// How many more pages complete the message.
+    pub(crate) fn missing(&self) -> usize {
+        self.len.div_ceil(PAGE_SIZE) - self.count
+    }
+
+    /// Appends the next page of payload.
+    pub(crate) fn push(&mut self, page: Page) -> Result {
+        if self.missing() == 0 {
+            return Err(EINVAL);
+        }
+        match self.inline.get_mut(self.count) {
+            Some(slot) => *slot = Some(page),
+            None => self.more.push(page, GFP_KERNEL)?,
+        }
+        self.count += 1;
+        Ok(())
+    }
+
+    /// The message, once every page is in.
+    pub(crate) fn finish(self) -> Result<Arc<Message>> {
+        if self.missing() != 0 {
+            return Err(EINVAL);
+        }
+        // INVARIANT: `len.div_ceil(PAGE_SIZE)` pages, inline first, in order.
+        Ok(Arc::new(
+            Message {
+                len: self.len,
+                inline: self.inline,
+                more: self.more,
+            },
+            GFP_KERNEL,
+        )?)
+    }
+}
+
 /// Checks the wire format against known vectors once, at module load: a
 /// broken encoder must not get as far as a peer.
 pub(crate) fn self_test() -> Result {

@@ -56,6 +56,8 @@ struct Rrds {
     #[pin]
     loopback_hold_file: debugfs::File<()>,
     _debugfs: debugfs::Dir,
+    /// Last: destroying it waits for every connection work item.
+    _workqueue: ffi::workqueue::OwnedQueue,
 }
 
 /// debugfs `rrds/objects`: how many shared objects exist, so tests can
@@ -74,6 +76,7 @@ impl kernel::InPlaceModule for Rrds {
         socket::init();
         conn::init();
         cong::init();
+        transport::ib::init();
         let dir = debugfs::Dir::new(c"rrds");
         try_pin_init!(Self {
             _pernet: PERNET.register()?,
@@ -88,6 +91,7 @@ impl kernel::InPlaceModule for Rrds {
             ),
             ib_client <- IbClientRegistration::register(c"rrds"),
             _debugfs: dir,
+            _workqueue: ffi::workqueue::OwnedQueue::alloc()?,
         })
     }
 }

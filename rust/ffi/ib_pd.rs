@@ -43,6 +43,16 @@ impl ProtectionDomain {
         // INVARIANT: allocated just above.
         NonNull::new(pd).map(Self).ok_or(ENOMEM)
     }
+
+    pub(crate) fn as_raw(&self) -> *mut bindings::ib_pd {
+        self.0.as_ptr()
+    }
+
+    /// The lkey that covers all of kernel memory, for SGEs of DMA-mapped pages.
+    pub(crate) fn local_dma_lkey(&self) -> u32 {
+        // SAFETY: The PD is live (type invariant); the field is fixed at allocation.
+        unsafe { (*self.0.as_ptr()).local_dma_lkey }
+    }
 }
 
 impl Drop for ProtectionDomain {

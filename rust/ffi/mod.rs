@@ -7,6 +7,9 @@
 
 pub(crate) mod bindings;
 pub(crate) mod ib_client;
+pub(crate) mod ib_cq;
 pub(crate) mod ib_device;
 pub(crate) mod ib_pd;
 pub(crate) mod net;
+pub(crate) mod rdma_cm;
+pub(crate) mod workqueue;

@@ -98,6 +98,18 @@ pub(crate) struct GetOptResult {
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct NetRef(usize);
 
+impl NetRef {
+    /// The namespace, for C calls that take a `struct net *` (rdma_cm).
+    pub(crate) fn as_ptr(self) -> *mut bindings::net {
+        self.0 as *mut bindings::net
+    }
+
+    /// The key of a namespace the caller knows to be live.
+    pub(crate) fn from_ptr(net: *mut bindings::net) -> Self {
+        Self(net as usize)
+    }
+}
+
 /// The C tables of a socket family, built at compile time for `T`.
 ///
 /// # Invariants

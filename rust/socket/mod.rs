@@ -6,7 +6,7 @@
 //! see Documentation/userspace-api.rst for what is implemented and where rrds
 //! deliberately differs.
 
-mod addr;
+pub(crate) mod addr;
 pub(crate) mod bind;
 mod info;
 pub(crate) mod recv;
@@ -58,6 +58,7 @@ use crate::{
         Message, //
     },
     transport::{
+        ib,
         loopback::LOOPBACK,
         Transport, //
     },
@@ -136,6 +137,11 @@ struct SockState {
     tos: u8,
     /// Chosen at bind.
     transport: Option<&'static dyn Transport>,
+    /// `SO_RDS_TRANSPORT` pinned IB before bind.
+    pinned_ib: bool,
+    /// Bound to an RDMA address: the namespace listens while this holds
+    /// (`transport::ib::net_get`).
+    ib_net: bool,
     /// Every connection this socket has queued messages on.
     conns: KVec<Arc<Connection>>,
     /// The connection of the last send (upstream's `rs_conn`), reused while
@@ -279,7 +285,7 @@ pub(crate) struct NetCleanup;
 
 impl NetExit for NetCleanup {
     fn exit(net: NetRef) {
-        conn::forget_net(net);
+        conn::forget_net(net, |_| true);
         cong::forget_net(net);
     }
 }
@@ -325,12 +331,13 @@ impl SocketFamily for RdsFamily {
         cong::remove_monitor(&state);
         let refused = state.tx.lock().cong_refused.take();
         drop(refused);
-        let (bound, conns, route) = {
+        let (bound, conns, route, ib_net) = {
             let mut s = state.state.lock();
             (
                 s.bound.take(),
                 core::mem::take(&mut s.conns),
                 s.route.take(),
+                core::mem::take(&mut s.ib_net),
             )
         };
         drop(route);
@@ -344,6 +351,9 @@ impl SocketFamily for RdsFamily {
         }
         for conn in conns {
             conn::put(conn);
+        }
+        if ib_net {
+            ib::net_put(state.net);
         }
         let (queued, map, cleared) = {
             let mut rx = state.rx.lock();
@@ -373,9 +383,15 @@ impl SocketFamily for RdsFamily {
         if s.bound.is_some() {
             return Err(EINVAL);
         }
-        // Until the IB transport lands, loopback addresses are the only ones served.
-        if !ep.is_loopback() {
-            return Err(errno::eaddrnotavail());
+        // Loopback addresses use the loopback transport, unless IB is pinned
+        // (then, as upstream, an address IB cannot serve is ENOPROTOOPT).
+        let use_ib = s.pinned_ib || !ep.is_loopback();
+        if use_ib && !ib::is_rdma_address(state.net, &ep) {
+            return Err(if s.pinned_ib {
+                errno::enoprotoopt()
+            } else {
+                errno::eaddrnotavail()
+            });
         }
         let map = cong::get(state.net, ep.addr)?;
         ep.port = match bind::add(state, ep) {
@@ -385,8 +401,18 @@ impl SocketFamily for RdsFamily {
                 return Err(e);
             }
         };
+        if use_ib {
+            if let Err(e) = ib::net_get(state.net) {
+                bind::remove(state.net, &ep);
+                cong::put(map);
+                return Err(e);
+            }
+            s.ib_net = true;
+            s.transport = Some(&ib::IB);
+        } else {
+            s.transport = Some(&LOOPBACK);
+        }
         s.bound = Some(ep);
-        s.transport = Some(&LOOPBACK);
         let mut rx = state.rx.lock();
         rx.map = Some((map, ep.port));
         rx.bound_scope = ep.scope;
@@ -595,8 +621,12 @@ fn set_option(state: ArcBorrow<'_, RdsSock>, sk: &Sock, name: u32, value: SockOp
             if !(0..TRANS_COUNT).contains(&t) {
                 return Err(EINVAL);
             }
-            // IB (0) and TCP (2) are not available yet; GAP (1) never is.
-            Err(errno::enoprotoopt())
+            if t != ib::TRANS_IB {
+                // TCP (2) is not provided; GAP (1) never is.
+                return Err(errno::enoprotoopt());
+            }
+            state.state.lock().pinned_ib = true;
+            Ok(())
         }
         bindings::SO_TIMESTAMP_OLD | bindings::SO_TIMESTAMP_NEW => {
             // Upstream answers a wrong length with EFAULT here.

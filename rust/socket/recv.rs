@@ -31,8 +31,7 @@ use crate::{
     fifo::Fifo,
     message::{
         Header,
-        Message,
-        HEADER_LEN, //
+        Message, //
     },
     stats::{
         self,
@@ -51,28 +50,42 @@ fn trace_clock() -> u64 {
     unsafe { bindings::rrds_ktime_get_ns() }
 }
 
-/// A message arrived on `conn` (from its local address to its remote one, the
-/// loopback view): check it, answer pings, queue it on the bound socket.
-/// Process context for now (the bind table is a mutex).
-pub(crate) fn incoming(conn: &Connection, wire: &[u8; HEADER_LEN], message: Arc<Message>) {
+/// Which way a message crossed its connection.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Direction {
+    /// Loopback: the sender's own connection, from its local address to its
+    /// remote one.
+    Loopback,
+    /// From the peer: the receiver's connection, from its remote address to
+    /// its local one.
+    FromPeer,
+}
+
+/// A message arrived on `conn`: check it, answer pings, queue it on the bound
+/// socket. Process context (IB completions run on ib_core's workqueue).
+pub(crate) fn incoming(conn: &Connection, dir: Direction, header: Header, message: Arc<Message>) {
     let seen_ns = trace_clock();
-    let Some(header) = Header::from_wire(wire) else {
-        stats::inc(Stat::RecvDropBadChecksum);
-        return;
-    };
     if header.len as usize != message.len() || !conn.accept_sequence(&header) {
         return;
     }
     let key = conn.key;
+    let (local, remote) = match dir {
+        Direction::Loopback => (key.faddr, key.laddr),
+        Direction::FromPeer => (key.laddr, key.faddr),
+    };
     if header.dport == PING_PORT {
         if header.sport != PING_PORT {
             stats::inc(Stat::RecvPing);
-            send_pong(conn, header.sport);
+            match dir {
+                Direction::Loopback => send_pong(conn, header.sport),
+                // The answer goes back on the connection it came in on.
+                Direction::FromPeer => queue_pong(conn, header.sport),
+            }
         }
         return;
     }
     let to = Endpoint {
-        addr: key.faddr,
+        addr: local,
         port: header.dport,
         scope: key.scope,
     };
@@ -81,7 +94,7 @@ pub(crate) fn incoming(conn: &Connection, wire: &[u8; HEADER_LEN], message: Arc<
         return;
     };
     let from = Endpoint {
-        addr: key.laddr,
+        addr: remote,
         port: header.sport,
         scope: 0,
     };
@@ -112,8 +125,14 @@ fn send_pong(conn: &Connection, dport: u16) {
             return;
         }
     };
+    queue_pong(&back, dport);
+    conn::put(back);
+}
+
+/// Queues a pong to `dport` on `conn` and transmits it.
+fn queue_pong(conn: &Connection, dport: u16) {
     let sent = (|| -> Result {
-        if back.fcong.is_congested(dport) {
+        if conn.fcong.is_congested(dport) {
             return Ok(());
         }
         let message = Message::empty()?;
@@ -121,12 +140,11 @@ fn send_pong(conn: &Connection, dport: u16) {
             dport,
             ..Header::default()
         };
-        back.queue(header, message, None)?;
+        conn.queue(header, message, None)?;
         stats::inc(Stat::SendPong);
-        back.xmit();
+        conn.xmit();
         Ok(())
     })();
-    conn::put(back);
     if sent.is_err() {
         pr_debug!("pong to port {} not sent\n", dport);
     }

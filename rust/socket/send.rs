@@ -35,6 +35,7 @@ use crate::{
         self,
         Stat, //
     },
+    transport::loopback::LOOPBACK,
     wait::wait_until,
 };
 
@@ -143,6 +144,12 @@ pub(super) fn sendmsg(
     }
     let message = Message::from_user(msg, len)?;
     stats::add(Stat::CopyFromUser, len as u64);
+    // A message to the socket's own address never leaves the host.
+    let transport = if to.addr == from.addr {
+        &LOOPBACK
+    } else {
+        transport
+    };
     let conn = match route {
         Some(conn) => conn,
         None => state.route_to(

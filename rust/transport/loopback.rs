@@ -21,7 +21,10 @@ use kernel::{
     uaccess::UserSliceReader,
 };
 
-use super::Transport;
+use super::{
+    Transport,
+    Xmit, //
+};
 use crate::{
     conn::{
         self,
@@ -31,7 +34,14 @@ use crate::{
         Header,
         Message, //
     },
-    socket,
+    socket::{
+        self,
+        recv::Direction, //
+    },
+    stats::{
+        self,
+        Stat, //
+    },
 };
 
 /// Upstream's internal `RDS_TRANS_LOOP`, which `SO_RDS_TRANSPORT` reports.
@@ -78,16 +88,21 @@ impl Transport for Loopback {
         TRANS_LOOP
     }
 
-    fn can_send(&self) -> bool {
+    fn can_send(&self, _conn: &Connection) -> bool {
         !HOLD.load(Relaxed)
     }
 
-    fn xmit(&self, conn: &Connection, header: &Header, message: &Arc<Message>) -> Result {
+    fn xmit(&self, conn: &Connection, header: &Header, message: &Arc<Message>) -> Xmit {
         let wire = header.to_wire();
         // The receiving side of a loopback connection is the same connection:
         // from its local address to its remote one.
-        socket::recv::incoming(conn, &wire, message.clone());
+        match Header::from_wire(&wire) {
+            Some(received) => {
+                socket::recv::incoming(conn, Direction::Loopback, received, message.clone())
+            }
+            None => stats::inc(Stat::RecvDropBadChecksum),
+        }
         conn.drop_acked(header.sequence);
-        Ok(())
+        Xmit::Taken
     }
 }

@@ -2,6 +2,7 @@
 
 //! Transports: what moves a connection's messages to the peer.
 
+pub(crate) mod ib;
 pub(crate) mod loopback;
 
 use kernel::{
@@ -10,12 +11,25 @@ use kernel::{
 };
 
 use crate::{
-    conn::Connection,
+    conn::{
+        ConnKey,
+        Connection, //
+    },
     message::{
         Header,
         Message, //
     },
 };
+
+/// What became of a message handed to [`Transport::xmit`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Xmit {
+    /// Handed over whole; the transport reports its acknowledgement.
+    Taken,
+    /// Not (wholly) handed over for want of resources or link: the transport
+    /// calls `Connection::xmit` when it can go on, and gets it again.
+    Blocked,
+}
 
 /// A transport.
 pub(crate) trait Transport: Sync {
@@ -25,14 +39,19 @@ pub(crate) trait Transport: Sync {
     /// The `RDS_TRANS_*` number `SO_RDS_TRANSPORT` reports.
     fn kind(&self) -> i32;
 
+    /// The transport's own state for a new connection (IB's path).
+    fn new_path(&self, _key: &ConnKey) -> Result<Option<Arc<ib::IbPath>>> {
+        Ok(None)
+    }
+
     /// Whether messages may be handed to `xmit` now; while not, they stay
-    /// queued (unsent) on their connection.
-    fn can_send(&self) -> bool {
+    /// queued (unsent) on their connection (and IB starts connecting).
+    fn can_send(&self, _conn: &Connection) -> bool {
         true
     }
 
     /// Sends one message. Called by one thread at a time per connection, in
     /// sequence order, in process context. The transport reports delivery
     /// with `Connection::drop_acked`.
-    fn xmit(&self, conn: &Connection, header: &Header, message: &Arc<Message>) -> Result;
+    fn xmit(&self, conn: &Connection, header: &Header, message: &Arc<Message>) -> Xmit;
 }

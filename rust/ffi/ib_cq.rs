@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `struct ib_cq`, `struct ib_cqe` and posting on a QP: the verbs data path.
+//!
+//! CQs come from `ib_alloc_cq` with `IB_POLL_WORKQUEUE`: ib_core polls them
+//! and calls each work request's `ib_cqe::done` from its `ib_comp_wq`, in
+//! process context. Handlers may take mutexes and allocate, but must not wait
+//! on anything that waits for the CQ (its own teardown, for one).
+
+use core::ptr::NonNull;
+use kernel::{
+    page::PAGE_SIZE,
+    error::{
+        from_err_ptr,
+        to_result, //
+    },
+    page::Page,
+    prelude::*,
+    types::Opaque,
+};
+
+use super::bindings;
+
+/// What a work request's completion is handed to.
+pub(crate) trait CompletionHandler {
+    /// A completion of a work request posted with the handler's [`Cqe`]
+    /// tagged `tag`. Runs on ib_core's completion workqueue (process context).
+    fn completed(&self, tag: u32, wc: &WorkCompletion<'_>);
+}
+
+/// A completion callback, embedded in (and pointing back to) its handler `T`.
+///
+/// # Invariants
+///
+/// `owner` points to the pinned `T` this `Cqe` is a field of, valid for as
+/// long as any work request posted with it can complete.
+#[repr(C)]
+pub(crate) struct Cqe<T: CompletionHandler> {
+    raw: Opaque<bindings::ib_cqe>,
+    owner: *const T,
+    tag: u32,
+}
+
+// SAFETY: The `Cqe` only hands out `&T`; `T: Sync` makes that shareable.
+unsafe impl<T: CompletionHandler + Sync> Sync for Cqe<T> {}
+// SAFETY: See `Sync`.
+unsafe impl<T: CompletionHandler + Sync> Send for Cqe<T> {}
+
+impl<T: CompletionHandler> Cqe<T> {
+    /// A callback for `owner`, which must be the pinned struct holding it;
+    /// `tag` tells the owner's callbacks apart.
+    pub(crate) fn new(owner: NonNull<T>, tag: u32) -> Self {
+        Self {
+            raw: Opaque::new(bindings::ib_cqe {
+                done: Some(done_trampoline::<T>),
+            }),
+            // INVARIANT: the caller builds it inside `owner` (pin-init's `&this`).
+            owner: owner.as_ptr(),
+            tag,
+        }
+    }
+
+    fn as_raw(&self) -> *mut bindings::ib_cqe {
+        self.raw.get()
+    }
+}
+
+/// # Safety
+///
+/// Called by ib_core only, for a work request posted with a `Cqe<T>`.
+unsafe extern "C" fn done_trampoline<T: CompletionHandler>(
+    _cq: *mut bindings::ib_cq,
+    wc: *mut bindings::ib_wc,
+) {
+    // SAFETY: ib_core passes a valid completion; `wr_cqe` is the `Cqe<T>` the request
+    // was posted with (its `raw` is the first field of a `repr(C)` struct).
+    let (wc, cqe) = unsafe { (&*wc, (*wc).__bindgen_anon_1.wr_cqe.cast::<Cqe<T>>()) };
+    // SAFETY: By the `Cqe` invariant, `owner` is valid while requests can complete.
+    let (owner, tag) = unsafe { (&*(*cqe).owner, (*cqe).tag) };
+    owner.completed(tag, &WorkCompletion(wc));
+}
+
+/// A work completion, borrowed inside a completion callback.
+pub(crate) struct WorkCompletion<'a>(&'a bindings::ib_wc);
+
+impl WorkCompletion<'_> {
+    pub(crate) fn is_success(&self) -> bool {
+        self.0.status == bindings::ib_wc_status_IB_WC_SUCCESS
+    }
+
+    /// A flush: the QP went to error and its outstanding requests are returned.
+    pub(crate) fn is_flush(&self) -> bool {
+        self.0.status == bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR
+    }
+
+    pub(crate) fn status(&self) -> u32 {
+        self.0.status
+    }
+
+    pub(crate) fn byte_len(&self) -> usize {
+        self.0.byte_len as usize
+    }
+
+    /// The QP the request was posted on (identity only).
+    pub(crate) fn qp(&self) -> *mut bindings::ib_qp {
+        self.0.qp
+    }
+}
+
+/// A completion queue polled by ib_core.
+///
+/// # Invariants
+///
+/// `self.0` came from `ib_alloc_cq` and is freed only by `drop`, after every QP
+/// using it is destroyed (its owner's teardown order).
+pub(crate) struct CompletionQueue(NonNull<bindings::ib_cq>);
+
+// SAFETY: ib_core allows freeing a CQ from any process-context thread.
+unsafe impl Send for CompletionQueue {}
+// SAFETY: rrds only passes the pointer to ib_core, which serialises.
+unsafe impl Sync for CompletionQueue {}
+
+impl CompletionQueue {
+    /// A CQ of `entries` on `device`, polled from ib_core's workqueue.
+    pub(crate) fn alloc(device: *mut bindings::ib_device, entries: u32) -> Result<Self> {
+        // SAFETY: `device` is a registered device (the caller holds an rdma_cm id bound
+        // to it, or is inside its ib_client callbacks).
+        let cq = unsafe {
+            bindings::rrds_ib_alloc_cq(
+                device,
+                core::ptr::null_mut(),
+                entries as c_int,
+                bindings::ib_poll_context_IB_POLL_WORKQUEUE,
+            )
+        };
+        let cq = from_err_ptr(cq)?;
+        // INVARIANT: allocated just above.
+        NonNull::new(cq).map(Self).ok_or(ENOMEM)
+    }
+
+    pub(crate) fn as_raw(&self) -> *mut bindings::ib_cq {
+        self.0.as_ptr()
+    }
+}
+
+impl Drop for CompletionQueue {
+    fn drop(&mut self) {
+        // SAFETY: Allocated by `alloc`; every QP on it is gone (type invariant).
+        unsafe { bindings::ib_free_cq(self.0.as_ptr()) };
+    }
+}
+
+/// A page mapped for DMA by one device.
+///
+/// # Invariants
+///
+/// `addr` is `page` mapped for `direction` on `device`, and stays mapped until
+/// `drop` or [`Self::unmap`]; the device outlives the mapping (owners unmap
+/// before their QP's device can go).
+pub(crate) struct DmaPage {
+    page: Page,
+    addr: u64,
+    device: *mut bindings::ib_device,
+    direction: bindings::dma_data_direction,
+}
+
+// SAFETY: A DMA mapping may be used and released from any thread.
+unsafe impl Send for DmaPage {}
+// SAFETY: Shared references only read the address.
+unsafe impl Sync for DmaPage {}
+
+/// Which way data moves through a mapping.
+#[derive(Clone, Copy)]
+pub(crate) enum DmaDirection {
+    /// The device reads (sends).
+    ToDevice,
+    /// The device writes (receives).
+    FromDevice,
+}
+
+impl DmaDirection {
+    fn raw(self) -> bindings::dma_data_direction {
+        match self {
+            DmaDirection::ToDevice => bindings::dma_data_direction_DMA_TO_DEVICE,
+            DmaDirection::FromDevice => bindings::dma_data_direction_DMA_FROM_DEVICE,
+        }
+    }
+}
+
+impl DmaPage {
+    /// Maps `page` for `direction` on `device`.
+    pub(crate) fn map(
+        device: *mut bindings::ib_device,
+        page: Page,
+        direction: DmaDirection,
+    ) -> Result<Self> {
+        let direction = direction.raw();
+        // SAFETY: `device` is registered and `page` is a valid page we own.
+        let addr =
+            unsafe { bindings::rrds_ib_dma_map_page(device, page.as_ptr().cast(), 0, PAGE_SIZE, direction) };
+        // SAFETY: `addr` was just returned by a mapping on `device`.
+        if unsafe { bindings::rrds_ib_dma_mapping_error(device, addr) } != 0 {
+            return Err(ENOMEM);
+        }
+        // INVARIANT: mapped just above.
+        Ok(Self {
+            page,
+            addr,
+            device,
+            direction,
+        })
+    }
+
+    pub(crate) fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    pub(crate) fn page(&self) -> &Page {
+        &self.page
+    }
+
+    /// Makes the device's writes visible to the CPU.
+    pub(crate) fn sync_for_cpu(&self, len: usize) {
+        // SAFETY: The mapping is live (type invariant).
+        unsafe {
+            bindings::rrds_ib_dma_sync_single_for_cpu(self.device, self.addr, len, self.direction)
+        };
+    }
+
+    /// Makes the CPU's writes visible to the device.
+    pub(crate) fn sync_for_device(&self, len: usize) {
+        // SAFETY: The mapping is live (type invariant).
+        unsafe {
+            bindings::rrds_ib_dma_sync_single_for_device(
+                self.device,
+                self.addr,
+                len,
+                self.direction,
+            )
+        };
+    }
+
+    /// Unmaps and returns the page.
+    pub(crate) fn unmap(self) -> Page {
+        let this = core::mem::ManuallyDrop::new(self);
+        // SAFETY: The mapping is live; `this` is never used or dropped again, so the
+        // page is moved out exactly once.
+        unsafe {
+            bindings::rrds_ib_dma_unmap_page(this.device, this.addr, PAGE_SIZE, this.direction);
+            core::ptr::read(&this.page)
+        }
+    }
+}
+
+impl Drop for DmaPage {
+    fn drop(&mut self) {
+        // SAFETY: The mapping is live (type invariant) and ends here.
+        unsafe {
+            bindings::rrds_ib_dma_unmap_page(self.device, self.addr, PAGE_SIZE, self.direction)
+        };
+    }
+}
+
+/// A mapping of a page someone else owns (a message's payload, kept alive
+/// beside the mapping until it is dropped).
+///
+/// # Invariants
+///
+/// `addr` maps the page for `direction` on `device` until `drop`.
+pub(crate) struct DmaMapping {
+    addr: u64,
+    device: *mut bindings::ib_device,
+    direction: bindings::dma_data_direction,
+}
+
+// SAFETY: See `DmaPage`.
+unsafe impl Send for DmaMapping {}
+// SAFETY: See `DmaPage`.
+unsafe impl Sync for DmaMapping {}
+
+impl DmaMapping {
+    /// Maps `page` on `device`; the caller keeps the page alive until the
+    /// mapping is dropped.
+    pub(crate) fn map(
+        device: *mut bindings::ib_device,
+        page: &Page,
+        direction: DmaDirection,
+    ) -> Result<Self> {
+        let direction = direction.raw();
+        // SAFETY: `device` is registered and `page` is a valid page.
+        let addr =
+            unsafe { bindings::rrds_ib_dma_map_page(device, page.as_ptr().cast(), 0, PAGE_SIZE, direction) };
+        // SAFETY: `addr` was just returned by a mapping on `device`.
+        if unsafe { bindings::rrds_ib_dma_mapping_error(device, addr) } != 0 {
+            return Err(ENOMEM);
+        }
+        // INVARIANT: mapped just above.
+        Ok(Self {
+            addr,
+            device,
+            direction,
+        })
+    }
+
+    pub(crate) fn addr(&self) -> u64 {
+        self.addr
+    }
+}
+
+impl Drop for DmaMapping {
+    fn drop(&mut self) {
+        // SAFETY: The mapping is live (type invariant) and ends here.
+        unsafe {
+            bindings::rrds_ib_dma_unmap_page(self.device, self.addr, PAGE_SIZE, self.direction)
+        };
+    }
+}
+
+/// A scatter/gather element of a work request.
+pub(crate) fn sge(addr: u64, length: usize, lkey: u32) -> bindings::ib_sge {
+    bindings::ib_sge {
+        addr,
+        length: length as u32,
+        lkey,
+    }
+}
+
+/// A QP to post on: the one an rdma_cm id created.
+///
+/// # Invariants
+///
+/// `self.0` is a live QP whose send and receive CQs were allocated with
+/// [`CompletionQueue::alloc`]; it lives while the holder's rdma_cm id does.
+#[derive(Clone, Copy)]
+pub(crate) struct QpRef(NonNull<bindings::ib_qp>);
+
+// SAFETY: Posting is thread-safe in ib_core drivers.
+unsafe impl Send for QpRef {}
+// SAFETY: See `Send`.
+unsafe impl Sync for QpRef {}
+
+impl QpRef {
+    /// # Safety
+    ///
+    /// `qp` must be live for as long as the returned value is used.
+    pub(crate) unsafe fn from_raw(qp: *mut bindings::ib_qp) -> Option<Self> {
+        NonNull::new(qp).map(Self)
+    }
+
+    pub(crate) fn as_raw(&self) -> *mut bindings::ib_qp {
+        self.0.as_ptr()
+    }
+
+    /// Posts one signalled SEND of `sges`, completing to `cqe`; `solicited`
+    /// raises a solicited event at the receiver (upstream peers only look at
+    /// their receive CQ on those).
+    pub(crate) fn post_send<T: CompletionHandler>(
+        &self,
+        cqe: &Cqe<T>,
+        sges: &mut [bindings::ib_sge],
+        solicited: bool,
+    ) -> Result {
+        let mut flags = bindings::ib_send_flags_IB_SEND_SIGNALED;
+        if solicited {
+            flags |= bindings::ib_send_flags_IB_SEND_SOLICITED;
+        }
+        let mut wr = bindings::ib_send_wr {
+            next: core::ptr::null_mut(),
+            __bindgen_anon_1: bindings::ib_send_wr__bindgen_ty_1 {
+                wr_cqe: cqe.as_raw(),
+            },
+            sg_list: sges.as_mut_ptr(),
+            num_sge: sges.len() as c_int,
+            opcode: bindings::ib_wr_opcode_IB_WR_SEND,
+            send_flags: flags as c_int,
+            ..Default::default()
+        };
+        let mut bad = core::ptr::null();
+        // SAFETY: The QP is live (type invariant); the request and its SGEs are valid
+        // for the call (drivers copy them before returning).
+        to_result(unsafe { bindings::rrds_ib_post_send(self.0.as_ptr(), &mut wr, &mut bad) })
+    }
+
+    /// Posts one receive of `sges`, completing to `cqe`.
+    pub(crate) fn post_recv<T: CompletionHandler>(
+        &self,
+        cqe: &Cqe<T>,
+        sges: &mut [bindings::ib_sge],
+    ) -> Result {
+        let mut wr = bindings::ib_recv_wr {
+            next: core::ptr::null_mut(),
+            __bindgen_anon_1: bindings::ib_recv_wr__bindgen_ty_1 {
+                wr_cqe: cqe.as_raw(),
+            },
+            sg_list: sges.as_mut_ptr(),
+            num_sge: sges.len() as c_int,
+        };
+        let mut bad = core::ptr::null();
+        // SAFETY: As in `post_send`.
+        to_result(unsafe { bindings::rrds_ib_post_recv(self.0.as_ptr(), &mut wr, &mut bad) })
+    }
+
+    /// Moves the QP to error and waits until every posted request has completed
+    /// (flushed). Process context, never from this QP's completion handlers.
+    pub(crate) fn drain(&self) {
+        // SAFETY: The QP is live and its CQs are ib_core-polled (type invariant).
+        unsafe { bindings::ib_drain_qp(self.0.as_ptr()) };
+    }
+}

@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `struct rdma_cm_id`: rdma_cm connection identifiers (RC, `RDMA_PS_TCP`).
+//!
+//! rdma_cm calls one event handler per id, serialised per id and in process
+//! context (it may sleep). An id must never be destroyed from its own
+//! handler: rdma_cm destroys it when the handler returns non-zero, which the
+//! trampoline below does only for a connect request rrds did not take.
+
+use core::{
+    marker::PhantomData,
+    ptr::{
+        self,
+        NonNull, //
+    },
+};
+use kernel::{
+    error::{
+        from_err_ptr,
+        to_result, //
+    },
+    prelude::*,
+};
+
+use super::{
+    bindings,
+    ib_pd::ProtectionDomain,
+    net::NetRef, //
+};
+
+/// `IB_CM_REJ_CONSUMER_DEFINED` (ib_cm.h): the reason rdma_reject reports.
+const REJECT_CONSUMER_DEFINED: u8 = 28;
+
+/// A socket address for rdma_cm calls: large enough for `sockaddr_in6` and
+/// aligned for every `sockaddr_*` (rdma_cm reads by the family's size).
+#[repr(C, align(8))]
+pub(crate) struct SockAddr([u8; 128]);
+
+impl SockAddr {
+    /// An address from its wire form (`sockaddr_in` or `sockaddr_in6` bytes).
+    pub(crate) fn new(raw: &[u8]) -> Self {
+        let mut out = Self([0; 128]);
+        let n = raw.len().min(out.0.len());
+        out.0[..n].copy_from_slice(&raw[..n]);
+        out
+    }
+
+    fn as_ptr(&self) -> *mut bindings::sockaddr {
+        self.0.as_ptr().cast_mut().cast()
+    }
+}
+
+/// The rdma_cm events rrds distinguishes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum CmEventKind {
+    AddrResolved,
+    RouteResolved,
+    ConnectRequest,
+    Established,
+    /// The peer refused (`REJECTED`), or address/route/connect failed.
+    Failed,
+    Disconnected,
+    DeviceRemoval,
+    AddrChange,
+    TimewaitExit,
+    Other(u32),
+}
+
+/// One rdma_cm event, borrowed for the duration of the handler.
+pub(crate) struct CmEvent<'a> {
+    raw: &'a bindings::rdma_cm_event,
+}
+
+impl CmEvent<'_> {
+    pub(crate) fn kind(&self) -> CmEventKind {
+        match self.raw.event {
+            bindings::rdma_cm_event_type_RDMA_CM_EVENT_ADDR_RESOLVED => CmEventKind::AddrResolved,
+            bindings::rdma_cm_event_type_RDMA_CM_EVENT_ROUTE_RESOLVED => {
+                CmEventKind::RouteResolved
+            }
+            bindings::rdma_cm_event_type_RDMA_CM_EVENT_CONNECT_REQUEST => {
+                CmEventKind::ConnectRequest
+            }
+            bindings::rdma_cm_event_type_RDMA_CM_EVENT_ESTABLISHED => CmEventKind::Established,
+            bindings::rdma_cm_event_type_RDMA_CM_EVENT_ADDR_ERROR
+            | bindings::rdma_cm_event_type_RDMA_CM_EVENT_ROUTE_ERROR
+            | bindings::rdma_cm_event_type_RDMA_CM_EVENT_CONNECT_ERROR
+            | bindings::rdma_cm_event_type_RDMA_CM_EVENT_UNREACHABLE
+            | bindings::rdma_cm_event_type_RDMA_CM_EVENT_REJECTED => CmEventKind::Failed,
+            bindings::rdma_cm_event_type_RDMA_CM_EVENT_DISCONNECTED => CmEventKind::Disconnected,
+            bindings::rdma_cm_event_type_RDMA_CM_EVENT_DEVICE_REMOVAL => {
+                CmEventKind::DeviceRemoval
+            }
+            bindings::rdma_cm_event_type_RDMA_CM_EVENT_ADDR_CHANGE => CmEventKind::AddrChange,
+            bindings::rdma_cm_event_type_RDMA_CM_EVENT_TIMEWAIT_EXIT => CmEventKind::TimewaitExit,
+            other => CmEventKind::Other(other),
+        }
+    }
+
+    /// The raw event number, for log lines.
+    pub(crate) fn number(&self) -> u32 {
+        self.raw.event
+    }
+
+    pub(crate) fn status(&self) -> i32 {
+        self.raw.status
+    }
+
+    /// The connection private data of a connect request or response.
+    pub(crate) fn private_data(&self) -> &[u8] {
+        // SAFETY: `conn` is the union member rdma_cm fills for RC connection events;
+        // for other events `private_data` is null or points to `private_data_len` bytes.
+        let conn = unsafe { &self.raw.param.conn };
+        if conn.private_data.is_null() {
+            return &[];
+        }
+        // SAFETY: rdma_cm keeps the private data valid for the duration of the event.
+        unsafe {
+            core::slice::from_raw_parts(
+                conn.private_data.cast::<u8>(),
+                usize::from(conn.private_data_len),
+            )
+        }
+    }
+}
+
+/// Connection parameters for [`CmIdRef::connect`] and [`CmIdRef::accept`].
+pub(crate) struct ConnParam<'a> {
+    pub(crate) private_data: &'a [u8],
+    pub(crate) responder_resources: u8,
+    pub(crate) initiator_depth: u8,
+    pub(crate) retry_count: u8,
+    pub(crate) rnr_retry_count: u8,
+    pub(crate) flow_control: u8,
+}
+
+impl ConnParam<'_> {
+    fn to_raw(&self) -> bindings::rdma_conn_param {
+        bindings::rdma_conn_param {
+            private_data: self.private_data.as_ptr().cast(),
+            private_data_len: self.private_data.len().min(255) as u8,
+            responder_resources: self.responder_resources,
+            initiator_depth: self.initiator_depth,
+            flow_control: self.flow_control,
+            retry_count: self.retry_count,
+            rnr_retry_count: self.rnr_retry_count,
+            ..Default::default()
+        }
+    }
+}
+
+/// What rrds does with rdma_cm events; implemented once, by the IB transport.
+pub(crate) trait CmHandler: 'static {
+    /// A peer asks to connect to a listener. `id` is the new connection's id:
+    /// keep it (store it and return `Ok`) or give it back (`Err(id)`), and
+    /// rdma_cm destroys it. Never drop it here: that would destroy an id from
+    /// its own handler.
+    fn connect_request(id: CmId, event: &CmEvent<'_>) -> core::result::Result<(), CmId>;
+
+    /// Any other event of an id whose context rrds set (`CmIdRef::context`).
+    /// Process context; must not destroy `id` (defer that to a work item).
+    fn event(id: &CmIdRef, event: &CmEvent<'_>);
+}
+
+/// An rdma_cm id, borrowed (inside its event handler, or from a [`CmId`]).
+#[repr(transparent)]
+pub(crate) struct CmIdRef(bindings::rdma_cm_id);
+
+/// An rdma_cm id rrds owns: destroyed (with its QP, if any) on drop.
+///
+/// # Invariants
+///
+/// `self.0` is a live id created by rdma_cm for rrds and destroyed only by
+/// `drop`, which never runs inside the id's own event handler.
+pub(crate) struct CmId {
+    id: NonNull<bindings::rdma_cm_id>,
+    _handler: PhantomData<fn()>,
+}
+
+// SAFETY: rdma_cm ids may be used and destroyed from any process-context thread.
+unsafe impl Send for CmId {}
+// SAFETY: rdma_cm serialises operations on an id internally.
+unsafe impl Sync for CmId {}
+
+impl CmId {
+    /// A new RC id in `net`, whose events go to `H` with `context`.
+    pub(crate) fn create<H: CmHandler>(net: NetRef, context: *const c_void) -> Result<Self> {
+        // SAFETY: `net` is a live namespace (the caller holds a socket of it); the
+        // handler is a valid function for the whole module lifetime, and every id is
+        // destroyed before the module unloads.
+        let id = unsafe {
+            bindings::rrds_rdma_create_id(
+                net.as_ptr(),
+                Some(event_trampoline::<H>),
+                context.cast_mut(),
+                bindings::rdma_ucm_port_space_RDMA_PS_TCP,
+                bindings::ib_qp_type_IB_QPT_RC,
+            )
+        };
+        let id = from_err_ptr(id)?;
+        // INVARIANT: just created.
+        NonNull::new(id)
+            .map(|id| Self {
+                id,
+                _handler: PhantomData,
+            })
+            .ok_or(ENOMEM)
+    }
+}
+
+impl core::ops::Deref for CmId {
+    type Target = CmIdRef;
+
+    fn deref(&self) -> &CmIdRef {
+        // SAFETY: The id is live (type invariant); `CmIdRef` is a transparent wrapper.
+        unsafe { &*self.id.as_ptr().cast::<CmIdRef>() }
+    }
+}
+
+impl Drop for CmId {
+    fn drop(&mut self) {
+        let id = self.id.as_ptr();
+        // SAFETY: The id is live and not in its own handler (type invariant). A QP
+        // created on it goes first, as rdma_destroy_id requires; rdma_destroy_id waits
+        // for a running handler of the id to return.
+        unsafe {
+            if !(*id).qp.is_null() {
+                bindings::rdma_destroy_qp(id);
+            }
+            bindings::rdma_destroy_id(id);
+        }
+    }
+}
+
+impl CmIdRef {
+    fn raw(&self) -> *mut bindings::rdma_cm_id {
+        ptr::from_ref(&self.0).cast_mut()
+    }
+
+    /// The context pointer events carry.
+    pub(crate) fn context(&self) -> *const c_void {
+        self.0.context
+    }
+
+    /// Sets the context pointer later events carry. Only before the id can
+    /// raise events the new context cannot handle: at creation, or inside the
+    /// handler of a connect request (rdma_cm holds the new id's handler lock).
+    pub(crate) fn set_context(&self, context: *const c_void) {
+        // SAFETY: `raw()` is a live id; see the doc comment for why no event reads
+        // `context` concurrently.
+        unsafe { (*self.raw()).context = context.cast_mut() };
+    }
+
+    /// The device the id is bound to, once its address is resolved.
+    pub(crate) fn device(&self) -> *mut bindings::ib_device {
+        self.0.device
+    }
+
+    /// The namespace the id lives in.
+    pub(crate) fn net(&self) -> NetRef {
+        NetRef::from_ptr(self.0.route.addr.dev_addr.net)
+    }
+
+    /// Whether the id's local address is IPv4 (a connect request on the
+    /// IPv4 listener carries IPv4 private data).
+    pub(crate) fn src_is_v4(&self) -> bool {
+        // SAFETY: Every sockaddr starts with its 16-bit family; the storage is
+        // part of the live id.
+        let family = unsafe { *core::ptr::addr_of!(self.0.route.addr.src_addr).cast::<u16>() };
+        u32::from(family) == bindings::AF_INET
+    }
+
+    /// The QP created on the id, or null.
+    pub(crate) fn qp(&self) -> *mut bindings::ib_qp {
+        self.0.qp
+    }
+
+    pub(crate) fn bind(&self, addr: &SockAddr) -> Result {
+        // SAFETY: A live id and a valid address buffer.
+        to_result(unsafe { bindings::rdma_bind_addr(self.raw(), addr.as_ptr()) })
+    }
+
+    /// Restricts an IPv6 listener to IPv6 (IPv4 has its own).
+    pub(crate) fn set_afonly(&self) -> Result {
+        // SAFETY: A live id, not yet bound.
+        to_result(unsafe { bindings::rdma_set_afonly(self.raw(), 1) })
+    }
+
+    pub(crate) fn listen(&self, backlog: i32) -> Result {
+        // SAFETY: A live, bound id.
+        to_result(unsafe { bindings::rdma_listen(self.raw(), backlog) })
+    }
+
+    pub(crate) fn resolve_addr(&self, src: &SockAddr, dst: &SockAddr, timeout_ms: u32) -> Result {
+        // SAFETY: A live id; both addresses are valid buffers rdma_cm copies.
+        to_result(unsafe {
+            bindings::rdma_resolve_addr(
+                self.raw(),
+                src.as_ptr(),
+                dst.as_ptr(),
+                timeout_ms as c_ulong,
+            )
+        })
+    }
+
+    pub(crate) fn resolve_route(&self, timeout_ms: u32) -> Result {
+        // SAFETY: A live id with a resolved address.
+        to_result(unsafe { bindings::rdma_resolve_route(self.raw(), timeout_ms as c_ulong) })
+    }
+
+    /// Creates the id's RC QP on `pd`; it is destroyed with the id.
+    pub(crate) fn create_qp(
+        &self,
+        pd: &ProtectionDomain,
+        attr: &mut bindings::ib_qp_init_attr,
+    ) -> Result {
+        // SAFETY: A live id bound to `pd`'s device; `attr` is a valid attribute block
+        // whose CQs live until the QP is destroyed (the caller's invariant).
+        to_result(unsafe { bindings::rdma_create_qp(self.raw(), pd.as_raw(), attr) })
+    }
+
+    /// Connects; only from the id's own event handler (`ROUTE_RESOLVED`),
+    /// which holds the handler lock `rdma_connect` would take.
+    pub(crate) fn connect(&self, param: &ConnParam<'_>) -> Result {
+        let mut raw = param.to_raw();
+        // SAFETY: A live id with a route and a QP, inside its handler; rdma_cm copies
+        // the parameters.
+        to_result(unsafe { bindings::rdma_connect_locked(self.raw(), &mut raw) })
+    }
+
+    pub(crate) fn accept(&self, param: &ConnParam<'_>) -> Result {
+        let mut raw = param.to_raw();
+        // SAFETY: A live id from a connect request, with a QP; rdma_cm copies the
+        // parameters.
+        to_result(unsafe { bindings::rdma_accept(self.raw(), &mut raw) })
+    }
+
+    /// Refuses a connect request with `private_data` as the reason.
+    pub(crate) fn reject(&self, private_data: &[u8]) {
+        // SAFETY: A live id from a connect request; rdma_cm copies the data.
+        let ret = unsafe {
+            bindings::rdma_reject(
+                self.raw(),
+                private_data.as_ptr().cast(),
+                private_data.len().min(255) as u8,
+                REJECT_CONSUMER_DEFINED,
+            )
+        };
+        if ret != 0 {
+            pr_debug!("rdma_reject: {}\n", ret);
+        }
+    }
+
+    /// Starts tearing the connection down; `DISCONNECTED` follows.
+    pub(crate) fn disconnect(&self) {
+        // SAFETY: A live id; disconnecting an unconnected id is harmless.
+        let _ = unsafe { bindings::rdma_disconnect(self.raw()) };
+    }
+}
+
+/// # Safety
+///
+/// Called by rdma_cm only, with a live id and event, in process context.
+unsafe extern "C" fn event_trampoline<H: CmHandler>(
+    id: *mut bindings::rdma_cm_id,
+    event: *mut bindings::rdma_cm_event,
+) -> c_int {
+    // SAFETY: rdma_cm passes a valid event for the duration of the call.
+    let event = CmEvent {
+        raw: unsafe { &*event },
+    };
+    if event.kind() == CmEventKind::ConnectRequest {
+        let Some(id) = NonNull::new(id) else {
+            return 1;
+        };
+        // INVARIANT: a new id, owned by whoever keeps it; if given back, rdma_cm
+        // destroys it when we return 1, and it is forgotten here.
+        let owned = CmId {
+            id,
+            _handler: PhantomData,
+        };
+        return match H::connect_request(owned, &event) {
+            Ok(()) => 0,
+            Err(back) => {
+                core::mem::forget(back);
+                1
+            }
+        };
+    }
+    // SAFETY: `id` is live for the duration of the handler; `CmIdRef` is transparent.
+    H::event(unsafe { &*id.cast::<CmIdRef>() }, &event);
+    0
+}

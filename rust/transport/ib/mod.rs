@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The IB transport: RDS over RC QPs set up with rdma_cm, on InfiniBand,
+//! RoCE (rxe) and iWARP (siw) alike, in every network namespace.
+//!
+//! Each connection owns an [`IbPath`] (path.rs): its rdma_cm state machine
+//! and current link; ring.rs is the link's data path. A namespace listens
+//! (upstream's ports 18634 for IPv4 and 16385 for IPv6) while at least one
+//! rrds socket is bound to an RDMA address in it; when the last one closes,
+//! the listeners and every IB connection of the namespace go. rdma_cm ids
+//! hold a reference on their namespace, so this is also what lets a
+//! namespace with idle connections be deleted.
+
+mod path;
+mod proto;
+mod ring;
+
+use kernel::{
+    prelude::*,
+    sync::{
+        Arc,
+        ArcBorrow, //
+    },
+};
+
+pub(crate) use path::IbPath;
+
+use crate::{
+    conn::{
+        self,
+        ConnKey,
+        Connection, //
+    },
+    ffi::{
+        bindings,
+        net::NetRef,
+        rdma_cm::{
+            CmEvent,
+            CmHandler,
+            CmId,
+            CmIdRef,
+            SockAddr, //
+        },
+    },
+    message::{
+        Header,
+        Message, //
+    },
+    socket::addr::Endpoint,
+    transport::{
+        Transport,
+        Xmit, //
+    },
+};
+
+/// Upstream's `RDS_TRANS_IB`, which `SO_RDS_TRANSPORT` reports.
+pub(crate) const TRANS_IB: i32 = 0;
+
+/// Completion tags of a path's work requests.
+const TAG_SEND: u32 = 0;
+const TAG_RECV: u32 = 1;
+const TAG_ACK: u32 = 2;
+
+/// Listen backlog (upstream: 128).
+const BACKLOG: i32 = 128;
+
+pub(crate) struct Ib;
+
+pub(crate) static IB: Ib = Ib;
+
+impl Transport for Ib {
+    fn name(&self) -> &'static [u8] {
+        b"infiniband"
+    }
+
+    fn kind(&self) -> i32 {
+        TRANS_IB
+    }
+
+    fn new_path(&self, key: &ConnKey) -> Result<Option<Arc<IbPath>>> {
+        Ok(Some(IbPath::new(*key)?))
+    }
+
+    fn can_send(&self, conn: &Connection) -> bool {
+        conn.path.as_ref().is_some_and(|p| p.ready())
+    }
+
+    fn xmit(&self, conn: &Connection, header: &Header, message: &Arc<Message>) -> Xmit {
+        match &conn.path {
+            Some(path) => path.xmit(header, message),
+            None => Xmit::Blocked,
+        }
+    }
+}
+
+/// The rdma_cm handler of every rrds id.
+pub(crate) struct Cm;
+
+impl CmHandler for Cm {
+    fn connect_request(id: CmId, event: &CmEvent<'_>) -> core::result::Result<(), CmId> {
+        let v6 = !id.src_is_v4();
+        let Some(peer) = proto::ConnectPrivate::decode(event.private_data(), v6) else {
+            id.reject(&1i32.to_ne_bytes());
+            return Err(id);
+        };
+        if !peer.compatible() {
+            id.reject(&1i32.to_ne_bytes());
+            return Err(id);
+        }
+        let key = ConnKey {
+            net: id.net(),
+            laddr: peer.daddr,
+            faddr: peer.saddr,
+            tos: peer.tos,
+            scope: 0,
+        };
+        let conn = match conn::find_or_create(key, &IB) {
+            Ok(conn) => conn,
+            Err(_) => {
+                id.reject(&1i32.to_ne_bytes());
+                return Err(id);
+            }
+        };
+        match &conn.path {
+            Some(path) => path.accept(id, &peer),
+            None => {
+                id.reject(&1i32.to_ne_bytes());
+                Err(id)
+            }
+        }
+    }
+
+    fn event(id: &CmIdRef, event: &CmEvent<'_>) {
+        let context = id.context().cast::<IbPath>();
+        if context.is_null() {
+            // A listener or an address probe: nothing to do.
+            return;
+        }
+        // SAFETY: A non-null context is the path that owns the id (set by `IbPath`);
+        // the path outlives its ids (`IbPath` invariant).
+        let path: Arc<IbPath> = unsafe { ArcBorrow::from_raw(context) }.into();
+        path.cm_event(id, event);
+    }
+}
+
+/// A namespace's listeners and how many rrds sockets are bound to an RDMA
+/// address in it.
+struct NetEntry {
+    net: NetRef,
+    bound: usize,
+    _v4: CmId,
+    _v6: Option<CmId>,
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialised by `init()` in module init, before PF_RDS is registered.
+    unsafe(uninit) static NETS: Mutex<KVec<NetEntry>> = KVec::new();
+}
+
+/// Initialises the namespace table. Call once, in module init.
+pub(crate) fn init() {
+    // SAFETY: Module init calls this exactly once, before any other use of `NETS`.
+    unsafe { NETS.init() };
+}
+
+fn listen(net: NetRef, port: u16, v6: bool) -> Result<CmId> {
+    let id = CmId::create::<Cm>(net, core::ptr::null())?;
+    let any = if v6 {
+        [0u8; 16]
+    } else {
+        crate::socket::addr::v4_mapped([0; 4])
+    };
+    if v6 {
+        id.set_afonly()?;
+    }
+    let mut raw = [0u8; 28];
+    let len = Endpoint {
+        addr: any,
+        port,
+        scope: 0,
+    }
+    .write_sockaddr(&mut raw);
+    id.bind(&SockAddr::new(&raw[..len]))?;
+    id.listen(BACKLOG)?;
+    Ok(id)
+}
+
+/// A socket of `net` bound to an RDMA address: listen in `net` if it is the
+/// first. Process context.
+pub(crate) fn net_get(net: NetRef) -> Result {
+    let mut nets = NETS.lock();
+    if let Some(e) = nets.iter_mut().find(|e| e.net == net) {
+        e.bound += 1;
+        return Ok(());
+    }
+    let v4 = listen(net, proto::PORT_V4, false)?;
+    // IPv6 may be unavailable; IPv4 still works (upstream tolerates it too).
+    let v6 = listen(net, proto::PORT_V6, true).ok();
+    nets.push(
+        NetEntry {
+            net,
+            bound: 1,
+            _v4: v4,
+            _v6: v6,
+        },
+        GFP_KERNEL,
+    )?;
+    Ok(())
+}
+
+/// Ends a [`net_get`]. The last one closes the listeners and every IB
+/// connection of `net`. Process context.
+pub(crate) fn net_put(net: NetRef) {
+    let entry = {
+        let mut nets = NETS.lock();
+        let Some(i) = nets.iter().position(|e| e.net == net) else {
+            return;
+        };
+        nets[i].bound -= 1;
+        if nets[i].bound > 0 {
+            return;
+        }
+        nets.remove(i).ok()
+    };
+    // Listeners first (waiting for their handlers), so no connection of the
+    // namespace is created after the sweep below.
+    drop(entry);
+    conn::forget_net(net, |c| c.path.is_some());
+}
+
+/// Whether `addr` is an address of an RDMA device in `net` (upstream's
+/// `rds_ib_laddr_check`, without its refusal of iWARP).
+pub(crate) fn is_rdma_address(net: NetRef, addr: &Endpoint) -> bool {
+    let Ok(id) = CmId::create::<Cm>(net, core::ptr::null()) else {
+        return false;
+    };
+    let mut raw = [0u8; 28];
+    let len = Endpoint { port: 0, ..*addr }.write_sockaddr(&mut raw);
+    id.bind(&SockAddr::new(&raw[..len])).is_ok() && !id.device().is_null()
+}
+
+/// The device `raw` is being removed: connections over it go down first.
+/// Process context (the ib_client `remove` callback).
+pub(crate) fn device_removed(raw: *mut bindings::ib_device) {
+    for c in conn::snapshot() {
+        if let Some(path) = &c.path {
+            path.device_removed(raw);
+        }
+    }
+}

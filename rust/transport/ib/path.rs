@@ -1,0 +1,849 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One connection's IB path: the rdma_cm state machine, the current link
+//! (cm_id, QP, CQs, rings) and its replacement after a failure.
+//!
+//! Contexts: rdma_cm events, completions (ib_core's workqueue) and the
+//! path's work item all run in process context. The control state is a
+//! mutex; the rings a spinlock, taken inside it. Links are torn down
+//! (disconnect, drain, destroy) only from the work item or `kill`, never
+//! from a handler of the link itself and never under either lock.
+//!
+//! Lock order: `ctl` -> `rings` -> the connection's queue lock.
+
+use kernel::{
+    impl_has_work,
+    new_condvar,
+    new_mutex,
+    new_spinlock,
+    new_work,
+    prelude::*,
+    sync::{
+        Arc,
+        ArcBorrow,
+        CondVar,
+        Mutex,
+        SpinLock, //
+    },
+    time::msecs_to_jiffies,
+    workqueue::{
+        Work,
+        WorkItem, //
+    },
+};
+
+use super::{
+    proto::{
+        ConnectPrivate,
+        PrivateBuf,
+        PORT_V4,
+        PORT_V6, //
+    },
+    ring::{
+        Rings,
+        RECV_SLOTS,
+        SEND_SLOTS, //
+    },
+    Cm,
+    TAG_ACK,
+    TAG_RECV,
+    TAG_SEND,
+};
+use crate::{
+    conn::{
+        ConnKey,
+        Connection, //
+    },
+    device::{
+        self,
+        RdmaDevice, //
+    },
+    ffi::{
+        bindings,
+        ib_cq::{
+            CompletionHandler,
+            CompletionQueue,
+            Cqe,
+            QpRef,
+            WorkCompletion, //
+        },
+        rdma_cm::{
+            CmEvent,
+            CmEventKind,
+            CmId,
+            CmIdRef,
+            ConnParam,
+            SockAddr, //
+        },
+        workqueue,
+    },
+    message::{
+        flags,
+        Assembly,
+        Header,
+        Message, //
+    },
+    socket::{
+        addr::Endpoint,
+        recv::{
+            self,
+            Direction, //
+        },
+    },
+    stats::{
+        self,
+        Stat, //
+    },
+    transport::Xmit,
+};
+
+/// rdma_cm address and route resolution timeout (upstream: 5 s).
+const RESOLVE_TIMEOUT_MS: u32 = 5000;
+/// Longest reconnect backoff window (upstream: 1 s).
+const MAX_BACKOFF_MS: u32 = 1000;
+/// Transport retries before a send fails (upstream uses 1; lossy links need more).
+const RETRY_COUNT: u8 = 7;
+/// Receiver-not-ready retries: 7 is "forever" (upstream too).
+const RNR_RETRY_COUNT: u8 = 7;
+/// What a refused connect request carries: a host-order int 1, which tells
+/// an upstream peer to back off and retry.
+const REJECT_RETRY: [u8; 4] = 1i32.to_ne_bytes();
+/// `RDS_FLAG_CONG_BITMAP`: a congestion map update, not a message.
+const FLAG_CONG_BITMAP: u8 = 0x01;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Down,
+    Connecting,
+    Up,
+}
+
+/// One incarnation of the connection: an rdma_cm id and what hangs off it.
+/// Fields drop in order: the id (and its QP) before the CQs the QP uses.
+struct Link {
+    cm_id: CmId,
+    cqs: Option<(CompletionQueue, CompletionQueue)>,
+    device: Option<Arc<RdmaDevice>>,
+    /// We sent the connect request.
+    active: bool,
+}
+
+impl Link {
+    fn is(&self, id: &CmIdRef) -> bool {
+        core::ptr::eq(&*self.cm_id, id)
+    }
+
+    fn on_device(&self, raw: *mut bindings::ib_device) -> bool {
+        self.device.as_ref().is_some_and(|d| d.is(raw))
+    }
+}
+
+/// A link on its way out, with the rings it fed.
+struct Retired {
+    link: Link,
+    rings: Option<Rings>,
+}
+
+/// Moves a retired link to error, waits for its flushes, and frees it.
+/// Process context, no path lock held, never from the link's own handlers.
+fn tear_down(retired: Retired) {
+    let Retired { link, rings } = retired;
+    link.cm_id.disconnect();
+    // SAFETY: The QP, if any, lives until `link` drops below.
+    if let Some(qp) = unsafe { QpRef::from_raw(link.cm_id.qp()) } {
+        qp.drain();
+    }
+    drop(rings);
+    drop(link);
+}
+
+/// The control state.
+struct Control {
+    state: State,
+    link: Option<Link>,
+    retiring: KVec<Retired>,
+    /// Messages wait: connect when down.
+    connect_wanted: bool,
+    /// The connection left its table: never connect again.
+    dead: bool,
+    /// Current reconnect window (0: next attempt at once).
+    backoff_ms: u32,
+    /// The credits the peer granted in its connect request (passive side).
+    peer_credit: u32,
+}
+
+/// Reassembly of the message being received.
+struct RxAssembly {
+    /// Which rings the partial message came from.
+    generation: u64,
+    pending: Option<(Header, Assembly)>,
+}
+
+/// The IB state of one connection.
+///
+/// # Invariants
+///
+/// Every rdma_cm id whose context points to this path is owned by `ctl` (its
+/// link or the retiring list) or by a teardown holding an `Arc` to the path;
+/// ids and QPs are destroyed before the path is dropped, so the context and
+/// the `Cqe` owner pointers stay valid while any event or completion can run.
+#[pin_data]
+pub(crate) struct IbPath {
+    key: ConnKey,
+    /// The connection; cleared by `kill`, which breaks the reference cycle.
+    #[pin]
+    conn: SpinLock<Option<Arc<Connection>>>,
+    #[pin]
+    ctl: Mutex<Control>,
+    #[pin]
+    rings: SpinLock<Option<Rings>>,
+    /// Bumped for every new set of rings (tells reassembly state apart).
+    #[pin]
+    generation: SpinLock<u64>,
+    #[pin]
+    rx: Mutex<RxAssembly>,
+    /// Held while a work item tears links down, so device removal can wait
+    /// for links it did not take itself.
+    #[pin]
+    teardown: Mutex<()>,
+    #[pin]
+    work: Work<IbPath>,
+    #[pin]
+    wake: CondVar,
+    send_cqe: Cqe<IbPath>,
+    recv_cqe: Cqe<IbPath>,
+    ack_cqe: Cqe<IbPath>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for IbPath { self.work }
+}
+
+impl IbPath {
+    pub(crate) fn new(key: ConnKey) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            try_pin_init!(&this in Self {
+                key,
+                conn <- new_spinlock!(None),
+                ctl <- new_mutex!(Control {
+                    state: State::Down,
+                    link: None,
+                    retiring: KVec::new(),
+                    connect_wanted: false,
+                    dead: false,
+                    backoff_ms: 0,
+                    peer_credit: 0,
+                }),
+                rings <- new_spinlock!(None),
+                generation <- new_spinlock!(0),
+                rx <- new_mutex!(RxAssembly {
+                    generation: 0,
+                    pending: None,
+                }),
+                teardown <- new_mutex!(()),
+                work <- new_work!("rrds_ib_path"),
+                wake <- new_condvar!("rrds_ib_backoff"),
+                send_cqe: Cqe::new(this, TAG_SEND),
+                recv_cqe: Cqe::new(this, TAG_RECV),
+                ack_cqe: Cqe::new(this, TAG_ACK),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Ties the path to its connection (once, when the connection is created).
+    pub(crate) fn bind(&self, conn: Arc<Connection>) {
+        let old = self.conn.lock().replace(conn);
+        drop(old);
+    }
+
+    fn conn(&self) -> Option<Arc<Connection>> {
+        self.conn.lock().clone()
+    }
+
+    pub(super) fn cqe(&self, tag: u32) -> &Cqe<IbPath> {
+        match tag {
+            TAG_RECV => &self.recv_cqe,
+            TAG_ACK => &self.ack_cqe,
+            _ => &self.send_cqe,
+        }
+    }
+
+    fn enqueue(self: &Arc<Self>) {
+        // Already queued: it will see the new state.
+        let _ = workqueue::queue().enqueue(self.clone());
+    }
+
+    /// Whether sends can be posted; if the path is down, starts connecting.
+    pub(crate) fn ready(self: &Arc<Self>) -> bool {
+        if self.rings.lock().as_ref().is_some_and(|r| r.up) {
+            return true;
+        }
+        let mut c = self.ctl.lock();
+        if !c.dead && c.state == State::Down && !c.connect_wanted {
+            c.connect_wanted = true;
+            drop(c);
+            self.enqueue();
+        }
+        false
+    }
+
+    /// Posts what it can of a message (see `Transport::xmit`).
+    pub(crate) fn xmit(&self, header: &Header, message: &Arc<Message>) -> Xmit {
+        let mut guard = self.rings.lock();
+        let Some(rings) = Option::as_mut(&mut *guard) else {
+            return Xmit::Blocked;
+        };
+        if rings.xmit(self, header, message) {
+            Xmit::Taken
+        } else {
+            rings.blocked = true;
+            Xmit::Blocked
+        }
+    }
+
+    /// The connection left its table: tear everything down, for good.
+    /// Process context.
+    pub(crate) fn kill(&self) {
+        let (retired, current) = {
+            let mut c = self.ctl.lock();
+            c.dead = true;
+            let current = c.link.take().map(|link| Retired {
+                link,
+                rings: self.rings.lock().take(),
+            });
+            c.state = State::Down;
+            (core::mem::take(&mut c.retiring), current)
+        };
+        self.wake.notify_all();
+        let teardowns = self.teardown.lock();
+        for r in retired {
+            tear_down(r);
+        }
+        if let Some(r) = current {
+            tear_down(r);
+        }
+        drop(teardowns);
+        let conn = self.conn.lock().take();
+        drop(conn);
+    }
+
+    /// The device `raw` is going away: tear the link down now if it uses it,
+    /// and wait for teardowns in progress (the PD goes next). Messages that
+    /// wait reconnect, over another device if the route allows.
+    pub(crate) fn device_removed(self: &Arc<Self>, raw: *mut bindings::ib_device) {
+        let (retired, overflow) = {
+            let mut c = self.ctl.lock();
+            let overflow = if c.link.as_ref().is_some_and(|l| l.on_device(raw)) {
+                self.retire_locked(&mut c)
+            } else {
+                None
+            };
+            (core::mem::take(&mut c.retiring), overflow)
+        };
+        let _teardowns = self.teardown.lock();
+        for r in retired {
+            tear_down(r);
+        }
+        if let Some(r) = overflow {
+            tear_down(r);
+        }
+        drop(_teardowns);
+        self.enqueue();
+    }
+
+    /// Takes the current link and rings out, onto the retiring list, and puts
+    /// everything sent but unacknowledged back for retransmission. Returns the
+    /// link if the list had no room: the caller tears it down once it has
+    /// dropped `ctl` (a handler of the link may be waiting for it).
+    fn retire_locked(&self, c: &mut Control) -> Option<Retired> {
+        let link = c.link.take()?;
+        let rings = self.rings.lock().take();
+        c.state = State::Down;
+        if let Some(conn) = self.conn() {
+            conn.reset_for_retransmit();
+            c.connect_wanted |= conn.has_queued();
+        }
+        stats::inc(Stat::ConnReset);
+        let retired = Retired { link, rings };
+        if c.retiring.reserve(1, GFP_KERNEL).is_err() {
+            return Some(retired);
+        }
+        // Cannot fail: room was reserved.
+        let _ = c.retiring.push(retired, GFP_ATOMIC);
+        None
+    }
+
+    /// The link of `id` failed (or the peer left): retire it and let the work
+    /// item tear it down and reconnect if messages wait.
+    fn fail(self: &Arc<Self>, id: Option<&CmIdRef>, why: &str) {
+        let mut c = self.ctl.lock();
+        let matches = match (&c.link, id) {
+            (Some(link), Some(id)) => link.is(id),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if !matches {
+            return;
+        }
+        pr_debug!("connection down: {}\n", why);
+        let overflow = self.retire_locked(&mut c);
+        drop(c);
+        if let Some(r) = overflow {
+            tear_down(r);
+        }
+        self.enqueue();
+    }
+
+    /// The link whose QP is `qp` failed (a completion error).
+    fn fail_qp(self: &Arc<Self>, qp: *mut bindings::ib_qp) {
+        let mine = self
+            .rings
+            .lock()
+            .as_ref()
+            .is_some_and(|r| r.qp.as_raw() == qp);
+        if mine {
+            self.fail(None, "completion error");
+        }
+    }
+
+    /// Creates the CQs, QP and rings of `link` and posts every receive.
+    fn build(&self, link: &mut Link) -> Result {
+        let raw = link.cm_id.device();
+        let device = device::find(raw).ok_or(ENODEV)?;
+        let send_cq = CompletionQueue::alloc(raw, (SEND_SLOTS + 2) as u32)?;
+        let recv_cq = CompletionQueue::alloc(raw, (RECV_SLOTS + 1) as u32)?;
+        let mut attr = bindings::ib_qp_init_attr {
+            send_cq: send_cq.as_raw(),
+            recv_cq: recv_cq.as_raw(),
+            cap: bindings::ib_qp_cap {
+                // Data slots, the ack, and the drain marker.
+                max_send_wr: (SEND_SLOTS + 2) as u32,
+                max_recv_wr: (RECV_SLOTS + 1) as u32,
+                max_send_sge: 2,
+                max_recv_sge: 2,
+                ..Default::default()
+            },
+            sq_sig_type: bindings::ib_sig_type_IB_SIGNAL_REQ_WR,
+            qp_type: bindings::ib_qp_type_IB_QPT_RC,
+            ..Default::default()
+        };
+        let lkey = device.with_pd(|pd| {
+            link.cm_id.create_qp(pd, &mut attr)?;
+            Ok(pd.local_dma_lkey())
+        })?;
+        link.cqs = Some((send_cq, recv_cq));
+        link.device = Some(device);
+        // SAFETY: The QP was just created on `id`, which `link` owns; the rings are
+        // dropped before the link (teardown order).
+        let qp = unsafe { QpRef::from_raw(link.cm_id.qp()) }.ok_or(ENOMEM)?;
+        let mut rings = Rings::new(qp, raw, lkey)?;
+        *self.generation.lock() += 1;
+        rings.post_all_receives(self)?;
+        *self.rings.lock() = Some(rings);
+        Ok(())
+    }
+
+    fn private_data(&self, buf: &mut PrivateBuf) -> usize {
+        let p = ConnectPrivate::new(
+            self.key.laddr,
+            self.key.faddr,
+            self.key.tos,
+            RECV_SLOTS as u32,
+        );
+        p.encode(buf)
+    }
+
+    fn conn_param<'a>(&self, private: &'a [u8]) -> ConnParam<'a> {
+        ConnParam {
+            private_data: private,
+            // No RDMA READs yet (the MR issue adds them).
+            responder_resources: 1,
+            initiator_depth: 1,
+            retry_count: RETRY_COUNT,
+            rnr_retry_count: RNR_RETRY_COUNT,
+            flow_control: 0,
+        }
+    }
+
+    /// Starts an active connect. Called by the work item with `ctl` held.
+    fn connect_locked(self: &Arc<Self>, c: &mut Control) -> Result {
+        let id = CmId::create::<Cm>(self.key.net, Arc::as_ptr(self).cast())?;
+        let v4 = Endpoint {
+            addr: self.key.laddr,
+            ..Endpoint::default()
+        }
+        .is_v4();
+        let port = if v4 { PORT_V4 } else { PORT_V6 };
+        let src = sockaddr(self.key.laddr, 0, self.key.scope);
+        let dst = sockaddr(self.key.faddr, port, self.key.scope);
+        id.resolve_addr(&src, &dst, RESOLVE_TIMEOUT_MS)?;
+        c.link = Some(Link {
+            cm_id: id,
+            cqs: None,
+            device: None,
+            active: true,
+        });
+        c.state = State::Connecting;
+        Ok(())
+    }
+
+    /// A peer asks to connect (passive side, in the listener's handler).
+    /// Keeps `id` or gives it back to be rejected and destroyed.
+    pub(super) fn accept(
+        self: &Arc<Self>,
+        id: CmId,
+        peer: &ConnectPrivate,
+    ) -> core::result::Result<(), CmId> {
+        let mut c = self.ctl.lock();
+        if c.dead {
+            id.reject(&REJECT_RETRY);
+            return Err(id);
+        }
+        match c.state {
+            State::Up => {
+                // The peer lost the link we still think is up: drop ours; it retries.
+                let overflow = self.retire_locked(&mut c);
+                drop(c);
+                if let Some(r) = overflow {
+                    tear_down(r);
+                }
+                self.enqueue();
+                id.reject(&REJECT_RETRY);
+                return Err(id);
+            }
+            State::Connecting => {
+                let ours_active = c.link.as_ref().is_some_and(|l| l.active);
+                // Simultaneous connects: the side with the higher address gives up its
+                // own attempt, so exactly one connection is made (upstream rejects
+                // both and relies on random backoff).
+                if !ours_active || self.key.laddr < self.key.faddr {
+                    id.reject(&REJECT_RETRY);
+                    return Err(id);
+                }
+                if let Some(r) = self.retire_locked(&mut c) {
+                    // Our own attempt: its handler does not wait for `ctl` while we
+                    // are in the listener's handler of another id.
+                    drop(c);
+                    tear_down(r);
+                    c = self.ctl.lock();
+                }
+                c.connect_wanted = false;
+            }
+            State::Down => {}
+        }
+        id.set_context(Arc::as_ptr(self).cast());
+        let mut link = Link {
+            cm_id: id,
+            cqs: None,
+            device: None,
+            active: false,
+        };
+        let mut buf: PrivateBuf = [0; 56];
+        let len = self.private_data(&mut buf);
+        let built = self
+            .build(&mut link)
+            .and_then(|()| link.cm_id.accept(&self.conn_param(&buf[..len])));
+        c.peer_credit = peer.credit;
+        c.link = Some(link);
+        c.state = State::Connecting;
+        let mut overflow = None;
+        if built.is_err() {
+            if let Some(link) = &c.link {
+                link.cm_id.reject(&REJECT_RETRY);
+            }
+            overflow = self.retire_locked(&mut c);
+        }
+        drop(c);
+        if let Some(r) = overflow {
+            tear_down(r);
+        }
+        self.enqueue();
+        Ok(())
+    }
+
+    /// An rdma_cm event of one of this path's ids.
+    pub(super) fn cm_event(self: &Arc<Self>, id: &CmIdRef, event: &CmEvent<'_>) {
+        match event.kind() {
+            CmEventKind::AddrResolved => {
+                let c = self.ctl.lock();
+                if !c.link.as_ref().is_some_and(|l| l.is(id)) {
+                    return;
+                }
+                if id.resolve_route(RESOLVE_TIMEOUT_MS).is_err() {
+                    drop(c);
+                    self.fail(Some(id), "route resolution");
+                }
+            }
+            CmEventKind::RouteResolved => {
+                let mut c = self.ctl.lock();
+                let Some(mut link) = c.link.take_if(|l| l.is(id)) else {
+                    return;
+                };
+                let mut buf: PrivateBuf = [0; 56];
+                let len = self.private_data(&mut buf);
+                let result = self
+                    .build(&mut link)
+                    .and_then(|()| id.connect(&self.conn_param(&buf[..len])));
+                c.link = Some(link);
+                if result.is_err() {
+                    drop(c);
+                    self.fail(Some(id), "connect");
+                }
+            }
+            CmEventKind::Established => {
+                let mut c = self.ctl.lock();
+                let Some(link) = c.link.as_ref().filter(|l| l.is(id)) else {
+                    return;
+                };
+                let credit = if link.active {
+                    let v6 = !Endpoint {
+                        addr: self.key.laddr,
+                        ..Endpoint::default()
+                    }
+                    .is_v4();
+                    ConnectPrivate::decode(event.private_data(), v6)
+                        .filter(|p| p.major != 0)
+                        .map_or(0, |p| p.credit)
+                } else {
+                    c.peer_credit
+                };
+                if let Some(rings) = Option::as_mut(&mut *self.rings.lock()) {
+                    rings.start(credit);
+                }
+                c.state = State::Up;
+                c.backoff_ms = 0;
+                c.connect_wanted = false;
+                drop(c);
+                if let Some(conn) = self.conn() {
+                    conn.xmit();
+                }
+            }
+            CmEventKind::Failed
+            | CmEventKind::Disconnected
+            | CmEventKind::DeviceRemoval
+            | CmEventKind::AddrChange => {
+                pr_debug!("rdma_cm event {} status {}\n", event.number(), event.status());
+                self.fail(Some(id), "rdma_cm event");
+            }
+            _ => {}
+        }
+    }
+
+    /// A frame of a message arrived: add it to the message being reassembled
+    /// and hand the message on once whole.
+    fn receive_frame(
+        &self,
+        conn: &Connection,
+        generation: u64,
+        header: Header,
+        page: Option<kernel::page::Page>,
+    ) -> Result {
+        let complete = {
+            let mut rx = self.rx.lock();
+            if rx.generation != generation {
+                rx.generation = generation;
+                rx.pending = None;
+            }
+            let (first, mut assembly) = match rx.pending.take() {
+                Some((first, assembly)) => {
+                    if (first.sequence, first.len, first.sport, first.dport)
+                        != (header.sequence, header.len, header.sport, header.dport)
+                    {
+                        return Err(EINVAL);
+                    }
+                    (first, assembly)
+                }
+                None => (header, Assembly::new(header.len as usize)?),
+            };
+            match page {
+                Some(page) => assembly.push(page)?,
+                // Only a 0-length message comes without payload.
+                None if assembly.missing() > 0 => return Err(EINVAL),
+                None => {}
+            }
+            if assembly.missing() > 0 {
+                rx.pending = Some((first, assembly));
+                return Ok(());
+            }
+            (first, assembly.finish()?)
+        };
+        let (header, message) = complete;
+        if header.flags == FLAG_CONG_BITMAP {
+            // A peer's congestion map (upstream sends one on every new connection).
+            stats::inc(Stat::CongUpdateReceived);
+            return Ok(());
+        }
+        if let Some(rings) = Option::as_mut(&mut *self.rings.lock()) {
+            rings.message_received(header.sequence, header.flags & flags::ACK_REQUIRED != 0);
+        }
+        recv::incoming(conn, Direction::FromPeer, header, message);
+        Ok(())
+    }
+
+    fn send_completed(self: &Arc<Self>, wc: &WorkCompletion<'_>) {
+        let (done, blocked) = {
+            let mut guard = self.rings.lock();
+            match Option::as_mut(&mut *guard) {
+                Some(r) if r.qp.as_raw() == wc.qp() => (r.send_completed(), core::mem::take(&mut r.blocked)),
+                _ => (None, false),
+            }
+        };
+        drop(done);
+        if !wc.is_success() {
+            if !wc.is_flush() {
+                pr_debug!("send completion status {}\n", wc.status());
+                self.fail_qp(wc.qp());
+            }
+            return;
+        }
+        if blocked {
+            if let Some(conn) = self.conn() {
+                conn.xmit();
+            }
+        }
+    }
+
+    fn recv_completed(self: &Arc<Self>, wc: &WorkCompletion<'_>) {
+        if !wc.is_success() {
+            if let Some(r) = Option::as_mut(&mut *self.rings.lock()) {
+                if r.qp.as_raw() == wc.qp() {
+                    r.receive_failed();
+                }
+            }
+            if !wc.is_flush() {
+                pr_debug!("receive completion status {}\n", wc.status());
+                self.fail_qp(wc.qp());
+            }
+            return;
+        }
+        // The buffer that replaces this one, allocated before taking the lock.
+        let fresh = kernel::page::Page::alloc_page(GFP_KERNEL).ok();
+        let (received, generation) = {
+            let mut guard = self.rings.lock();
+            let Some(r) = Option::as_mut(&mut *guard).filter(|r| r.qp.as_raw() == wc.qp()) else {
+                return;
+            };
+            let received = r.receive_completed(self, wc.byte_len(), fresh);
+            (received, *self.generation.lock())
+        };
+        let Some(conn) = self.conn() else {
+            return;
+        };
+        if let Some(seq) = received.acked {
+            conn.drop_acked(seq);
+        }
+        let mut error = received.error;
+        if let Some((header, page)) = received.frame {
+            if self.receive_frame(&conn, generation, header, page).is_err() {
+                error = true;
+            }
+        }
+        if error {
+            self.fail_qp(wc.qp());
+            return;
+        }
+        let blocked = {
+            let mut guard = self.rings.lock();
+            match Option::as_mut(&mut *guard) {
+                Some(r) => {
+                    if r.send_ack(self).is_err() {
+                        error = true;
+                    }
+                    received.credits_added && core::mem::take(&mut r.blocked)
+                }
+                None => false,
+            }
+        };
+        if error {
+            self.fail_qp(wc.qp());
+        } else if blocked {
+            conn.xmit();
+        }
+    }
+
+    fn ack_completed(self: &Arc<Self>, wc: &WorkCompletion<'_>) {
+        let mut error = !wc.is_success() && !wc.is_flush();
+        {
+            let mut guard = self.rings.lock();
+            if let Some(r) = Option::as_mut(&mut *guard).filter(|r| r.qp.as_raw() == wc.qp()) {
+                r.ack_completed();
+                if wc.is_success() && r.send_ack(self).is_err() {
+                    error = true;
+                }
+            }
+        }
+        if error {
+            self.fail_qp(wc.qp());
+        }
+    }
+}
+
+/// A sockaddr for rdma_cm from a 16-byte address.
+fn sockaddr(addr: [u8; 16], port: u16, scope: u32) -> SockAddr {
+    let mut raw = [0u8; 28];
+    let ep = Endpoint { addr, port, scope };
+    let len = ep.write_sockaddr(&mut raw);
+    SockAddr::new(&raw[..len])
+}
+
+impl CompletionHandler for IbPath {
+    fn completed(&self, tag: u32, wc: &WorkCompletion<'_>) {
+        // SAFETY: `self` is the contents of an `Arc` (paths are only created by
+        // `IbPath::new`), alive for the duration of the call (type invariant).
+        let this: Arc<Self> = unsafe { ArcBorrow::from_raw(self) }.into();
+        match tag {
+            TAG_SEND => this.send_completed(wc),
+            TAG_RECV => this.recv_completed(wc),
+            _ => this.ack_completed(wc),
+        }
+    }
+}
+
+impl WorkItem for IbPath {
+    type Pointer = Arc<IbPath>;
+
+    /// Tears retired links down, then (re)connects after the backoff if
+    /// messages wait. Process context, on the module's workqueue.
+    fn run(this: Arc<IbPath>) {
+        loop {
+            let teardowns = this.teardown.lock();
+            let retiring = core::mem::take(&mut this.ctl.lock().retiring);
+            let idle = retiring.is_empty();
+            for r in retiring {
+                tear_down(r);
+            }
+            drop(teardowns);
+            let mut c = this.ctl.lock();
+            if c.dead {
+                return;
+            }
+            if !idle || !c.retiring.is_empty() {
+                continue;
+            }
+            if c.state != State::Down || !c.connect_wanted {
+                return;
+            }
+            if c.backoff_ms > 0 {
+                // SAFETY: No preconditions.
+                let delay = unsafe { bindings::get_random_u32() } % c.backoff_ms;
+                let _ = this
+                    .wake
+                    .wait_interruptible_timeout(&mut c, msecs_to_jiffies(delay.max(1)));
+                if c.dead || c.state != State::Down {
+                    return;
+                }
+            }
+            c.backoff_ms = (c.backoff_ms * 2).clamp(1, MAX_BACKOFF_MS);
+            c.connect_wanted = false;
+            if let Err(e) = this.connect_locked(&mut c) {
+                pr_debug!("connect: {:?}\n", e);
+                c.connect_wanted = true;
+                drop(c);
+                // Try again after the (grown) backoff.
+                continue;
+            }
+            return;
+        }
+    }
+}

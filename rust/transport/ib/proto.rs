@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The connection private data rdma_cm carries in connect requests and
+//! replies: upstream's `struct rds_ib_connect_private` (IPv4, 32 bytes) and
+//! `struct rds6_ib_connect_private` (IPv6, 56 bytes), big-endian fields.
+//! See Documentation/reference/upstream-rds-ib-protocol.md.
+
+use crate::socket::addr::v4_mapped;
+
+/// rdma_cm port of IPv4 connections (upstream's `RDS_PORT`).
+pub(crate) const PORT_V4: u16 = 18634;
+/// rdma_cm port of IPv6 connections (upstream's `RDS_CM_PORT`).
+pub(crate) const PORT_V6: u16 = 16385;
+
+/// Protocol 3.1, the version upstream speaks and accepts.
+pub(crate) const PROTOCOL_MAJOR: u8 = 3;
+pub(crate) const PROTOCOL_MINOR: u8 = 1;
+/// Upstream's `RDS_IB_SUPPORTED_PROTOCOLS`: the minor versions it accepts.
+const MINOR_MASK: u16 = 0x0003;
+
+const V4_LEN: usize = 32;
+const V6_LEN: usize = 56;
+
+/// The private data of either form, in host order; addresses 16 bytes
+/// (IPv4 as `::ffff:a.b.c.d`).
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ConnectPrivate {
+    pub(crate) saddr: [u8; 16],
+    pub(crate) daddr: [u8; 16],
+    pub(crate) major: u8,
+    pub(crate) minor: u8,
+    pub(crate) tos: u8,
+    pub(crate) ack_seq: u64,
+    /// Receive buffers the sender posted: the initial send credits of the
+    /// other side; 0 turns flow control off.
+    pub(crate) credit: u32,
+}
+
+fn is_v4(addr: &[u8; 16]) -> bool {
+    addr[..12] == v4_mapped([0; 4])[..12]
+}
+
+impl ConnectPrivate {
+    /// A new connection's data for protocol 3.1.
+    pub(crate) fn new(saddr: [u8; 16], daddr: [u8; 16], tos: u8, credit: u32) -> Self {
+        Self {
+            saddr,
+            daddr,
+            major: PROTOCOL_MAJOR,
+            minor: PROTOCOL_MINOR,
+            tos,
+            ack_seq: 0,
+            credit,
+        }
+    }
+
+    /// Encodes into `out`; returns the length (32 for IPv4, 56 for IPv6).
+    pub(crate) fn encode(&self, out: &mut [u8; V6_LEN]) -> usize {
+        *out = [0; V6_LEN];
+        let at = if is_v4(&self.saddr) && is_v4(&self.daddr) {
+            out[0..4].copy_from_slice(&self.saddr[12..]);
+            out[4..8].copy_from_slice(&self.daddr[12..]);
+            8
+        } else {
+            out[0..16].copy_from_slice(&self.saddr);
+            out[16..32].copy_from_slice(&self.daddr);
+            32
+        };
+        out[at] = self.major;
+        out[at + 1] = self.minor;
+        out[at + 2..at + 4].copy_from_slice(&MINOR_MASK.to_be_bytes());
+        out[at + 4] = self.tos;
+        out[at + 8..at + 16].copy_from_slice(&self.ack_seq.to_be_bytes());
+        out[at + 16..at + 20].copy_from_slice(&self.credit.to_be_bytes());
+        at + 24
+    }
+
+    /// Decodes private data of `v6` form (the listener's family decides, as
+    /// upstream's two listeners do). `None` if it is too short.
+    pub(crate) fn decode(raw: &[u8], v6: bool) -> Option<Self> {
+        let (len, at) = if v6 { (V6_LEN, 32) } else { (V4_LEN, 8) };
+        // Peers may send more (newer versions append fields); never less.
+        let raw = raw.get(..len)?;
+        let (saddr, daddr) = if v6 {
+            let mut s = [0u8; 16];
+            let mut d = [0u8; 16];
+            s.copy_from_slice(&raw[0..16]);
+            d.copy_from_slice(&raw[16..32]);
+            (s, d)
+        } else {
+            (
+                v4_mapped([raw[0], raw[1], raw[2], raw[3]]),
+                v4_mapped([raw[4], raw[5], raw[6], raw[7]]),
+            )
+        };
+        let mut ack = [0u8; 8];
+        ack.copy_from_slice(&raw[at + 8..at + 16]);
+        Some(Self {
+            saddr,
+            daddr,
+            major: raw[at],
+            minor: raw[at + 1],
+            tos: raw[at + 4],
+            ack_seq: u64::from_be_bytes(ack),
+            credit: u32::from_be_bytes([raw[at + 16], raw[at + 17], raw[at + 18], raw[at + 19]]),
+        })
+    }
+
+    /// Whether we speak the peer's version (major 3; minor 0 or 1).
+    pub(crate) fn compatible(&self) -> bool {
+        self.major == PROTOCOL_MAJOR && self.minor <= PROTOCOL_MINOR
+    }
+}
+
+/// Private data buffer large enough for either form.
+pub(crate) type PrivateBuf = [u8; V6_LEN];

@@ -1,0 +1,526 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The data path of one IB link: send and receive rings, credits, acks and
+//! reassembly, on upstream's wire format (Documentation/reference/
+//! upstream-rds-ib-protocol.md): every SEND is a 48-byte header copy followed
+//! by at most one 4 KiB fragment; receives are posted as [header, page].
+//!
+//! `Rings` is plain state: its owner (`IbPath`) keeps it under a spinlock and
+//! calls these methods with it held, so nothing here sleeps or allocates
+//! with anything but `GFP_ATOMIC`. Completions arrive in posting order per
+//! queue (RC), which is how slots are matched to completions.
+
+use kernel::{
+    page::{
+        Page,
+        PAGE_SIZE, //
+    },
+    prelude::*,
+    sync::Arc,
+};
+
+use super::{
+    IbPath,
+    TAG_ACK,
+    TAG_RECV,
+    TAG_SEND, //
+};
+use crate::{
+    ffi::{
+        bindings,
+        ib_cq::{
+            sge,
+            DmaDirection,
+            DmaMapping,
+            DmaPage,
+            QpRef, //
+        },
+    },
+    message::{
+        flags,
+        fragments,
+        Header,
+        Message,
+        HEADER_LEN, //
+    },
+};
+
+/// Send slots per link (upstream's default send ring).
+pub(crate) const SEND_SLOTS: usize = 256;
+/// Receive buffers per link; also the initial credits a peer gets.
+pub(crate) const RECV_SLOTS: usize = 256;
+/// Largest credit grant one header carries (`RDS_MAX_ADV_CREDIT`).
+const MAX_ADV_CREDIT: u32 = 255;
+/// Posted-but-unadvertised credits that force an explicit ack (upstream: 16).
+const CREDIT_UPDATE_AT: u32 = 16;
+/// Messages between ACK_REQUIRED flags (upstream's `max_unacked_packets` + 1).
+const ACK_EVERY: u32 = 8;
+const HEADERS_PER_PAGE: usize = PAGE_SIZE / HEADER_LEN;
+
+/// DMA-mapped 48-byte header buffers, one per slot.
+struct HeaderArea {
+    pages: KVec<DmaPage>,
+}
+
+impl HeaderArea {
+    fn new(device: *mut bindings::ib_device, count: usize, dir: DmaDirection) -> Result<Self> {
+        let n = count.div_ceil(HEADERS_PER_PAGE);
+        let mut pages = KVec::with_capacity(n, GFP_KERNEL)?;
+        for _ in 0..n {
+            let page = Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?;
+            pages.push(DmaPage::map(device, page, dir)?, GFP_KERNEL)?;
+        }
+        Ok(Self { pages })
+    }
+
+    fn locate(&self, i: usize) -> Option<(&DmaPage, usize)> {
+        let page = self.pages.get(i / HEADERS_PER_PAGE)?;
+        Some((page, (i % HEADERS_PER_PAGE) * HEADER_LEN))
+    }
+
+    fn sge(&self, i: usize, lkey: u32) -> bindings::ib_sge {
+        match self.locate(i) {
+            Some((page, offset)) => sge(page.addr() + offset as u64, HEADER_LEN, lkey),
+            None => sge(0, 0, lkey),
+        }
+    }
+
+    /// Writes header `i`; the slot is not posted (its owner's invariant).
+    fn write(&self, i: usize, header: &[u8; HEADER_LEN]) {
+        if let Some((page, offset)) = self.locate(i) {
+            // SAFETY: `header` is valid for `HEADER_LEN` bytes; the slot is not posted,
+            // so neither the device nor another thread touches these bytes.
+            let _ = unsafe { page.page().write_raw(header.as_ptr(), offset, HEADER_LEN) };
+            page.sync_for_device(PAGE_SIZE);
+        }
+    }
+
+    /// Reads header `i` after its receive completed.
+    fn read(&self, i: usize) -> [u8; HEADER_LEN] {
+        let mut out = [0u8; HEADER_LEN];
+        if let Some((page, offset)) = self.locate(i) {
+            page.sync_for_cpu(PAGE_SIZE);
+            // SAFETY: `out` is valid for `HEADER_LEN` bytes; the receive completed, so
+            // the device is done with the slot and nothing else writes it.
+            let _ = unsafe { page.page().read_raw(out.as_mut_ptr(), offset, HEADER_LEN) };
+        }
+        out
+    }
+}
+
+/// One posted send: what it keeps alive until its completion.
+#[derive(Default)]
+struct SendSlot {
+    /// Dropped before `message`, whose page it maps.
+    map: Option<DmaMapping>,
+    message: Option<Arc<Message>>,
+}
+
+/// A message whose fragments are partly posted.
+struct Partial {
+    header: Header,
+    message: Arc<Message>,
+    next: usize,
+    count: usize,
+}
+
+/// Send credits (flow control), as upstream's `i_credits`.
+struct Credits {
+    enabled: bool,
+    /// Sends the peer has room for.
+    send: u32,
+    /// Receive buffers posted and not yet advertised to the peer.
+    posted: u32,
+}
+
+impl Credits {
+    /// Takes up to `wanted` send credits and the posted credits to advertise
+    /// with them (upstream's `rds_ib_send_grab_credits`): the last send credit
+    /// is kept for a send that advertises credits, so neither side can end up
+    /// with no credits and nothing to tell the other.
+    fn grab(&mut self, wanted: u32) -> (u32, u8) {
+        if !self.enabled {
+            return (wanted, 0);
+        }
+        let mut avail = self.send;
+        if avail > 0 && self.posted == 0 {
+            avail -= 1;
+        }
+        let got = avail.min(wanted);
+        self.send -= got;
+        let mut advertise = 0;
+        if self.posted > 0 && got > 0 {
+            advertise = self.posted.min(MAX_ADV_CREDIT);
+            self.posted -= advertise;
+        }
+        (got, advertise as u8)
+    }
+}
+
+/// What a receive completion produced, for the caller to act on once it has
+/// dropped the lock.
+#[derive(Default)]
+pub(super) struct Received {
+    /// The peer acknowledged every message up to this sequence.
+    pub(super) acked: Option<u64>,
+    /// A frame of a message (not an explicit ack): its header and payload
+    /// page (`None` for a header-only frame).
+    pub(super) frame: Option<(Header, Option<Page>)>,
+    /// The link is broken (protocol error); reset it.
+    pub(super) error: bool,
+    /// Credits came in: blocked sends may go on.
+    pub(super) credits_added: bool,
+}
+
+/// The data path state of one link.
+///
+/// # Invariants
+///
+/// Slots `send_done..send_posted` (mod `SEND_SLOTS`) are posted and complete in
+/// order; likewise `recv_done..recv_posted` for receives. The QP lives until
+/// the link is torn down, after the rings are out of the path.
+pub(super) struct Rings {
+    pub(super) qp: QpRef,
+    device: *mut bindings::ib_device,
+    lkey: u32,
+    send_headers: HeaderArea,
+    send_slots: KVec<SendSlot>,
+    send_posted: usize,
+    send_done: usize,
+    recv_headers: HeaderArea,
+    recv_slots: KVec<Option<DmaPage>>,
+    recv_posted: usize,
+    recv_done: usize,
+    credits: Credits,
+    partial: Option<Partial>,
+    /// Sequence of the last message received whole (what `h_ack` says).
+    last_received: u64,
+    ack_in_flight: bool,
+    ack_wanted: bool,
+    /// Messages until the next ACK_REQUIRED.
+    until_ack_required: u32,
+    /// ESTABLISHED: sends may be posted.
+    pub(super) up: bool,
+    /// A send was refused for want of slots or credits: completions and
+    /// credit updates resume the connection's transmission.
+    pub(super) blocked: bool,
+}
+
+// SAFETY: `device` is only passed to DMA calls, valid while the link exists.
+unsafe impl Send for Rings {}
+
+impl Rings {
+    /// Rings for `qp` on `device`, every receive buffer allocated but not posted.
+    pub(super) fn new(qp: QpRef, device: *mut bindings::ib_device, lkey: u32) -> Result<Self> {
+        let mut send_slots = KVec::with_capacity(SEND_SLOTS, GFP_KERNEL)?;
+        for _ in 0..SEND_SLOTS {
+            send_slots.push(SendSlot::default(), GFP_KERNEL)?;
+        }
+        let mut recv_slots = KVec::with_capacity(RECV_SLOTS, GFP_KERNEL)?;
+        for _ in 0..RECV_SLOTS {
+            recv_slots.push(None, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            qp,
+            device,
+            lkey,
+            // One more header than slots: the ack's.
+            send_headers: HeaderArea::new(device, SEND_SLOTS + 1, DmaDirection::ToDevice)?,
+            send_slots,
+            send_posted: 0,
+            send_done: 0,
+            recv_headers: HeaderArea::new(device, RECV_SLOTS, DmaDirection::FromDevice)?,
+            recv_slots,
+            recv_posted: 0,
+            recv_done: 0,
+            credits: Credits {
+                enabled: false,
+                send: 0,
+                posted: 0,
+            },
+            partial: None,
+            last_received: 0,
+            ack_in_flight: false,
+            ack_wanted: false,
+            until_ack_required: 0,
+            up: false,
+            blocked: false,
+        })
+    }
+
+    /// Posts every receive buffer (before connect/accept, so the peer never
+    /// meets an empty queue). Process context.
+    pub(super) fn post_all_receives(&mut self, path: &IbPath) -> Result {
+        while self.recv_posted - self.recv_done < RECV_SLOTS {
+            let page = Page::alloc_page(GFP_KERNEL)?;
+            let buffer = DmaPage::map(self.device, page, DmaDirection::FromDevice)?;
+            self.post_receive(path, buffer)?;
+        }
+        // They are advertised by the connection's private data.
+        self.credits.posted = 0;
+        Ok(())
+    }
+
+    fn post_receive(&mut self, path: &IbPath, buffer: DmaPage) -> Result {
+        let i = self.recv_posted % RECV_SLOTS;
+        let mut sges = [
+            self.recv_headers.sge(i, self.lkey),
+            sge(buffer.addr(), PAGE_SIZE, self.lkey),
+        ];
+        self.qp.post_recv(path.cqe(TAG_RECV), &mut sges)?;
+        self.recv_slots[i] = Some(buffer);
+        self.recv_posted += 1;
+        self.credits.posted += 1;
+        Ok(())
+    }
+
+    /// Turns flow control on with the peer's initial credits (its private
+    /// data), if it asked for it.
+    pub(super) fn start(&mut self, peer_credit: u32) {
+        self.credits.enabled = peer_credit != 0;
+        self.credits.send = peer_credit;
+        self.up = true;
+    }
+
+    /// Whether a send slot is free.
+    fn has_send_slot(&self) -> bool {
+        self.send_posted - self.send_done < SEND_SLOTS
+    }
+
+    /// Posts what it can of `header`/`message` (after finishing a message it
+    /// had started earlier): `true` once all of `message` is posted.
+    pub(super) fn xmit(&mut self, path: &IbPath, header: &Header, message: &Arc<Message>) -> bool {
+        if !self.up {
+            return false;
+        }
+        loop {
+            let Some(partial) = &self.partial else {
+                break;
+            };
+            let mine = partial.header.sequence == header.sequence
+                && Arc::ptr_eq(&partial.message, message);
+            if !self.continue_partial(path) {
+                return false;
+            }
+            if mine {
+                return true;
+            }
+        }
+        let mut header = *header;
+        // Upstream's rule: ACK_REQUIRED every few messages, so a one-way stream
+        // is acknowledged without reverse traffic.
+        if self.until_ack_required == 0 || header.flags & flags::RETRANSMITTED != 0 {
+            header.flags |= flags::ACK_REQUIRED;
+        }
+        if header.flags & flags::ACK_REQUIRED != 0 {
+            self.until_ack_required = ACK_EVERY;
+        } else {
+            self.until_ack_required -= 1;
+        }
+        self.partial = Some(Partial {
+            header,
+            message: message.clone(),
+            next: 0,
+            count: fragments(message.len()).count().max(1),
+        });
+        self.continue_partial(path)
+    }
+
+    /// Posts fragments of the partial message while slots and credits last;
+    /// `true` when it is wholly posted.
+    fn continue_partial(&mut self, path: &IbPath) -> bool {
+        loop {
+            let Some(p) = &self.partial else {
+                return true;
+            };
+            if p.next == p.count {
+                self.partial = None;
+                return true;
+            }
+            if !self.has_send_slot() {
+                return false;
+            }
+            let (got, advertise) = self.credits.grab(1);
+            if got == 0 {
+                return false;
+            }
+            let (mut header, message, index, last) =
+                (p.header, p.message.clone(), p.next, p.next + 1 == p.count);
+            header.ack = self.last_received;
+            header.credit = advertise;
+            if self.post_fragment(path, &header, message, index, last).is_err() {
+                // Give the credits back; the link is reset by the caller on error.
+                self.credits.send += got;
+                self.credits.posted += u32::from(advertise);
+                return false;
+            }
+            if let Some(p) = &mut self.partial {
+                p.next += 1;
+            }
+            // The ack rides on the data.
+            self.ack_wanted = false;
+        }
+    }
+
+    fn post_fragment(
+        &mut self,
+        path: &IbPath,
+        header: &Header,
+        message: Arc<Message>,
+        index: usize,
+        last: bool,
+    ) -> Result {
+        let i = self.send_posted % SEND_SLOTS;
+        self.send_headers.write(i, &header.to_wire());
+        let header_sge = self.send_headers.sge(i, self.lkey);
+        let offset = index * PAGE_SIZE;
+        let len = message.len().saturating_sub(offset).min(PAGE_SIZE);
+        let mut slot = SendSlot::default();
+        let posted = if len > 0 {
+            let page = message.pages().nth(index).ok_or(EINVAL)?;
+            let map = DmaMapping::map(self.device, page, DmaDirection::ToDevice)?;
+            let mut sges = [header_sge, sge(map.addr(), len, self.lkey)];
+            slot.map = Some(map);
+            self.qp.post_send(path.cqe(TAG_SEND), &mut sges, last)
+        } else {
+            let mut sges = [header_sge];
+            self.qp.post_send(path.cqe(TAG_SEND), &mut sges, last)
+        };
+        posted?;
+        slot.message = Some(message);
+        self.send_slots[i] = slot;
+        self.send_posted += 1;
+        Ok(())
+    }
+
+    /// A send completed: frees its slot. Returns the slot's contents, to be
+    /// dropped by the caller outside the lock (a message's last reference may
+    /// go with it).
+    pub(super) fn send_completed(&mut self) -> Option<Arc<Message>> {
+        if self.send_done == self.send_posted {
+            return None;
+        }
+        let i = self.send_done % SEND_SLOTS;
+        self.send_done += 1;
+        let slot = core::mem::take(&mut self.send_slots[i]);
+        drop(slot.map);
+        slot.message
+    }
+
+    /// The explicit ack completed.
+    pub(super) fn ack_completed(&mut self) {
+        self.ack_in_flight = false;
+    }
+
+    /// Whether an explicit ack (or credit update) should go out.
+    pub(super) fn wants_ack(&self) -> bool {
+        self.up
+            && (self.ack_wanted
+                || (self.credits.enabled && self.credits.posted >= CREDIT_UPDATE_AT))
+    }
+
+    /// Posts the explicit ack frame if one is wanted and none is in flight.
+    pub(super) fn send_ack(&mut self, path: &IbPath) -> Result {
+        if !self.wants_ack() || self.ack_in_flight {
+            return Ok(());
+        }
+        let (got, advertise) = self.credits.grab(1);
+        if got == 0 {
+            return Ok(());
+        }
+        let header = Header {
+            ack: self.last_received,
+            credit: advertise,
+            ..Header::default()
+        };
+        self.send_headers.write(SEND_SLOTS, &header.to_wire());
+        let mut sges = [self.send_headers.sge(SEND_SLOTS, self.lkey)];
+        if let Err(e) = self.qp.post_send(path.cqe(TAG_ACK), &mut sges, true) {
+            self.credits.send += got;
+            self.credits.posted += u32::from(advertise);
+            return Err(e);
+        }
+        self.ack_in_flight = true;
+        self.ack_wanted = false;
+        Ok(())
+    }
+
+    /// A receive completed successfully with `byte_len` bytes; `fresh` is the
+    /// page to post in its place (allocated by the caller before locking).
+    pub(super) fn receive_completed(
+        &mut self,
+        path: &IbPath,
+        byte_len: usize,
+        fresh: Option<Page>,
+    ) -> Received {
+        let mut out = Received::default();
+        if self.recv_done == self.recv_posted {
+            return out;
+        }
+        let i = self.recv_done % RECV_SLOTS;
+        self.recv_done += 1;
+        let buffer = self.recv_slots[i].take();
+        let raw = self.recv_headers.read(i);
+        // Keep the ring full: the fresh buffer goes where this one was.
+        let reposted = fresh
+            .ok_or(ENOMEM)
+            .and_then(|page| DmaPage::map(self.device, page, DmaDirection::FromDevice))
+            .and_then(|buffer| self.post_receive(path, buffer));
+        if reposted.is_err() {
+            // One buffer short; the credits the peer has account for it.
+            out.error = true;
+        }
+        if byte_len < HEADER_LEN {
+            out.error = true;
+            return out;
+        }
+        let Some(header) = Header::from_wire(&raw) else {
+            out.error = true;
+            return out;
+        };
+        if header.credit != 0 && self.credits.enabled {
+            self.credits.send += u32::from(header.credit);
+            out.credits_added = true;
+        }
+        if header.ack != 0 {
+            out.acked = Some(header.ack);
+        }
+        let data_len = byte_len - HEADER_LEN;
+        if header.sport == 0 && header.dport == 0 && data_len == 0 && header.len == 0 {
+            // An explicit ack (or credit update).
+            return out;
+        }
+        if data_len > PAGE_SIZE {
+            out.error = true;
+            return out;
+        }
+        let page = match (buffer, data_len) {
+            (_, 0) => None,
+            (Some(b), _) => Some(b.unmap()),
+            (None, _) => {
+                out.error = true;
+                return out;
+            }
+        };
+        out.frame = Some((header, page));
+        out
+    }
+
+    /// A whole message `sequence` arrived: acks from now on cover it.
+    pub(super) fn message_received(&mut self, sequence: u64, ack_required: bool) {
+        self.last_received = sequence;
+        if ack_required {
+            self.ack_wanted = true;
+        }
+    }
+
+    /// A receive completed in error (flush): forget its buffer.
+    pub(super) fn receive_failed(&mut self) {
+        if self.recv_done == self.recv_posted {
+            return;
+        }
+        let i = self.recv_done % RECV_SLOTS;
+        self.recv_done += 1;
+        self.recv_slots[i] = None;
+    }
+}
