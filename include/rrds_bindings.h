@@ -18,6 +18,7 @@
 #include <net/sock.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
+#include <linux/task_work.h>
 
 /*
  * The sock of an rrds socket: the generic struct sock, then a pointer to the
@@ -70,5 +71,7 @@ void rrds_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t siz
 void rrds_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t size,
 					enum dma_data_direction dir);
 struct workqueue_struct *rrds_alloc_workqueue(void);
+bool rrds_module_get(void);
+void rrds_module_put(void);
 
 #endif /* RRDS_BINDINGS_H */

@@ -177,3 +177,13 @@ struct workqueue_struct *rrds_alloc_workqueue(void)
 {
 	return alloc_workqueue("rrds", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
 }
+
+bool rrds_module_get(void)
+{
+	return try_module_get(THIS_MODULE);
+}
+
+void rrds_module_put(void)
+{
+	module_put(THIS_MODULE);
+}

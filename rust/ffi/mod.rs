@@ -12,4 +12,5 @@ pub(crate) mod ib_device;
 pub(crate) mod ib_pd;
 pub(crate) mod net;
 pub(crate) mod rdma_cm;
+pub(crate) mod task_work;
 pub(crate) mod workqueue;

@@ -280,12 +280,6 @@ impl CmIdRef {
         to_result(unsafe { bindings::rdma_bind_addr(self.raw(), addr.as_ptr()) })
     }
 
-    /// Restricts an IPv6 listener to IPv6 (IPv4 has its own).
-    pub(crate) fn set_afonly(&self) -> Result {
-        // SAFETY: A live id, not yet bound.
-        to_result(unsafe { bindings::rdma_set_afonly(self.raw(), 1) })
-    }
-
     pub(crate) fn listen(&self, backlog: i32) -> Result {
         // SAFETY: A live, bound id.
         to_result(unsafe { bindings::rdma_listen(self.raw(), backlog) })
@@ -326,6 +320,14 @@ impl CmIdRef {
         // SAFETY: A live id with a route and a QP, inside its handler; rdma_cm copies
         // the parameters.
         to_result(unsafe { bindings::rdma_connect_locked(self.raw(), &mut raw) })
+    }
+
+    /// Connects from outside the id's handler (after `ROUTE_RESOLVED`).
+    pub(crate) fn connect_unlocked(&self, param: &ConnParam<'_>) -> Result {
+        let mut raw = param.to_raw();
+        // SAFETY: A live id with a route and a QP, not inside its handler (rdma_connect
+        // takes the handler lock); rdma_cm copies the parameters.
+        to_result(unsafe { bindings::rdma_connect(self.raw(), &mut raw) })
     }
 
     pub(crate) fn accept(&self, param: &ConnParam<'_>) -> Result {

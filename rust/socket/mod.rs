@@ -352,8 +352,8 @@ impl SocketFamily for RdsFamily {
         for conn in conns {
             conn::put(conn);
         }
-        if ib_net {
-            ib::net_put(state.net);
+        if let (true, Some(ep)) = (ib_net, bound) {
+            ib::net_put(state.net, &ep);
         }
         let (queued, map, cleared) = {
             let mut rx = state.rx.lock();
@@ -402,7 +402,7 @@ impl SocketFamily for RdsFamily {
             }
         };
         if use_ib {
-            if let Err(e) = ib::net_get(state.net) {
+            if let Err(e) = ib::net_get(state.net, &ep) {
                 bind::remove(state.net, &ep);
                 cong::put(map);
                 return Err(e);

@@ -143,89 +143,92 @@ impl CmHandler for Cm {
     }
 }
 
-/// A namespace's listeners and how many rrds sockets are bound to an RDMA
-/// address in it.
-struct NetEntry {
+/// A listener on one local address of a namespace, and how many rrds
+/// sockets are bound to that address. Listening on each bound address
+/// rather than the wildcard keeps namespaces apart when RDMA devices are
+/// shared between them (an iWARP listener takes the TCP port on every
+/// device it covers).
+struct Listener {
     net: NetRef,
+    addr: [u8; 16],
     bound: usize,
-    _v4: CmId,
-    _v6: Option<CmId>,
+    _id: CmId,
 }
 
 kernel::sync::global_lock! {
     // SAFETY: Initialised by `init()` in module init, before PF_RDS is registered.
-    unsafe(uninit) static NETS: Mutex<KVec<NetEntry>> = KVec::new();
+    unsafe(uninit) static LISTENERS: Mutex<KVec<Listener>> = KVec::new();
 }
 
-/// Initialises the namespace table. Call once, in module init.
+/// Initialises the listener table. Call once, in module init.
 pub(crate) fn init() {
-    // SAFETY: Module init calls this exactly once, before any other use of `NETS`.
-    unsafe { NETS.init() };
+    // SAFETY: Module init calls this exactly once, before any other use of `LISTENERS`.
+    unsafe { LISTENERS.init() };
 }
 
-fn listen(net: NetRef, port: u16, v6: bool) -> Result<CmId> {
+fn listen(net: NetRef, ep: &Endpoint) -> Result<CmId> {
     let id = CmId::create::<Cm>(net, core::ptr::null())?;
-    let any = if v6 {
-        [0u8; 16]
+    let port = if ep.is_v4() {
+        proto::PORT_V4
     } else {
-        crate::socket::addr::v4_mapped([0; 4])
+        proto::PORT_V6
     };
-    if v6 {
-        id.set_afonly()?;
-    }
     let mut raw = [0u8; 28];
-    let len = Endpoint {
-        addr: any,
-        port,
-        scope: 0,
-    }
-    .write_sockaddr(&mut raw);
+    let len = Endpoint { port, ..*ep }.write_sockaddr(&mut raw);
     id.bind(&SockAddr::new(&raw[..len]))?;
     id.listen(BACKLOG)?;
     Ok(id)
 }
 
-/// A socket of `net` bound to an RDMA address: listen in `net` if it is the
-/// first. Process context.
-pub(crate) fn net_get(net: NetRef) -> Result {
-    let mut nets = NETS.lock();
-    if let Some(e) = nets.iter_mut().find(|e| e.net == net) {
-        e.bound += 1;
+/// A socket of `net` is bound to the RDMA address `ep`: listen on it if it
+/// is the first. Process context.
+pub(crate) fn net_get(net: NetRef, ep: &Endpoint) -> Result {
+    let mut listeners = LISTENERS.lock();
+    if let Some(l) = listeners
+        .iter_mut()
+        .find(|l| l.net == net && l.addr == ep.addr)
+    {
+        l.bound += 1;
         return Ok(());
     }
-    let v4 = listen(net, proto::PORT_V4, false)?;
-    // IPv6 may be unavailable; IPv4 still works (upstream tolerates it too).
-    let v6 = listen(net, proto::PORT_V6, true).ok();
-    nets.push(
-        NetEntry {
+    let id = listen(net, ep)?;
+    listeners.push(
+        Listener {
             net,
+            addr: ep.addr,
             bound: 1,
-            _v4: v4,
-            _v6: v6,
+            _id: id,
         },
         GFP_KERNEL,
     )?;
     Ok(())
 }
 
-/// Ends a [`net_get`]. The last one closes the listeners and every IB
-/// connection of `net`. Process context.
-pub(crate) fn net_put(net: NetRef) {
-    let entry = {
-        let mut nets = NETS.lock();
-        let Some(i) = nets.iter().position(|e| e.net == net) else {
+/// Ends a [`net_get`]. The last socket on an address closes its listener;
+/// the last in the namespace takes every IB connection of it down too.
+/// Process context.
+pub(crate) fn net_put(net: NetRef, ep: &Endpoint) {
+    let (gone, last_in_net) = {
+        let mut listeners = LISTENERS.lock();
+        let Some(i) = listeners
+            .iter()
+            .position(|l| l.net == net && l.addr == ep.addr)
+        else {
             return;
         };
-        nets[i].bound -= 1;
-        if nets[i].bound > 0 {
+        listeners[i].bound -= 1;
+        if listeners[i].bound > 0 {
             return;
         }
-        nets.remove(i).ok()
+        let gone = listeners.remove(i).ok();
+        (gone, !listeners.iter().any(|l| l.net == net))
     };
-    // Listeners first (waiting for their handlers), so no connection of the
+    // The listener first (waiting for its handler), so no connection of the
     // namespace is created after the sweep below.
-    drop(entry);
-    conn::forget_net(net, |c| c.path.is_some());
+    drop(gone);
+    if last_in_net {
+        conn::forget_net(net, |c| c.path.is_some());
+    }
 }
 
 /// Whether `addr` is an address of an RDMA device in `net` (upstream's

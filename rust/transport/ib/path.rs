@@ -19,12 +19,14 @@ use kernel::{
     new_work,
     prelude::*,
     sync::{
+        aref::ARef,
         Arc,
         ArcBorrow,
         CondVar,
         Mutex,
         SpinLock, //
     },
+    task::Task,
     time::msecs_to_jiffies,
     workqueue::{
         Work,
@@ -60,6 +62,7 @@ use crate::{
     },
     ffi::{
         bindings,
+        ib_device::Transport as DeviceTransport,
         ib_cq::{
             CompletionHandler,
             CompletionQueue,
@@ -74,6 +77,10 @@ use crate::{
             CmIdRef,
             ConnParam,
             SockAddr, //
+        },
+        task_work::{
+            run_in_task,
+            TaskWork, //
         },
         workqueue,
     },
@@ -135,6 +142,51 @@ impl Link {
 
     fn on_device(&self, raw: *mut bindings::ib_device) -> bool {
         self.device.as_ref().is_some_and(|d| d.is(raw))
+    }
+
+    fn is_iwarp(&self) -> bool {
+        self.device
+            .as_ref()
+            .is_some_and(|d| d.caps().transport == DeviceTransport::Iwarp)
+    }
+}
+
+/// An iWARP connect to run in a user task of the connection's namespace.
+struct IwarpConnect {
+    path: Arc<IbPath>,
+    /// The id to connect (identity only: it may be gone by then).
+    id: usize,
+}
+
+impl TaskWork for IwarpConnect {
+    fn run(self) {
+        let path = self.path;
+        // Links are torn down only with `teardown` held: the id stays alive below.
+        let teardowns = path.teardown.lock();
+        let current = {
+            let c = path.ctl.lock();
+            !c.dead
+                && c.state == State::Connecting
+                && c.link
+                    .as_ref()
+                    .is_some_and(|l| core::ptr::from_ref::<CmIdRef>(&l.cm_id) as usize == self.id)
+        };
+        if !current {
+            return;
+        }
+        // SAFETY: `self.id` is the current link's id, which cannot be destroyed while
+        // `teardowns` is held (every teardown takes it).
+        let id = unsafe { &*(self.id as *const CmIdRef) };
+        let mut buf: PrivateBuf = [0; 56];
+        let len = path.private_data(&mut buf);
+        // Not under `ctl`: rdma_connect takes the id's handler lock, and the
+        // handler may be waiting for `ctl`.
+        let result = id.connect_unlocked(&path.conn_param(&buf[..len]));
+        drop(teardowns);
+        if let Err(e) = result {
+            pr_info!("iWARP connect: {:?}\n", e);
+            path.fail_id(self.id, "iWARP connect");
+        }
     }
 }
 
@@ -210,6 +262,10 @@ pub(crate) struct IbPath {
     work: Work<IbPath>,
     #[pin]
     wake: CondVar,
+    /// A user task of the connection's namespace that sent on it last: iWARP
+    /// connects run in its context (see `ffi/task_work.rs`).
+    #[pin]
+    connector: SpinLock<Option<ARef<Task>>>,
     send_cqe: Cqe<IbPath>,
     recv_cqe: Cqe<IbPath>,
     ack_cqe: Cqe<IbPath>,
@@ -243,6 +299,7 @@ impl IbPath {
                 teardown <- new_mutex!(()),
                 work <- new_work!("rrds_ib_path"),
                 wake <- new_condvar!("rrds_ib_backoff"),
+                connector <- new_spinlock!(None),
                 send_cqe: Cqe::new(this, TAG_SEND),
                 recv_cqe: Cqe::new(this, TAG_RECV),
                 ack_cqe: Cqe::new(this, TAG_ACK),
@@ -278,6 +335,16 @@ impl IbPath {
     pub(crate) fn ready(self: &Arc<Self>) -> bool {
         if self.rings.lock().as_ref().is_some_and(|r| r.up) {
             return true;
+        }
+        let task = kernel::current!();
+        // Kernel threads have no user memory: only user tasks can connect iWARP.
+        if task.mm().is_some() {
+            let mut connector = self.connector.lock();
+            if !connector.as_ref().is_some_and(|t| core::ptr::eq(&**t, &**task)) {
+                let old = connector.replace(ARef::from(&**task));
+                drop(connector);
+                drop(old);
+            }
         }
         let mut c = self.ctl.lock();
         if !c.dead && c.state == State::Down && !c.connect_wanted {
@@ -386,13 +453,44 @@ impl IbPath {
         if !matches {
             return;
         }
-        pr_debug!("connection down: {}\n", why);
+        pr_info!("connection down: {}\n", why);
         let overflow = self.retire_locked(&mut c);
         drop(c);
         if let Some(r) = overflow {
-            tear_down(r);
+            self.tear_down_now(r);
         }
         self.enqueue();
+    }
+
+    /// Tears `r` down here and now (no path lock held by the caller).
+    fn tear_down_now(&self, r: Retired) {
+        let _teardowns = self.teardown.lock();
+        tear_down(r);
+    }
+
+    /// Hands the connect of `id` to the connector task (iWARP).
+    fn connect_from_task(self: &Arc<Self>, id: &CmIdRef) -> Result {
+        let task = self.connector.lock().clone().ok_or_else(crate::errno::enotconn)?;
+        run_in_task(
+            &task,
+            IwarpConnect {
+                path: self.clone(),
+                id: core::ptr::from_ref(id) as usize,
+            },
+        )
+    }
+
+    /// Like `fail`, for an id known by address only.
+    fn fail_id(self: &Arc<Self>, id: usize, why: &str) {
+        let matches = self
+            .ctl
+            .lock()
+            .link
+            .as_ref()
+            .is_some_and(|l| core::ptr::from_ref::<CmIdRef>(&l.cm_id) as usize == id);
+        if matches {
+            self.fail(None, why);
+        }
     }
 
     /// The link whose QP is `qp` failed (a completion error).
@@ -506,7 +604,7 @@ impl IbPath {
                 let overflow = self.retire_locked(&mut c);
                 drop(c);
                 if let Some(r) = overflow {
-                    tear_down(r);
+                    self.tear_down_now(r);
                 }
                 self.enqueue();
                 id.reject(&REJECT_RETRY);
@@ -525,7 +623,7 @@ impl IbPath {
                     // Our own attempt: its handler does not wait for `ctl` while we
                     // are in the listener's handler of another id.
                     drop(c);
-                    tear_down(r);
+                    self.tear_down_now(r);
                     c = self.ctl.lock();
                 }
                 c.connect_wanted = false;
@@ -556,7 +654,7 @@ impl IbPath {
         }
         drop(c);
         if let Some(r) = overflow {
-            tear_down(r);
+            self.tear_down_now(r);
         }
         self.enqueue();
         Ok(())
@@ -582,12 +680,18 @@ impl IbPath {
                 };
                 let mut buf: PrivateBuf = [0; 56];
                 let len = self.private_data(&mut buf);
-                let result = self
-                    .build(&mut link)
-                    .and_then(|()| id.connect(&self.conn_param(&buf[..len])));
+                let result = self.build(&mut link).and_then(|()| {
+                    if link.is_iwarp() {
+                        // siw opens its TCP socket in the calling task's namespace.
+                        self.connect_from_task(id)
+                    } else {
+                        id.connect(&self.conn_param(&buf[..len]))
+                    }
+                });
                 c.link = Some(link);
-                if result.is_err() {
+                if let Err(e) = result {
                     drop(c);
+                    pr_info!("connect: {:?}\n", e);
                     self.fail(Some(id), "connect");
                 }
             }
@@ -623,7 +727,7 @@ impl IbPath {
             | CmEventKind::Disconnected
             | CmEventKind::DeviceRemoval
             | CmEventKind::AddrChange => {
-                pr_debug!("rdma_cm event {} status {}\n", event.number(), event.status());
+                pr_info!("rdma_cm event {} status {}\n", event.number(), event.status());
                 self.fail(Some(id), "rdma_cm event");
             }
             _ => {}
@@ -692,7 +796,7 @@ impl IbPath {
         drop(done);
         if !wc.is_success() {
             if !wc.is_flush() {
-                pr_debug!("send completion status {}\n", wc.status());
+                pr_info!("send completion status {}\n", wc.status());
                 self.fail_qp(wc.qp());
             }
             return;
@@ -712,7 +816,7 @@ impl IbPath {
                 }
             }
             if !wc.is_flush() {
-                pr_debug!("receive completion status {}\n", wc.status());
+                pr_info!("receive completion status {}\n", wc.status());
                 self.fail_qp(wc.qp());
             }
             return;
@@ -837,7 +941,7 @@ impl WorkItem for IbPath {
             c.backoff_ms = (c.backoff_ms * 2).clamp(1, MAX_BACKOFF_MS);
             c.connect_wanted = false;
             if let Err(e) = this.connect_locked(&mut c) {
-                pr_debug!("connect: {:?}\n", e);
+                pr_info!("connect: {:?}\n", e);
                 c.connect_wanted = true;
                 drop(c);
                 // Try again after the (grown) backoff.

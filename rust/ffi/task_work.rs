@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `task_work_add`: running a callback in the context of a given user task.
+//!
+//! Some drivers act on behalf of the calling task: siw opens the TCP socket
+//! of an iWARP connection in the caller's network namespace, so a connect
+//! issued from a kernel worker lands in the initial namespace. rrds runs
+//! such calls in a task of the right namespace instead. `TWA_SIGNAL` wakes
+//! the task from an interruptible sleep to run the callback promptly.
+
+use core::ptr::addr_of_mut;
+use kernel::{
+    prelude::*,
+    task::Task, //
+};
+
+use super::bindings;
+
+/// A callback to run in another task's context.
+pub(crate) trait TaskWork: Send + 'static {
+    /// Runs in the target task's context (process context, may sleep), or as
+    /// it exits.
+    fn run(self);
+}
+
+#[repr(C)]
+struct Node<T: TaskWork> {
+    head: bindings::callback_head,
+    item: T,
+}
+
+/// Queues `item` to run in `task`'s context. The module stays loaded until
+/// it has run. Fails if the task is exiting (the item is dropped).
+pub(crate) fn run_in_task<T: TaskWork>(task: &Task, item: T) -> Result {
+    let node = KBox::new(
+        Node {
+            head: bindings::callback_head {
+                next: core::ptr::null_mut(),
+                func: Some(trampoline::<T>),
+            },
+            item,
+        },
+        GFP_KERNEL,
+    )?;
+    // SAFETY: No preconditions; balanced by the put in `trampoline` or below.
+    if !unsafe { bindings::rrds_module_get() } {
+        return Err(ENODEV);
+    }
+    let node = KBox::into_raw(node);
+    // SAFETY: `task` is a live task (a reference is held by the caller); `node` is a
+    // valid, initialised callback head that stays allocated until the callback runs.
+    let ret = unsafe {
+        bindings::task_work_add(
+            task.as_ptr().cast(),
+            addr_of_mut!((*node).head),
+            bindings::task_work_notify_mode_TWA_SIGNAL,
+        )
+    };
+    if ret != 0 {
+        // SAFETY: Not queued, so still ours; allocated by `KBox::into_raw` above.
+        drop(unsafe { KBox::from_raw(node) });
+        // SAFETY: Balances the get above.
+        unsafe { bindings::rrds_module_put() };
+        return Err(Error::from_errno(ret));
+    }
+    Ok(())
+}
+
+/// # Safety
+///
+/// Called by the task-work machinery only, with the head of a `Node<T>`
+/// queued by `run_in_task`.
+unsafe extern "C" fn trampoline<T: TaskWork>(head: *mut bindings::callback_head) {
+    // SAFETY: `head` is the first field of a `repr(C)` `Node<T>` leaked by
+    // `run_in_task`; the machinery calls each queued callback once.
+    let node = unsafe { KBox::from_raw(head.cast::<Node<T>>()) };
+    let Node { item, .. } = KBox::into_inner(node);
+    item.run();
+    // SAFETY: Balances the get in `run_in_task`. Only this function's return
+    // remains after the put: a window of a few instructions, the same every
+    // module callback that drops its own module reference has.
+    unsafe { bindings::rrds_module_put() };
+}
