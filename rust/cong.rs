@@ -8,17 +8,27 @@
 //! per (namespace, address); upstream's maps are global across namespaces.
 
 use kernel::{
+    impl_has_work,
     new_spinlock,
+    new_work,
     prelude::*,
     sync::{
         poll::PollCondVar,
         Arc,
+        ArcBorrow,
         SpinLock, //
+    },
+    workqueue::{
+        Work,
+        WorkItem, //
     },
 };
 
 use crate::{
-    ffi::net::NetRef,
+    ffi::{
+        net::NetRef,
+        workqueue,
+    },
     socket::RdsSock,
     stats::{
         self,
@@ -28,17 +38,39 @@ use crate::{
 };
 
 const PORT_WORDS: usize = 65536 / 64;
+/// A map on the wire (`RDS_CONG_MAP_BYTES`): bit p is byte p / 8, bit p % 8.
+pub(crate) const WIRE_BYTES: usize = 65536 / 8;
 
 /// The congestion bits of the ports of one address.
+///
+/// # Invariants
+///
+/// Maps only exist inside an `Arc` (`get` creates them).
 #[pin_data]
 pub(crate) struct CongMap {
-    net: NetRef,
-    addr: [u8; 16],
+    pub(crate) net: NetRef,
+    pub(crate) addr: [u8; 16],
     #[pin]
     bits: SpinLock<KVec<u64>>,
     /// Senders waiting for a port to clear, and pollers refused by one.
     #[pin]
     wait: PollCondVar,
+    /// Sends the map to the peers of IB connections from this address after
+    /// a change (process context).
+    #[pin]
+    changed: Work<CongMap>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for CongMap { self.changed }
+}
+
+impl WorkItem for CongMap {
+    type Pointer = Arc<CongMap>;
+
+    fn run(this: Arc<CongMap>) {
+        crate::transport::ib::cong_changed(&this);
+    }
 }
 
 /// A map and the number of its users (bound sockets and connections): a map
@@ -86,6 +118,7 @@ pub(crate) fn get(net: NetRef, addr: [u8; 16]) -> Result<Arc<CongMap>> {
             addr,
             bits <- new_spinlock!(bits),
             wait <- kernel::new_poll_condvar!("rrds_cong_wait"),
+            changed <- new_work!("rrds_cong_changed"),
         }),
         GFP_KERNEL,
     )?;
@@ -132,6 +165,14 @@ pub(crate) fn forget_net(net: NetRef) {
     }
 }
 
+/// The map of `addr` in `net` if one exists (no use is taken).
+pub(crate) fn find(net: NetRef, addr: &[u8; 16]) -> Option<Arc<CongMap>> {
+    MAPS.lock()
+        .iter()
+        .find(|e| e.map.net == net && e.map.addr == *addr)
+        .map(|e| e.map.clone())
+}
+
 /// How many maps exist (debugfs, tests).
 pub(crate) fn count() -> usize {
     MAPS.lock().len()
@@ -149,7 +190,7 @@ impl CongMap {
 
     /// Sets or clears the bit of `port`. Any context. Clearing wakes the
     /// senders waiting on the map; the caller then calls [`notify_monitors`]
-    /// outside its own locks.
+    /// outside its own locks. IB peers are told from a work item.
     pub(crate) fn set_congested(&self, port: u16, congested: bool) {
         let (word, mask) = bit(port);
         let mut bits = self.bits.lock();
@@ -163,6 +204,39 @@ impl CongMap {
         if !congested {
             self.wait.notify_all();
         }
+        // SAFETY: Maps only exist inside an `Arc` (type invariant) and `self` is
+        // borrowed from one for the duration of the call.
+        let this: Arc<Self> = unsafe { ArcBorrow::from_raw(self) }.into();
+        // Already queued: that run sends the latest bits.
+        let _ = workqueue::queue().enqueue(this);
+    }
+
+    /// The map in wire form.
+    pub(crate) fn to_wire(&self, out: &mut [u8; WIRE_BYTES]) {
+        let bits = self.bits.lock();
+        for (i, word) in bits.iter().enumerate() {
+            out[i * 8..i * 8 + 8].copy_from_slice(&word.to_le_bytes());
+        }
+    }
+
+    /// Takes a peer's map in wire form as this map's bits (the map of a
+    /// remote address); returns whether a port cleared, after waking the
+    /// senders waiting on it.
+    pub(crate) fn apply_wire(&self, wire: &[u8; WIRE_BYTES]) -> bool {
+        let mut cleared = false;
+        let mut bits = self.bits.lock();
+        for (i, word) in bits.iter_mut().enumerate() {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&wire[i * 8..i * 8 + 8]);
+            let new = u64::from_le_bytes(b);
+            cleared |= *word & !new != 0;
+            *word = new;
+        }
+        drop(bits);
+        if cleared {
+            self.wait.notify_all();
+        }
+        cleared
     }
 
     /// The wait queue pollers refused for congestion register with.

@@ -310,6 +310,35 @@ impl Message {
         Ok(Arc::new(Message { len, inline, more }, GFP_KERNEL)?)
     }
 
+    /// A message holding a copy of `bytes` (congestion maps). Process context.
+    pub(crate) fn from_kernel(bytes: &[u8]) -> Result<Arc<Self>> {
+        let mut assembly = Assembly::new(bytes.len())?;
+        for chunk in bytes.chunks(PAGE_SIZE) {
+            let page = Page::alloc_page(GFP_KERNEL)?;
+            // SAFETY: `chunk` is valid for reads of its length, at most a page; the page
+            // is new and ours alone.
+            unsafe { page.write_raw(chunk.as_ptr(), 0, chunk.len())? };
+            assembly.push(page)?;
+        }
+        assembly.finish()
+    }
+
+    /// Copies the payload into `out` (as much as fits).
+    pub(crate) fn copy_to_kernel(&self, out: &mut [u8]) -> Result {
+        let mut at = 0;
+        for page in self.pages() {
+            let n = (out.len() - at).min(PAGE_SIZE).min(self.len - at);
+            if n == 0 {
+                break;
+            }
+            // SAFETY: `out[at..at + n]` is valid for writes; the page is part of an
+            // immutable message, nothing writes it.
+            unsafe { page.read_raw(out[at..].as_mut_ptr(), 0, n)? };
+            at += n;
+        }
+        Ok(())
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.len
     }

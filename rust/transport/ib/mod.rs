@@ -242,6 +242,26 @@ pub(crate) fn is_rdma_address(net: NetRef, addr: &Endpoint) -> bool {
     id.bind(&SockAddr::new(&raw[..len])).is_ok() && !id.device().is_null()
 }
 
+/// `map` (of a local address) changed: send it to the peer of every IB
+/// connection from that address. Process context (the map's work item).
+pub(crate) fn cong_changed(map: &crate::cong::CongMap) {
+    let mut wire = None;
+    for c in conn::snapshot() {
+        let Some(path) = &c.path else {
+            continue;
+        };
+        if c.key.net != map.net || c.key.laddr != map.addr {
+            continue;
+        }
+        if wire.is_none() {
+            wire = path::cong_message(map).ok();
+        }
+        if let Some(w) = &wire {
+            path.send_cong_map(w.clone());
+        }
+    }
+}
+
 /// The device `raw` is being removed: connections over it go down first.
 /// Process context (the ib_client `remove` callback).
 pub(crate) fn device_removed(raw: *mut bindings::ib_device) {

@@ -43,6 +43,7 @@ use super::{
     },
     ring::{
         Rings,
+        FLAG_CONG_BITMAP,
         RECV_SLOTS,
         SEND_SLOTS, //
     },
@@ -52,6 +53,7 @@ use super::{
     TAG_SEND,
 };
 use crate::{
+    cong,
     conn::{
         ConnKey,
         Connection, //
@@ -115,8 +117,6 @@ const RNR_RETRY_COUNT: u8 = 7;
 /// What a refused connect request carries: a host-order int 1, which tells
 /// an upstream peer to back off and retry.
 const REJECT_RETRY: [u8; 4] = 1i32.to_ne_bytes();
-/// `RDS_FLAG_CONG_BITMAP`: a congestion map update, not a message.
-const FLAG_CONG_BITMAP: u8 = 0x01;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -720,6 +720,12 @@ impl IbPath {
                 c.connect_wanted = false;
                 drop(c);
                 if let Some(conn) = self.conn() {
+                    // Our congestion map first, as upstream does on a new connection.
+                    if let Some(map) = cong::find(conn.key.net, &conn.key.laddr) {
+                        if let Ok(wire) = cong_message(&map) {
+                            self.send_cong_map(wire);
+                        }
+                    }
                     conn.xmit();
                 }
             }
@@ -774,8 +780,18 @@ impl IbPath {
         };
         let (header, message) = complete;
         if header.flags == FLAG_CONG_BITMAP {
-            // A peer's congestion map (upstream sends one on every new connection).
-            stats::inc(Stat::CongUpdateReceived);
+            // The peer's congestion map: the bits of its ports, which our senders
+            // to it check (upstream ignores a map of the wrong size too).
+            if message.len() == cong::WIRE_BYTES {
+                let mut wire = KVec::with_capacity(cong::WIRE_BYTES, GFP_KERNEL)?;
+                wire.resize(cong::WIRE_BYTES, 0, GFP_KERNEL)?;
+                message.copy_to_kernel(&mut wire)?;
+                let wire: &[u8; cong::WIRE_BYTES] =
+                    wire.as_slice().try_into().map_err(|_| EINVAL)?;
+                if conn.fcong.apply_wire(wire) {
+                    cong::notify_monitors(conn.key.net);
+                }
+            }
             return Ok(());
         }
         if let Some(rings) = Option::as_mut(&mut *self.rings.lock()) {
@@ -783,6 +799,38 @@ impl IbPath {
         }
         recv::incoming(conn, Direction::FromPeer, header, message);
         Ok(())
+    }
+
+    /// Sends `map` (our congestion map in wire form) to the peer, before the
+    /// next message. Dropped if the link is not up: a new link sends it.
+    pub(crate) fn send_cong_map(&self, map: Arc<Message>) {
+        let old = {
+            let mut guard = self.rings.lock();
+            let Some(r) = Option::as_mut(&mut *guard).filter(|r| r.up) else {
+                return;
+            };
+            let old = r.cong_pending.replace(map);
+            if !r.kick(self) {
+                r.blocked = true;
+            }
+            old
+        };
+        drop(old);
+    }
+
+    /// Sends resumed after a completion or a credit update: what the rings
+    /// had begun, then the connection's queue.
+    fn resume(&self, conn: &Connection) {
+        {
+            let mut guard = self.rings.lock();
+            if let Some(r) = Option::as_mut(&mut *guard) {
+                if !r.kick(self) {
+                    r.blocked = true;
+                    return;
+                }
+            }
+        }
+        conn.xmit();
     }
 
     fn send_completed(self: &Arc<Self>, wc: &WorkCompletion<'_>) {
@@ -803,7 +851,7 @@ impl IbPath {
         }
         if blocked {
             if let Some(conn) = self.conn() {
-                conn.xmit();
+                self.resume(&conn);
             }
         }
     }
@@ -862,7 +910,7 @@ impl IbPath {
         if error {
             self.fail_qp(wc.qp());
         } else if blocked {
-            conn.xmit();
+            self.resume(&conn);
         }
     }
 
@@ -881,6 +929,18 @@ impl IbPath {
             self.fail_qp(wc.qp());
         }
     }
+}
+
+/// `map` as a congestion-map message (8 KiB). Process context.
+pub(super) fn cong_message(map: &cong::CongMap) -> Result<Arc<Message>> {
+    let mut wire = KVec::with_capacity(cong::WIRE_BYTES, GFP_KERNEL)?;
+    wire.resize(cong::WIRE_BYTES, 0, GFP_KERNEL)?;
+    let buf: &mut [u8; cong::WIRE_BYTES] = wire
+        .as_mut_slice()
+        .try_into()
+        .map_err(|_| EINVAL)?;
+    map.to_wire(buf);
+    Message::from_kernel(&wire)
 }
 
 /// A sockaddr for rdma_cm from a 16-byte address.

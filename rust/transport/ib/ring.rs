@@ -55,6 +55,8 @@ const MAX_ADV_CREDIT: u32 = 255;
 const CREDIT_UPDATE_AT: u32 = 16;
 /// Messages between ACK_REQUIRED flags (upstream's `max_unacked_packets` + 1).
 const ACK_EVERY: u32 = 8;
+/// `RDS_FLAG_CONG_BITMAP`: a congestion map update, not a message.
+pub(super) const FLAG_CONG_BITMAP: u8 = 0x01;
 const HEADERS_PER_PAGE: usize = PAGE_SIZE / HEADER_LEN;
 
 /// DMA-mapped 48-byte header buffers, one per slot.
@@ -204,6 +206,9 @@ pub(super) struct Rings {
     /// A send was refused for want of slots or credits: completions and
     /// credit updates resume the connection's transmission.
     pub(super) blocked: bool,
+    /// Our congestion map, to send before the next message (upstream sends
+    /// it on every new connection and after every change).
+    pub(super) cong_pending: Option<Arc<Message>>,
 }
 
 // SAFETY: `device` is only passed to DMA calls, valid while the link exists.
@@ -245,6 +250,7 @@ impl Rings {
             until_ack_required: 0,
             up: false,
             blocked: false,
+            cong_pending: None,
         })
     }
 
@@ -293,18 +299,15 @@ impl Rings {
         if !self.up {
             return false;
         }
-        loop {
-            let Some(partial) = &self.partial else {
-                break;
-            };
-            let mine = partial.header.sequence == header.sequence
-                && Arc::ptr_eq(&partial.message, message);
-            if !self.continue_partial(path) {
-                return false;
-            }
-            if mine {
-                return true;
-            }
+        let mine = self.partial.as_ref().is_some_and(|p| {
+            p.header.sequence == header.sequence && Arc::ptr_eq(&p.message, message)
+        });
+        if mine {
+            return self.continue_partial(path);
+        }
+        // A message begun earlier (cancelled since) and congestion updates go first.
+        if !self.kick(path) {
+            return false;
         }
         let mut header = *header;
         // Upstream's rule: ACK_REQUIRED every few messages, so a one-way stream
@@ -324,6 +327,38 @@ impl Rings {
             count: fragments(message.len()).count().max(1),
         });
         self.continue_partial(path)
+    }
+
+    /// Finishes what was begun and sends a pending congestion map: `true`
+    /// when nothing is left, so a new message may start.
+    pub(super) fn kick(&mut self, path: &IbPath) -> bool {
+        if !self.up {
+            return false;
+        }
+        loop {
+            if self.partial.is_some() {
+                if !self.continue_partial(path) {
+                    return false;
+                }
+                continue;
+            }
+            let Some(map) = self.cong_pending.take() else {
+                return true;
+            };
+            // Upstream's form: flags exactly CONG_BITMAP, sequence and ports 0,
+            // never acknowledged or retransmitted.
+            let header = Header {
+                len: map.len() as u32,
+                flags: FLAG_CONG_BITMAP,
+                ..Header::default()
+            };
+            self.partial = Some(Partial {
+                header,
+                count: fragments(map.len()).count().max(1),
+                message: map,
+                next: 0,
+            });
+        }
     }
 
     /// Posts fragments of the partial message while slots and credits last;
