@@ -106,8 +106,13 @@ use crate::{
     transport::Xmit,
 };
 
-/// rdma_cm address and route resolution timeout (upstream: 5 s).
-const RESOLVE_TIMEOUT_MS: u32 = 5000;
+/// rdma_cm address resolution timeout. Upstream waits 5 s, but ib_core
+/// retries an unresolved neighbour only at the deadline when no neighbour
+/// event wakes it (seen with veth peers in other namespaces): a short
+/// timeout and a reconnect get the first connection up in about a second.
+const ADDR_TIMEOUT_MS: u32 = 1000;
+/// rdma_cm route resolution timeout (upstream: 5 s).
+const ROUTE_TIMEOUT_MS: u32 = 5000;
 /// Longest reconnect backoff window (upstream: 1 s).
 const MAX_BACKOFF_MS: u32 = 1000;
 /// Transport retries before a send fails (upstream uses 1; lossy links need more).
@@ -575,7 +580,7 @@ impl IbPath {
         let port = if v4 { PORT_V4 } else { PORT_V6 };
         let src = sockaddr(self.key.laddr, 0, self.key.scope);
         let dst = sockaddr(self.key.faddr, port, self.key.scope);
-        id.resolve_addr(&src, &dst, RESOLVE_TIMEOUT_MS)?;
+        id.resolve_addr(&src, &dst, ADDR_TIMEOUT_MS)?;
         c.link = Some(Link {
             cm_id: id,
             cqs: None,
@@ -668,7 +673,7 @@ impl IbPath {
                 if !c.link.as_ref().is_some_and(|l| l.is(id)) {
                     return;
                 }
-                if id.resolve_route(RESOLVE_TIMEOUT_MS).is_err() {
+                if id.resolve_route(ROUTE_TIMEOUT_MS).is_err() {
                     drop(c);
                     self.fail(Some(id), "route resolution");
                 }

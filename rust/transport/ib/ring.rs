@@ -209,6 +209,9 @@ pub(super) struct Rings {
     /// Our congestion map, to send before the next message (upstream sends
     /// it on every new connection and after every change).
     pub(super) cong_pending: Option<Arc<Message>>,
+    /// The last message whose posting `kick` finished on its own (after
+    /// `xmit` had returned blocked): its next `xmit` is a no-op.
+    finished: Option<(u64, *const Message)>,
 }
 
 // SAFETY: `device` is only passed to DMA calls, valid while the link exists.
@@ -251,6 +254,7 @@ impl Rings {
             up: false,
             blocked: false,
             cong_pending: None,
+            finished: None,
         })
     }
 
@@ -303,7 +307,11 @@ impl Rings {
             p.header.sequence == header.sequence && Arc::ptr_eq(&p.message, message)
         });
         if mine {
-            return self.continue_partial(path);
+            return self.finish_own(path);
+        }
+        if self.finished.take() == Some((header.sequence, Arc::as_ptr(message))) {
+            // Posted whole by `kick` since it was last handed to us.
+            return true;
         }
         // A message begun earlier (cancelled since) and congestion updates go first.
         if !self.kick(path) {
@@ -326,7 +334,16 @@ impl Rings {
             next: 0,
             count: fragments(message.len()).count().max(1),
         });
-        self.continue_partial(path)
+        self.finish_own(path)
+    }
+
+    /// Continues the caller's own message: finished here, it is no `kick`'s.
+    fn finish_own(&mut self, path: &IbPath) -> bool {
+        let done = self.continue_partial(path);
+        if done {
+            self.finished = None;
+        }
+        done
     }
 
     /// Finishes what was begun and sends a pending congestion map: `true`
@@ -369,6 +386,9 @@ impl Rings {
                 return true;
             };
             if p.next == p.count {
+                if p.header.flags != FLAG_CONG_BITMAP {
+                    self.finished = Some((p.header.sequence, Arc::as_ptr(&p.message)));
+                }
                 self.partial = None;
                 return true;
             }
