@@ -485,8 +485,24 @@ impl SocketFamily for RdsFamily {
                     .write(&tos)?;
                 Ok(0)
             }
-            // Setting a TOS needs a transport that maps it (IB); upstream answers
-            // ENOIOCTLCMD (ENOTTY to the caller) for loopback and unbound sockets.
+            bindings::SIOCRDSSETTOS => {
+                let mut tos = 0u8;
+                UserSlice::new(UserPtr::from_addr(arg), 1)
+                    .reader()
+                    .read_slice(core::slice::from_mut(&mut tos))?;
+                let mut s = state.state.lock();
+                // Only IB maps a TOS (1:1, as upstream); loopback and unbound
+                // sockets answer ENOIOCTLCMD (ENOTTY to the caller), as upstream.
+                if !s.transport.is_some_and(|t| t.kind() == ib::TRANS_IB) {
+                    return Err(ENOIOCTLCMD);
+                }
+                // Once set, or once the socket has sent, the TOS is fixed.
+                if s.tos != 0 || s.route.is_some() {
+                    return Err(EINVAL);
+                }
+                s.tos = tos;
+                Ok(0)
+            }
             _ => Err(ENOIOCTLCMD),
         }
     }

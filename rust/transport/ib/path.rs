@@ -189,7 +189,7 @@ impl TaskWork for IwarpConnect {
         let result = id.connect_unlocked(&path.conn_param(&buf[..len]));
         drop(teardowns);
         if let Err(e) = result {
-            pr_info!("iWARP connect: {:?}\n", e);
+            pr_debug!("iWARP connect: {:?}\n", e);
             path.fail_id(self.id, "iWARP connect");
         }
     }
@@ -458,7 +458,7 @@ impl IbPath {
         if !matches {
             return;
         }
-        pr_info!("connection down: {}\n", why);
+        pr_debug!("connection down: {}\n", why);
         let overflow = self.retire_locked(&mut c);
         drop(c);
         if let Some(r) = overflow {
@@ -696,7 +696,7 @@ impl IbPath {
                 c.link = Some(link);
                 if let Err(e) = result {
                     drop(c);
-                    pr_info!("connect: {:?}\n", e);
+                    pr_debug!("connect: {:?}\n", e);
                     self.fail(Some(id), "connect");
                 }
             }
@@ -738,7 +738,7 @@ impl IbPath {
             | CmEventKind::Disconnected
             | CmEventKind::DeviceRemoval
             | CmEventKind::AddrChange => {
-                pr_info!("rdma_cm event {} status {}\n", event.number(), event.status());
+                pr_debug!("rdma_cm event {} status {}\n", event.number(), event.status());
                 self.fail(Some(id), "rdma_cm event");
             }
             _ => {}
@@ -849,7 +849,7 @@ impl IbPath {
         drop(done);
         if !wc.is_success() {
             if !wc.is_flush() {
-                pr_info!("send completion status {}\n", wc.status());
+                pr_debug!("send completion status {}\n", wc.status());
                 self.fail_qp(wc.qp());
             }
             return;
@@ -869,7 +869,7 @@ impl IbPath {
                 }
             }
             if !wc.is_flush() {
-                pr_info!("receive completion status {}\n", wc.status());
+                pr_debug!("receive completion status {}\n", wc.status());
                 self.fail_qp(wc.qp());
             }
             return;
@@ -1006,7 +1006,7 @@ impl WorkItem for IbPath {
             c.backoff_ms = (c.backoff_ms * 2).clamp(1, MAX_BACKOFF_MS);
             c.connect_wanted = false;
             if let Err(e) = this.connect_locked(&mut c) {
-                pr_info!("connect: {:?}\n", e);
+                pr_debug!("connect: {:?}\n", e);
                 c.connect_wanted = true;
                 drop(c);
                 // Try again after the (grown) backoff.
