@@ -8,9 +8,7 @@
 //! per (namespace, address); upstream's maps are global across namespaces.
 
 use kernel::{
-    impl_has_work,
-    new_spinlock,
-    new_work,
+    impl_has_work, new_spinlock, new_work,
     prelude::*,
     sync::{
         poll::PollCondVar,
@@ -25,10 +23,7 @@ use kernel::{
 };
 
 use crate::{
-    ffi::{
-        net::NetRef,
-        workqueue,
-    },
+    ffi::{net::NetRef, workqueue},
     socket::RdsSock,
     stats::{
         self,

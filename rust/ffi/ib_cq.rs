@@ -9,12 +9,12 @@
 
 use core::ptr::NonNull;
 use kernel::{
-    page::PAGE_SIZE,
     error::{
         from_err_ptr,
         to_result, //
     },
     page::Page,
+    page::PAGE_SIZE,
     prelude::*,
     types::Opaque,
 };
@@ -196,8 +196,9 @@ impl DmaPage {
     ) -> Result<Self> {
         let direction = direction.raw();
         // SAFETY: `device` is registered and `page` is a valid page we own.
-        let addr =
-            unsafe { bindings::rrds_ib_dma_map_page(device, page.as_ptr().cast(), 0, PAGE_SIZE, direction) };
+        let addr = unsafe {
+            bindings::rrds_ib_dma_map_page(device, page.as_ptr().cast(), 0, PAGE_SIZE, direction)
+        };
         // SAFETY: `addr` was just returned by a mapping on `device`.
         if unsafe { bindings::rrds_ib_dma_mapping_error(device, addr) } != 0 {
             return Err(ENOMEM);
@@ -288,8 +289,9 @@ impl DmaMapping {
     ) -> Result<Self> {
         let direction = direction.raw();
         // SAFETY: `device` is registered and `page` is a valid page.
-        let addr =
-            unsafe { bindings::rrds_ib_dma_map_page(device, page.as_ptr().cast(), 0, PAGE_SIZE, direction) };
+        let addr = unsafe {
+            bindings::rrds_ib_dma_map_page(device, page.as_ptr().cast(), 0, PAGE_SIZE, direction)
+        };
         // SAFETY: `addr` was just returned by a mapping on `device`.
         if unsafe { bindings::rrds_ib_dma_mapping_error(device, addr) } != 0 {
             return Err(ENOMEM);
@@ -364,7 +366,7 @@ impl QpRef {
         if solicited {
             flags |= bindings::ib_send_flags_IB_SEND_SOLICITED;
         }
-        let mut wr = bindings::ib_send_wr {
+        let wr = bindings::ib_send_wr {
             next: core::ptr::null_mut(),
             __bindgen_anon_1: bindings::ib_send_wr__bindgen_ty_1 {
                 wr_cqe: cqe.as_raw(),
@@ -378,7 +380,7 @@ impl QpRef {
         let mut bad = core::ptr::null();
         // SAFETY: The QP is live (type invariant); the request and its SGEs are valid
         // for the call (drivers copy them before returning).
-        to_result(unsafe { bindings::rrds_ib_post_send(self.0.as_ptr(), &mut wr, &mut bad) })
+        to_result(unsafe { bindings::rrds_ib_post_send(self.0.as_ptr(), &wr, &mut bad) })
     }
 
     /// Posts one receive of `sges`, completing to `cqe`.
@@ -387,7 +389,7 @@ impl QpRef {
         cqe: &Cqe<T>,
         sges: &mut [bindings::ib_sge],
     ) -> Result {
-        let mut wr = bindings::ib_recv_wr {
+        let wr = bindings::ib_recv_wr {
             next: core::ptr::null_mut(),
             __bindgen_anon_1: bindings::ib_recv_wr__bindgen_ty_1 {
                 wr_cqe: cqe.as_raw(),
@@ -397,7 +399,7 @@ impl QpRef {
         };
         let mut bad = core::ptr::null();
         // SAFETY: As in `post_send`.
-        to_result(unsafe { bindings::rrds_ib_post_recv(self.0.as_ptr(), &mut wr, &mut bad) })
+        to_result(unsafe { bindings::rrds_ib_post_recv(self.0.as_ptr(), &wr, &mut bad) })
     }
 
     /// Moves the QP to error and waits until every posted request has completed

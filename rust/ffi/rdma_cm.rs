@@ -75,9 +75,7 @@ impl CmEvent<'_> {
     pub(crate) fn kind(&self) -> CmEventKind {
         match self.raw.event {
             bindings::rdma_cm_event_type_RDMA_CM_EVENT_ADDR_RESOLVED => CmEventKind::AddrResolved,
-            bindings::rdma_cm_event_type_RDMA_CM_EVENT_ROUTE_RESOLVED => {
-                CmEventKind::RouteResolved
-            }
+            bindings::rdma_cm_event_type_RDMA_CM_EVENT_ROUTE_RESOLVED => CmEventKind::RouteResolved,
             bindings::rdma_cm_event_type_RDMA_CM_EVENT_CONNECT_REQUEST => {
                 CmEventKind::ConnectRequest
             }
@@ -88,9 +86,7 @@ impl CmEvent<'_> {
             | bindings::rdma_cm_event_type_RDMA_CM_EVENT_UNREACHABLE
             | bindings::rdma_cm_event_type_RDMA_CM_EVENT_REJECTED => CmEventKind::Failed,
             bindings::rdma_cm_event_type_RDMA_CM_EVENT_DISCONNECTED => CmEventKind::Disconnected,
-            bindings::rdma_cm_event_type_RDMA_CM_EVENT_DEVICE_REMOVAL => {
-                CmEventKind::DeviceRemoval
-            }
+            bindings::rdma_cm_event_type_RDMA_CM_EVENT_DEVICE_REMOVAL => CmEventKind::DeviceRemoval,
             bindings::rdma_cm_event_type_RDMA_CM_EVENT_ADDR_CHANGE => CmEventKind::AddrChange,
             bindings::rdma_cm_event_type_RDMA_CM_EVENT_TIMEWAIT_EXIT => CmEventKind::TimewaitExit,
             other => CmEventKind::Other(other),
@@ -367,8 +363,8 @@ unsafe extern "C" fn event_trampoline<H: CmHandler>(
     id: *mut bindings::rdma_cm_id,
     event: *mut bindings::rdma_cm_event,
 ) -> c_int {
-    // SAFETY: rdma_cm passes a valid event for the duration of the call.
     let event = CmEvent {
+        // SAFETY: rdma_cm passes a valid event for the duration of the call.
         raw: unsafe { &*event },
     };
     if event.kind() == CmEventKind::ConnectRequest {

@@ -493,7 +493,7 @@ impl SocketFamily for RdsFamily {
                 let mut s = state.state.lock();
                 // Only IB maps a TOS (1:1, as upstream); loopback and unbound
                 // sockets answer ENOIOCTLCMD (ENOTTY to the caller), as upstream.
-                if !s.transport.is_some_and(|t| t.kind() == ib::TRANS_IB) {
+                if s.transport.is_none_or(|t| t.kind() != ib::TRANS_IB) {
                     return Err(ENOIOCTLCMD);
                 }
                 // Once set, or once the socket has sent, the TOS is fixed.

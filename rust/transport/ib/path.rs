@@ -12,11 +12,7 @@
 //! Lock order: `ctl` -> `rings` -> the connection's queue lock.
 
 use kernel::{
-    impl_has_work,
-    new_condvar,
-    new_mutex,
-    new_spinlock,
-    new_work,
+    impl_has_work, new_condvar, new_mutex, new_spinlock, new_work,
     prelude::*,
     sync::{
         aref::ARef,
@@ -47,10 +43,7 @@ use super::{
         RECV_SLOTS,
         SEND_SLOTS, //
     },
-    Cm,
-    TAG_ACK,
-    TAG_RECV,
-    TAG_SEND,
+    Cm, TAG_ACK, TAG_RECV, TAG_SEND,
 };
 use crate::{
     cong,
@@ -64,7 +57,6 @@ use crate::{
     },
     ffi::{
         bindings,
-        ib_device::Transport as DeviceTransport,
         ib_cq::{
             CompletionHandler,
             CompletionQueue,
@@ -72,6 +64,7 @@ use crate::{
             QpRef,
             WorkCompletion, //
         },
+        ib_device::Transport as DeviceTransport,
         rdma_cm::{
             CmEvent,
             CmEventKind,
@@ -345,7 +338,10 @@ impl IbPath {
         // Kernel threads have no user memory: only user tasks can connect iWARP.
         if task.mm().is_some() {
             let mut connector = self.connector.lock();
-            if !connector.as_ref().is_some_and(|t| core::ptr::eq(&**t, &**task)) {
+            if !connector
+                .as_ref()
+                .is_some_and(|t| core::ptr::eq(&**t, &**task))
+            {
                 let old = connector.replace(ARef::from(&**task));
                 drop(connector);
                 drop(old);
@@ -475,7 +471,11 @@ impl IbPath {
 
     /// Hands the connect of `id` to the connector task (iWARP).
     fn connect_from_task(self: &Arc<Self>, id: &CmIdRef) -> Result {
-        let task = self.connector.lock().clone().ok_or_else(crate::errno::enotconn)?;
+        let task = self
+            .connector
+            .lock()
+            .clone()
+            .ok_or_else(crate::errno::enotconn)?;
         run_in_task(
             &task,
             IwarpConnect {
@@ -738,7 +738,11 @@ impl IbPath {
             | CmEventKind::Disconnected
             | CmEventKind::DeviceRemoval
             | CmEventKind::AddrChange => {
-                pr_debug!("rdma_cm event {} status {}\n", event.number(), event.status());
+                pr_debug!(
+                    "rdma_cm event {} status {}\n",
+                    event.number(),
+                    event.status()
+                );
                 self.fail(Some(id), "rdma_cm event");
             }
             _ => {}
@@ -842,7 +846,9 @@ impl IbPath {
         let (done, blocked) = {
             let mut guard = self.rings.lock();
             match Option::as_mut(&mut *guard) {
-                Some(r) if r.qp.as_raw() == wc.qp() => (r.send_completed(), core::mem::take(&mut r.blocked)),
+                Some(r) if r.qp.as_raw() == wc.qp() => {
+                    (r.send_completed(), core::mem::take(&mut r.blocked))
+                }
                 _ => (None, false),
             }
         };
@@ -940,10 +946,7 @@ impl IbPath {
 pub(super) fn cong_message(map: &cong::CongMap) -> Result<Arc<Message>> {
     let mut wire = KVec::with_capacity(cong::WIRE_BYTES, GFP_KERNEL)?;
     wire.resize(cong::WIRE_BYTES, 0, GFP_KERNEL)?;
-    let buf: &mut [u8; cong::WIRE_BYTES] = wire
-        .as_mut_slice()
-        .try_into()
-        .map_err(|_| EINVAL)?;
+    let buf: &mut [u8; cong::WIRE_BYTES] = wire.as_mut_slice().try_into().map_err(|_| EINVAL)?;
     map.to_wire(buf);
     Message::from_kernel(&wire)
 }

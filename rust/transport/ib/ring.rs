@@ -403,7 +403,10 @@ impl Rings {
                 (p.header, p.message.clone(), p.next, p.next + 1 == p.count);
             header.ack = self.last_received;
             header.credit = advertise;
-            if self.post_fragment(path, &header, message, index, last).is_err() {
+            if self
+                .post_fragment(path, &header, message, index, last)
+                .is_err()
+            {
                 // Give the credits back; the link is reset by the caller on error.
                 self.credits.send += got;
                 self.credits.posted += u32::from(advertise);
