@@ -5,6 +5,8 @@
 #   make KDIR=<kernel build dir>   build rrds.ko against that kernel
 #   make check                     set up, build, lint and run the selftests in a VM
 #   make demo                      boot the VM, load rrds on rxe and siw, show what it sees
+#   make bench                     rrds against the in-tree rds module over loopback, in a VM
+#   make bench-ib                  the same over IB (an rxe pair), with perftest as the ceiling
 #
 # KDIR defaults to the cached test kernel (scripts/kernel-dir builds it on first use).
 
@@ -27,7 +29,7 @@ SHELL := /bin/bash
 rust_sources = $(filter-out rust/bindings_generated.rs,$(wildcard rust/*.rs rust/*/*.rs rust/*/*/*.rs))
 kmake = $(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM)
 
-.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench setup
+.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench bench-ib setup
 
 all: modules
 
@@ -62,3 +64,6 @@ demo:
 
 bench:
 	scripts/bench
+
+bench-ib:
+	scripts/bench-ib

@@ -122,6 +122,7 @@ impl IbClientOps for DeviceClient {
         }
         let record = RdmaDevice::new(device, ProtectionDomain::alloc(device)?)?;
         DEVICES.lock().push(record, GFP_KERNEL)?;
+        crate::transport::ib::device_added();
         pr_info!(
             "device {} added: {} {}, fast-reg pages {}, atomics {}, xrc {}\n",
             device.name(),

@@ -79,6 +79,8 @@ impl kernel::InPlaceModule for Rrds {
         transport::ib::init();
         let dir = debugfs::Dir::new(c"rrds");
         try_pin_init!(Self {
+            // First: the ib_client's callbacks already queue work on it.
+            _workqueue: ffi::workqueue::OwnedQueue::alloc()?,
             _pernet: PERNET.register()?,
             _family: socket::register()?,
             devices_file <- dir.read_callback_file(c"devices", (), &|(): &(), f| device::show(f)),
@@ -91,7 +93,6 @@ impl kernel::InPlaceModule for Rrds {
             ),
             ib_client <- IbClientRegistration::register(c"rrds"),
             _debugfs: dir,
-            _workqueue: ffi::workqueue::OwnedQueue::alloc()?,
         })
     }
 }

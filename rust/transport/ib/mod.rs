@@ -63,6 +63,10 @@ const TAG_ACK: u32 = 2;
 
 /// Listen backlog (upstream: 128).
 const BACKLOG: i32 = 128;
+/// How long a listener whose device went waits for one to serve its
+/// address again: 50 tries, 200 ms apart.
+const RELISTEN_TRIES: u32 = 50;
+const RELISTEN_INTERVAL_MS: i64 = 200;
 
 pub(crate) struct Ib;
 
@@ -152,7 +156,9 @@ struct Listener {
     net: NetRef,
     addr: [u8; 16],
     bound: usize,
-    _id: CmId,
+    /// `None` while the address has no RDMA device (it was removed): rdma_cm
+    /// waits for every id on a device to be destroyed before removing it.
+    id: Option<CmId>,
 }
 
 kernel::sync::global_lock! {
@@ -197,7 +203,7 @@ pub(crate) fn net_get(net: NetRef, ep: &Endpoint) -> Result {
             net,
             addr: ep.addr,
             bound: 1,
-            _id: id,
+            id: Some(id),
         },
         GFP_KERNEL,
     )?;
@@ -262,12 +268,57 @@ pub(crate) fn cong_changed(map: &crate::cong::CongMap) {
     }
 }
 
-/// The device `raw` is being removed: connections over it go down first.
+/// The device `raw` is being removed: connections over it go down first,
+/// and listeners on it are closed (rdma_cm cannot remove a device while an
+/// id uses it); they listen again once an RDMA device serves the address.
 /// Process context (the ib_client `remove` callback).
 pub(crate) fn device_removed(raw: *mut bindings::ib_device) {
     for c in conn::snapshot() {
         if let Some(path) = &c.path {
             path.device_removed(raw);
         }
+    }
+    let mut closed = KVec::new();
+    {
+        let mut listeners = LISTENERS.lock();
+        for l in listeners.iter_mut() {
+            if l.id.as_ref().is_some_and(|id| id.device() == raw) {
+                if let Some(id) = l.id.take() {
+                    // Destroyed below, outside the lock; if the list cannot grow, push
+                    // destroys it here, which is safe too (listener handlers never take
+                    // the table lock).
+                    let _ = closed.push(id, GFP_KERNEL);
+                }
+            }
+        }
+    }
+    drop(closed);
+}
+
+/// A device appeared: addresses whose listener was closed may be served
+/// again. Its addresses show up asynchronously (rxe fills its GID table from
+/// netdev events), so this retries for a while from the workqueue.
+pub(crate) fn device_added() {
+    let _ = crate::ffi::workqueue::queue().try_spawn(GFP_KERNEL, relisten);
+}
+
+fn relisten() {
+    for _ in 0..RELISTEN_TRIES {
+        let mut missing = false;
+        for l in LISTENERS.lock().iter_mut().filter(|l| l.id.is_none()) {
+            let ep = Endpoint {
+                addr: l.addr,
+                port: 0,
+                scope: 0,
+            };
+            match listen(l.net, &ep) {
+                Ok(id) => l.id = Some(id),
+                Err(_) => missing = true,
+            }
+        }
+        if !missing {
+            return;
+        }
+        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(RELISTEN_INTERVAL_MS));
     }
 }

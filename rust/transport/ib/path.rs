@@ -139,7 +139,7 @@ impl Link {
     }
 
     fn on_device(&self, raw: *mut bindings::ib_device) -> bool {
-        self.device.as_ref().is_some_and(|d| d.is(raw))
+        self.cm_id.device() == raw || self.device.as_ref().is_some_and(|d| d.is(raw))
     }
 
     fn is_iwarp(&self) -> bool {

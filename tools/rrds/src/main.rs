@@ -97,6 +97,9 @@ mod tests {
             panic!("not bench");
         };
         assert_eq!(args.addr, "127.0.0.1".parse::<IpAddr>().unwrap());
+        assert_eq!(args.peer_addr, None);
+        assert_eq!(args.peer_addr(), args.addr);
+        assert_eq!(args.transport, cmd::bench::TransportArg::Default);
         assert_eq!(args.sizes, vec![64, 8192]);
         assert_eq!(args.duration, Duration::from_secs(5));
         assert_eq!(args.runs, 3);
@@ -140,12 +143,82 @@ mod tests {
     }
 
     #[test]
+    fn bench_takes_the_ib_command_line() {
+        let cli = parse(&[
+            "bench",
+            "--addr",
+            "10.254.9.1",
+            "--peer-addr",
+            "10.254.9.2",
+            "--transport",
+            "ib",
+            "--size",
+            "64",
+            "--size",
+            "8192",
+            "--duration",
+            "5",
+            "--runs",
+            "3",
+            "--mode",
+            "both",
+            "--verify",
+            "--json",
+        ])
+        .unwrap();
+        let Command::Bench(args) = cli.command else {
+            panic!("not bench");
+        };
+        assert_eq!(args.addr, "10.254.9.1".parse::<IpAddr>().unwrap());
+        assert_eq!(args.peer_addr(), "10.254.9.2".parse::<IpAddr>().unwrap());
+        assert_eq!(args.transport, cmd::bench::TransportArg::Ib);
+        assert_eq!(args.sizes, vec![64, 8192]);
+    }
+
+    #[test]
+    fn bench_peer_address_defaults_to_the_address() {
+        let Command::Bench(args) = parse(&["bench", "--addr", "::1"]).unwrap().command else {
+            panic!("not bench");
+        };
+        assert_eq!(args.peer_addr(), "::1".parse::<IpAddr>().unwrap());
+        let Command::Bench(args) = parse(&["bench", "--peer-addr", "127.0.0.2"])
+            .unwrap()
+            .command
+        else {
+            panic!("not bench");
+        };
+        assert_eq!(args.addr, "127.0.0.1".parse::<IpAddr>().unwrap());
+        assert_eq!(args.peer_addr(), "127.0.0.2".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn bench_transports() {
+        use cmd::bench::TransportArg;
+        for (name, want) in [
+            ("ib", TransportArg::Ib),
+            ("loop", TransportArg::Loop),
+            ("default", TransportArg::Default),
+        ] {
+            let Command::Bench(args) = parse(&["bench", "--transport", name]).unwrap().command
+            else {
+                panic!("not bench");
+            };
+            assert_eq!(args.transport, want);
+        }
+    }
+
+    #[test]
     fn bench_rejects_bad_values() {
         assert!(parse(&["bench", "--size", "2m"]).is_err());
         assert!(parse(&["bench", "--runs", "0"]).is_err());
         assert!(parse(&["bench", "--depth", "0"]).is_err());
         assert!(parse(&["bench", "--duration", "0"]).is_err());
         assert!(parse(&["bench", "--mode", "fast"]).is_err());
+        assert!(parse(&["bench", "--transport", "tcp"]).is_err());
+        assert!(parse(&["bench", "--transport", "loopback"]).is_err());
+        assert!(parse(&["bench", "--transport"]).is_err());
+        assert!(parse(&["bench", "--peer-addr", "rbench1"]).is_err());
+        assert!(parse(&["bench", "--peer-addr"]).is_err());
     }
 
     #[test]

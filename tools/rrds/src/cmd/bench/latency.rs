@@ -1,5 +1,6 @@
-//! Latency mode: the client sends a `size`-byte message, the server echoes
-//! it back, the client times the round trip; repeated for `--duration`.
+//! Latency mode: the client (bound to `--addr`) sends a `size`-byte
+//! message, the server (bound to `--peer-addr`) echoes it back, the client
+//! times the round trip; repeated for `--duration`.
 
 use std::io;
 use std::net::SocketAddr;
@@ -29,8 +30,8 @@ struct Measured {
 
 /// One latency run.
 pub(super) fn run(cfg: &Config, size: usize, run: u32) -> io::Result<Sample> {
-    let server = open_socket(cfg, size)?;
-    let client = open_socket(cfg, size)?;
+    let server = open_socket(cfg, cfg.peer_addr, size)?;
+    let client = open_socket(cfg, cfg.addr, size)?;
     let server_addr = server.local_addr()?;
     let client_addr = client.local_addr()?;
     let stop = AtomicBool::new(false);

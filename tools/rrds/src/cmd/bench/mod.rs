@@ -1,8 +1,12 @@
 //! `rrds bench`: an rds-stress-like benchmark over the RDS socket ABI, so it
 //! runs unchanged against the in-tree `rds` module and against rrds.
 //!
-//! Both ends run in this process, in two threads with one socket each,
-//! bound to the same address (`--addr`, a loopback address by default).
+//! Both ends run in this process, in two threads with one socket each. The
+//! sending end (rate: sender; latency: client) binds to `--addr`, the
+//! receiving end (rate: receiver; latency: echo server) to `--peer-addr`,
+//! which defaults to `--addr` (a loopback address by default). With two
+//! addresses of RDMA devices and `--transport ib` the messages cross an IB
+//! connection; to its own address a socket always uses loopback.
 //! Sockets are non-blocking and every wait is a `poll` bounded by
 //! `--timeout`: a lost message fails the run instead of hanging it.
 
@@ -26,6 +30,7 @@ use clap::Args;
 use clap::ValueEnum;
 use rrds::sys::RDS_MAX_MSG_SIZE;
 use rrds::RdsSocket;
+use rrds::Transport;
 
 use super::context;
 use super::is_transient;
@@ -81,11 +86,44 @@ impl Mode {
     }
 }
 
+/// `--transport`: how the sockets get their transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TransportArg {
+    /// Pin IB/RDMA (SO_RDS_TRANSPORT = RDS_TRANS_IB) on both sockets before
+    /// bind; both addresses must belong to RDMA devices.
+    Ib,
+    /// Loopback: both addresses must be loopback addresses (the option
+    /// cannot select loopback); checked again after bind.
+    Loop,
+    /// Set nothing: bind picks (loopback for loopback addresses, else IB).
+    Default,
+}
+
+impl TransportArg {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ib => "ib",
+            Self::Loop => "loop",
+            Self::Default => "default",
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Address both ends bind to (port 0: the kernel picks the ports).
+    /// Address the sending end binds to (port 0: the kernel picks the
+    /// ports); also the receiving end's unless --peer-addr is given.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
     pub addr: IpAddr,
+    /// Address the receiving end binds to (rate: the receiver; latency: the
+    /// echo server). Default: --addr. IB needs two different addresses: a
+    /// socket sending to its own address uses loopback.
+    #[arg(long, value_name = "ADDR")]
+    pub peer_addr: Option<IpAddr>,
+    /// Transport of both sockets: `ib` pins IB with SO_RDS_TRANSPORT before
+    /// bind, `loop` requires loopback addresses, `default` lets bind choose.
+    #[arg(long, value_enum, value_name = "TRANSPORT", default_value_t = TransportArg::Default)]
+    pub transport: TransportArg,
     /// Message size in bytes, up to 1 MiB (suffix k or m: KiB, MiB).
     /// Repeat for several sizes.
     #[arg(
@@ -124,6 +162,34 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
+impl BenchArgs {
+    /// The receiving end's address: `--peer-addr`, else `--addr`.
+    pub fn peer_addr(&self) -> IpAddr {
+        self.peer_addr.unwrap_or(self.addr)
+    }
+}
+
+/// Checks what the command line alone can: one address family (RDS does
+/// not cross families; an IPv4-mapped IPv6 address counts as IPv4, as RDS
+/// treats it), and loopback addresses for `--transport loop`.
+fn check_endpoints(addr: IpAddr, peer: IpAddr, transport: TransportArg) -> Result<(), String> {
+    if addr.to_canonical().is_ipv4() != peer.to_canonical().is_ipv4() {
+        return Err(format!(
+            "--addr {addr} and --peer-addr {peer} must both be IPv4 or both IPv6"
+        ));
+    }
+    if transport == TransportArg::Loop {
+        let not_loopback = |a: &IpAddr| !a.to_canonical().is_loopback();
+        if let Some(other) = [addr, peer].into_iter().find(not_loopback) {
+            return Err(format!(
+                "--transport loop needs loopback addresses (127.0.0.0/8, ::1), and {other} is not \
+                 one: RDS picks loopback by address, SO_RDS_TRANSPORT cannot select it"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Parses a message size: bytes, or KiB/MiB with a k/m suffix.
 fn parse_size(text: &str) -> Result<usize, String> {
     let (digits, unit) = match text.char_indices().last() {
@@ -153,7 +219,11 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
 
 /// The parameters a run needs.
 struct Config {
+    /// The sending end's address.
     addr: IpAddr,
+    /// The receiving end's address.
+    peer_addr: IpAddr,
+    transport: TransportArg,
     duration: Duration,
     depth: u64,
     verify: bool,
@@ -275,12 +345,23 @@ impl Summary {
 pub fn run(args: &BenchArgs) -> io::Result<bool> {
     let cfg = Config {
         addr: args.addr,
+        peer_addr: args.peer_addr(),
+        transport: args.transport,
         duration: args.duration,
         depth: u64::from(args.depth),
         verify: args.verify,
         seed: args.seed,
         timeout: args.timeout,
     };
+    check_endpoints(cfg.addr, cfg.peer_addr, cfg.transport)
+        .map_err(|msg| io::Error::new(io::ErrorKind::InvalidInput, msg))?;
+    if cfg.transport == TransportArg::Ib && cfg.addr == cfg.peer_addr {
+        // Not an error (it measures IB-pinned sockets), but not IB traffic.
+        eprintln!(
+            "rrds bench: note: --transport ib with one address: messages to a socket's own \
+             address go over loopback; give --peer-addr another RDMA address to cross IB"
+        );
+    }
     // Fail before printing anything if there is no RDS at all.
     drop(new_socket()?);
     let implementation = rrds::loaded_implementation().unwrap_or("none");
@@ -337,13 +418,60 @@ fn set_buffers(sock: &RdsSocket, bytes: usize) -> io::Result<()> {
     .map_err(|err| context(err, "SO_RCVBUF"))
 }
 
-/// A bound, non-blocking socket able to send `size`-byte messages.
-fn open_socket(cfg: &Config, size: usize) -> io::Result<RdsSocket> {
+/// Pins IB on an unbound socket, explaining `ENOPROTOOPT`.
+fn pin_ib(sock: &RdsSocket) -> io::Result<()> {
+    sock.set_transport(Transport::Ib).map_err(|err| {
+        if err.raw_os_error() == Some(libc::ENOPROTOOPT) {
+            context(
+                err,
+                "SO_RDS_TRANSPORT ib: the loaded RDS implementation has no IB transport \
+                 (in-tree rds: modprobe rds_rdma; rrds: a build without one)",
+            )
+        } else {
+            context(err, "SO_RDS_TRANSPORT ib")
+        }
+    })
+}
+
+/// Binds `sock` to `addr` port 0 with the transport `cfg` asks for.
+fn bind(cfg: &Config, sock: &RdsSocket, addr: IpAddr) -> io::Result<()> {
+    if cfg.transport == TransportArg::Ib {
+        pin_ib(sock)?;
+    }
+    let at = SocketAddr::new(addr, 0);
+    sock.bind(at).map_err(|err| {
+        if cfg.transport == TransportArg::Ib && err.raw_os_error() == Some(libc::ENOPROTOOPT) {
+            context(
+                err,
+                format_args!(
+                    "bind {at} with IB pinned: {addr} is not an address of an RDMA device the \
+                     IB transport can use (in-tree RDS/IB: init_net only, no iWARP)"
+                ),
+            )
+        } else {
+            context(err, format_args!("bind {at}"))
+        }
+    })?;
+    if cfg.transport == TransportArg::Loop {
+        let attached = sock
+            .transport()
+            .map_err(|err| context(err, "SO_RDS_TRANSPORT"))?;
+        if attached != Transport::Loopback {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("--transport loop: the socket bound to {at} uses {attached}, not loopback"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A non-blocking socket bound to `addr`, able to send `size`-byte
+/// messages.
+fn open_socket(cfg: &Config, addr: IpAddr, size: usize) -> io::Result<RdsSocket> {
     let sock = new_socket()?;
     set_buffers(&sock, buffer_bytes(size, cfg.depth))?;
-    let addr = SocketAddr::new(cfg.addr, 0);
-    sock.bind(addr)
-        .map_err(|err| context(err, format_args!("bind {addr}")))?;
+    bind(cfg, &sock, addr)?;
     sock.set_nonblocking(true)?;
     let limit = sock.send_limit()?;
     if limit < size {
@@ -427,6 +555,43 @@ mod tests {
         assert_eq!(buffer_bytes(1 << 20, 32), 32 << 20);
         assert_eq!(buffer_bytes(1 << 20, 65536), MAX_BUFFER);
         assert_eq!(buffer_bytes(1 << 20, 1), 1 << 20);
+    }
+
+    #[test]
+    fn one_address_family_only() {
+        let v4: IpAddr = "10.254.9.1".parse().unwrap();
+        let v6: IpAddr = "::1".parse().unwrap();
+        assert_eq!(check_endpoints(v4, v4, TransportArg::Ib), Ok(()));
+        assert_eq!(check_endpoints(v6, v6, TransportArg::Default), Ok(()));
+        assert!(check_endpoints(v4, v6, TransportArg::Default).is_err());
+        assert!(check_endpoints(v6, v4, TransportArg::Ib).is_err());
+        let mapped: IpAddr = "::ffff:10.254.9.2".parse().unwrap();
+        assert_eq!(check_endpoints(v4, mapped, TransportArg::Ib), Ok(()));
+    }
+
+    #[test]
+    fn loop_needs_loopback_addresses() {
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        let lo2: IpAddr = "127.0.0.2".parse().unwrap();
+        let lo6: IpAddr = "::1".parse().unwrap();
+        let rdma: IpAddr = "10.254.9.2".parse().unwrap();
+        assert_eq!(check_endpoints(lo, lo2, TransportArg::Loop), Ok(()));
+        assert_eq!(check_endpoints(lo6, lo6, TransportArg::Loop), Ok(()));
+        let mapped: IpAddr = "::ffff:127.0.0.1".parse().unwrap();
+        assert_eq!(check_endpoints(mapped, lo, TransportArg::Loop), Ok(()));
+        let err = check_endpoints(lo, rdma, TransportArg::Loop).unwrap_err();
+        assert!(err.contains("10.254.9.2"), "{err}");
+        assert!(check_endpoints(rdma, lo, TransportArg::Loop).is_err());
+        // Other transports leave the addresses to the kernel.
+        assert_eq!(check_endpoints(lo, rdma, TransportArg::Default), Ok(()));
+    }
+
+    #[test]
+    fn transport_names() {
+        for t in [TransportArg::Ib, TransportArg::Loop, TransportArg::Default] {
+            let value = t.to_possible_value().unwrap();
+            assert_eq!(value.get_name(), t.as_str());
+        }
     }
 
     #[test]

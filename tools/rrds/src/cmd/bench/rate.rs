@@ -1,5 +1,6 @@
-//! Rate mode: one sender streams `size`-byte messages to one receiver,
-//! which counts them over `--duration`.
+//! Rate mode: one sender (bound to `--addr`) streams `size`-byte messages
+//! to one receiver (bound to `--peer-addr`), which counts them over
+//! `--duration`.
 //!
 //! Flow control is end to end, so the receive queue stays bounded even where
 //! RDS itself does not bound it (loopback receivers never become congested,
@@ -37,8 +38,8 @@ struct Counted {
 
 /// One rate run.
 pub(super) fn run(cfg: &Config, size: usize, run: u32) -> io::Result<Sample> {
-    let rx = open_socket(cfg, size)?;
-    let tx = open_socket(cfg, size)?;
+    let rx = open_socket(cfg, cfg.peer_addr, size)?;
+    let tx = open_socket(cfg, cfg.addr, size)?;
     let rx_addr = rx.local_addr()?;
     let tx_addr = tx.local_addr()?;
     let stop = AtomicBool::new(false);

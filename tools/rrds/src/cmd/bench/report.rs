@@ -2,7 +2,9 @@
 //!
 //! JSON: one `{"type":"run",...}` object per run as it finishes, then one
 //! `{"type":"summary",...}` object with the medians per mode and size.
-//! Numbers are `null` where a mode does not measure them.
+//! Numbers are `null` where a mode does not measure them. Both kinds carry
+//! `addr`, `peer_addr` and `transport` (the `--transport` value), so runs
+//! of different set-ups can be told apart once their lines are collected.
 
 use std::io;
 use std::io::Write;
@@ -19,6 +21,8 @@ pub struct Report<W: Write> {
     json: bool,
     implementation: &'static str,
     addr: String,
+    peer_addr: String,
+    transport: &'static str,
     duration_s: f64,
     runs: u32,
     depth: u32,
@@ -118,6 +122,8 @@ impl<W: Write> Report<W> {
             json,
             implementation,
             addr: args.addr.to_string(),
+            peer_addr: args.peer_addr().to_string(),
+            transport: args.transport.as_str(),
             duration_s: args.duration.as_secs_f64(),
             runs: args.runs,
             depth: args.depth,
@@ -133,9 +139,12 @@ impl<W: Write> Report<W> {
         }
         writeln!(
             self.out,
-            "rrds bench: impl={} addr={} duration={}s runs={} depth={} verify={}",
+            "rrds bench: impl={} addr={} peer_addr={} transport={} duration={}s runs={} depth={} \
+             verify={}",
             self.implementation,
             self.addr,
+            self.peer_addr,
+            self.transport,
             self.duration_s,
             self.runs,
             self.depth,
@@ -152,7 +161,13 @@ impl<W: Write> Report<W> {
                 .string("type", "run")
                 .string("impl", self.implementation)
                 .uint("run", u64::from(sample.run));
-            writeln!(self.out, "{}", row.json(object).finish())
+            // The set-up goes last: the fields before it are unchanged.
+            let object = row
+                .json(object)
+                .string("addr", &self.addr)
+                .string("peer_addr", &self.peer_addr)
+                .string("transport", self.transport);
+            writeln!(self.out, "{}", object.finish())
         } else {
             writeln!(self.out, "{}", row.text())
         }
@@ -183,6 +198,8 @@ impl<W: Write> Report<W> {
             .string("type", "summary")
             .string("impl", self.implementation)
             .string("addr", &self.addr)
+            .string("peer_addr", &self.peer_addr)
+            .string("transport", self.transport)
             .number("duration_s", Some(self.duration_s))
             .uint("runs", u64::from(self.runs))
             .uint("depth", u64::from(self.depth))
@@ -246,8 +263,34 @@ mod tests {
             text,
             "{\"type\":\"run\",\"impl\":\"rrds\",\"run\":2,\"mode\":\"rate\",\"size\":64,\
              \"msgs_per_sec\":1000.000,\"mb_per_sec\":0.064,\"lat_mean_us\":null,\
-             \"lat_p50_us\":null,\"lat_p99_us\":null,\"errors\":0}\n"
+             \"lat_p50_us\":null,\"lat_p99_us\":null,\"errors\":0,\"addr\":\"127.0.0.1\",\
+             \"peer_addr\":\"127.0.0.1\",\"transport\":\"default\"}\n"
         );
+    }
+
+    #[test]
+    fn json_records_both_addresses_and_the_transport() {
+        let mut buf = Vec::new();
+        let ib = args(&[
+            "--addr",
+            "10.254.9.1",
+            "--peer-addr",
+            "10.254.9.2",
+            "--transport",
+            "ib",
+        ]);
+        let mut report = Report::new(&mut buf, true, "rds", &ib);
+        report.sample(&rate_sample()).unwrap();
+        report.finish(&[latency_summary()]).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].ends_with(
+            ",\"addr\":\"10.254.9.1\",\"peer_addr\":\"10.254.9.2\",\"transport\":\"ib\"}"
+        ));
+        assert!(lines[1].starts_with(
+            "{\"type\":\"summary\",\"impl\":\"rds\",\"addr\":\"10.254.9.1\",\
+             \"peer_addr\":\"10.254.9.2\",\"transport\":\"ib\",\"duration_s\":5.000,"
+        ));
     }
 
     #[test]
@@ -259,7 +302,8 @@ mod tests {
         });
         assert_eq!(
             text,
-            "{\"type\":\"summary\",\"impl\":\"rrds\",\"addr\":\"127.0.0.1\",\"duration_s\":2.000,\
+            "{\"type\":\"summary\",\"impl\":\"rrds\",\"addr\":\"127.0.0.1\",\
+             \"peer_addr\":\"127.0.0.1\",\"transport\":\"default\",\"duration_s\":2.000,\
              \"runs\":3,\"depth\":32,\"verify\":false,\"errors\":0,\"medians\":[{\"runs\":3,\
              \"mode\":\"latency\",\"size\":8192,\"msgs_per_sec\":50000.000,\"mb_per_sec\":null,\
              \"lat_mean_us\":20.250,\"lat_p50_us\":19.500,\"lat_p99_us\":40.000,\"errors\":0}]}\n"
@@ -277,7 +321,8 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            "rrds bench: impl=rrds addr=127.0.0.1 duration=2s runs=3 depth=32 verify=off"
+            "rrds bench: impl=rrds addr=127.0.0.1 peer_addr=127.0.0.1 transport=default \
+             duration=2s runs=3 depth=32 verify=off"
         );
         assert_eq!(lines[1].len(), lines[2].len());
         assert_eq!(lines[1].len(), lines[3].len());

@@ -1,0 +1,1471 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The IB transport between two network namespaces, once over the rxe pair and
+ * once over the siw pair of fixtures.sh (a variant each): rds-ping, ordered
+ * byte-exact delivery of 0 B to 1 MiB messages, a 4x4 integrity exchange,
+ * RDS_INFO_CONNECTIONS, simultaneous connects, teardown when the last socket
+ * of a namespace closes, a link flap, connect/close cycles, and a namespace
+ * deleted under live connections.
+ *
+ * A socket belongs to the namespace of the process that creates it, so every
+ * socket here is opened by a child that entered rrds-a (the variant's local
+ * address, rrds-a's end of the pair) or rrds-b (the remote address). A
+ * namespace accepts connections only while one of its sockets is bound to an
+ * RDMA address: receivers bind before anyone sends to them.
+ *
+ * Closing a socket discards what it has not yet delivered (upstream release),
+ * so senders stay open until their receivers are done.
+ *
+ * Processes meet at gates: pipes whose write ends the holders close as they
+ * pass; a gate opens (EOF) once every holder has passed, or died. Every
+ * process closes at once the write ends of the gates it does not hold.
+ * Children report on stderr and exit non-zero, and every wait is bounded by a
+ * deadline, so a lost message fails a test rather than hanging it.
+ *
+ * Under TCG the IB pairs move well under 1 MB/s (`make demo`): the volumes
+ * below keep each test within a few minutes. Tunables, from the environment:
+ * RRDS_IB_INTEGRITY_MSGS (the 4x4 run's total, 4000), RRDS_IB_INTEGRITY_DEADLINE
+ * (seconds, 150), RRDS_IB_INTEGRITY_SEED (0), RRDS_IB_FLAP_MSGS (2000) and
+ * RRDS_IB_CYCLES (100).
+ */
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "kselftest_harness.h"
+#include "rrds_test.h"
+#include "rds_socket.h"
+#include "payload.h"
+
+#define NS_A		"rrds-a"	/* the local address's namespace */
+#define NS_B		"rrds-b"	/* the remote address's */
+#define MIB		(1 << 20)
+#define SNDBUF		(8 << 20)	/* SO_SNDBUFFORCE: 1 MiB must be below sndbuf/2 */
+#define RCVBUF		(4 << 20)	/* SO_RCVBUFFORCE where pushing back is not the point */
+#define RETRY_WAIT_MS	20		/* poll(POLLOUT) after EAGAIN or ENOBUFS... */
+#define RETRY_NAP_MS	2		/* ...and at least this long before retrying */
+#define REAP_GRACE_S	30		/* the parent's wait beyond the children's deadline */
+#define SETTLE_S	10		/* teardown reaching debugfs and rdma(8) */
+#define NETNS_GONE_S	30		/* a namespace dismantled, its devices unregistered */
+#define PAIR_DEADLINE_S	60		/* connecting and one message each way */
+#define RELEASE_WAIT_S	120		/* beyond the deadline: a child held for the parent's checks */
+#define UNLOAD_GRACE_S	2		/* deferred frees may hold the module briefly */
+
+/* RDS ports (the namespaces are ours alone: fixed ports identify senders). */
+#define MSG_RX_PORT	4000
+#define MSG_TX_PORT	4001
+#define INTEGRITY_RX_PORT 5000		/* + receiver */
+#define INTEGRITY_TX_PORT 5100		/* + sender */
+#define PAIR_PORT	6000
+#define RACE_PORT	6100
+#define FLAP_RX_PORT	7000
+#define FLAP_TX_PORT	7001
+#define CYCLE_RX_PORT	8000
+#define CYCLE_TX_PORT	8001
+
+FIXTURE(ib) {
+	int conns0, maps0;	/* debugfs rrds/objects as the test starts */
+};
+
+FIXTURE_VARIANT(ib) {
+	const char *kind;	/* fixtures.sh <kind>-up; devices <kind>_a, <kind>_b */
+	const char *local;	/* rrds-a's address */
+	const char *remote;	/* rrds-b's address */
+	const char *veth;	/* rrds-a's netdev under <kind>_a */
+};
+
+FIXTURE_VARIANT_ADD(ib, rxe) {
+	.kind = "rxe", .local = "10.254.1.1", .remote = "10.254.1.2", .veth = "rxa",
+};
+
+FIXTURE_VARIANT_ADD(ib, siw) {
+	.kind = "siw", .local = "10.254.2.1", .remote = "10.254.2.2", .veth = "swa",
+};
+
+/* Reads "connections N" and "congestion_maps N" from debugfs. */
+static int objects(int *conns, int *maps)
+{
+	char buf[256];
+
+	if (read_file(RRDS_DEBUGFS "/objects", buf, sizeof(buf)) < 0)
+		return -1;
+	return sscanf(buf, "connections %d congestion_maps %d", conns, maps) == 2 ? 0 : -1;
+}
+
+FIXTURE_SETUP(ib)
+{
+	char up[16];
+
+	/*
+	 * Idempotent: also brings back a link left down, or the pair that
+	 * namespace_deleted_with_live_connections removes.
+	 */
+	snprintf(up, sizeof(up), "%s-up", variant->kind);
+	ASSERT_EQ(0, fixture(up));
+	if (!rrds_loaded())
+		ASSERT_EQ(0, rrds_load());
+	ASSERT_EQ(0, objects(&self->conns0, &self->maps0));
+}
+
+FIXTURE_TEARDOWN(ib)
+{
+}
+
+/*
+ * RC QPs on the pair's devices, per rdma(8): in the test VM only rrds makes
+ * them (through rdma_cm, so rdma(8) shows them as "comm [rdma_cm]"). -1 if
+ * rdma fails.
+ */
+static int rc_qps(const char *kind)
+{
+	char out[32];
+
+	if (sh_out(out, sizeof(out),
+		   "qps=$(rdma resource show qp) || exit 2; "
+		   "echo \"$qps\" | grep -E '^link %s_[ab]/' | grep -c ' type RC '; exit 0", kind))
+		return -1;
+	return atoi(out);
+}
+
+/* Evaluates @cond every 100 ms until it holds or @secs pass; whether it held. */
+#define WAIT_FOR(secs, cond) ({						\
+	double __end = now() + (secs);					\
+	bool __held;							\
+	while (!(__held = (cond)) && now() < __end)			\
+		usleep(100000);						\
+	__held;								\
+})
+
+static long env_long(const char *name, long def)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? strtol(v, NULL, 0) : def;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* splitmix64: the finaliser, and the generator on top of it. */
+static inline uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+static inline uint64_t next64(uint64_t *state)
+{
+	*state += 0x9e3779b97f4a7c15ULL;
+	return mix64(*state);
+}
+
+/* Children: report on stderr and exit non-zero; the parent sees the status. */
+static char who[32] = "test";
+static double deadline;
+
+static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	int len;
+
+	/* One write, so that children failing together do not interleave. */
+	len = snprintf(msg, sizeof(msg), "# %s: ", who);
+	va_start(ap, fmt);
+	len += vsnprintf(msg + len, sizeof(msg) - len - 1, fmt, ap);
+	va_end(ap);
+	if (len > (int)sizeof(msg) - 2)
+		len = sizeof(msg) - 2;
+	msg[len++] = '\n';
+	if (write(STDERR_FILENO, msg, len) < 0)
+		_exit(2);
+	_exit(1);
+}
+
+/* Waits for @events on @fd for at most @ms (and never past @limit); 0 if @limit passed. */
+static int wait_fd_until(int fd, short events, int ms, double limit)
+{
+	double left = limit - now();
+	struct pollfd p = { .fd = fd, .events = events };
+
+	if (left <= 0)
+		return 0;
+	if (left * 1000 < ms)
+		ms = left * 1000 + 1;
+	if (poll(&p, 1, ms) < 0 && errno != EINTR)
+		die("poll: %s", strerror(errno));
+	return 1;
+}
+
+static int wait_fd(int fd, short events, int ms)
+{
+	return wait_fd_until(fd, events, ms, deadline);
+}
+
+/* Passes gate @g: closes this process's write end. */
+static void gate_pass(int g[2])
+{
+	if (g[1] >= 0)
+		close(g[1]);
+	g[1] = -1;
+}
+
+/* Passes gate @g and waits for it to open; false if @limit came first. */
+static bool gate_wait_until(int g[2], double limit)
+{
+	char c;
+
+	gate_pass(g);
+	for (;;) {
+		ssize_t n = read(g[0], &c, 1);
+
+		if (n == 0)
+			return true;
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return false;
+		if (!wait_fd_until(g[0], POLLIN, 1000, limit))
+			return false;
+	}
+}
+
+/* In a child: the same, dying at the deadline. */
+static void gate_wait(int g[2], const char *what)
+{
+	if (!gate_wait_until(g, deadline))
+		die("deadline passed waiting for %s", what);
+}
+
+/* In a child: waits for the parent to end its checks, however long they took. */
+static void gate_wait_release(int g[2])
+{
+	if (!gate_wait_until(g, deadline + RELEASE_WAIT_S))
+		die("the test never released this child");
+}
+
+static void gate_open(struct __test_metadata *_metadata, int g[2])
+{
+	ASSERT_EQ(0, pipe2(g, O_NONBLOCK | O_CLOEXEC));
+}
+
+struct kid {
+	pid_t pid;
+	char name[24];
+};
+
+/*
+ * Forks a child that enters network namespace @ns: returns 0 in the child,
+ * its pid (or -1) in the parent, which keeps it in @k.
+ */
+static pid_t spawn_in(struct kid *k, const char *ns, const char *name)
+{
+	pid_t parent = getpid(), pid;
+	char path[64];
+	int fd;
+
+	snprintf(k->name, sizeof(k->name), "%s", name);
+	fflush(NULL);
+	pid = fork();
+	if (pid) {
+		k->pid = pid;
+		return pid;
+	}
+	/* Never outlive a test that died. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(1);
+	snprintf(who, sizeof(who), "%s", name);
+	snprintf(path, sizeof(path), "/run/netns/%s", ns);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET))
+		die("entering %s: %s", ns, strerror(errno));
+	close(fd);
+	return 0;
+}
+
+/* Whether child @k has exited (it stays unreaped). */
+static bool exited(const struct kid *k)
+{
+	siginfo_t si = { 0 };
+
+	if (k->pid <= 0)
+		return true;
+	return waitid(P_PID, k->pid, &si, WEXITED | WNOHANG | WNOWAIT) || si.si_pid;
+}
+
+static void kill_kids(struct kid *k, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (k[i].pid > 0)
+			kill(k[i].pid, SIGKILL);
+}
+
+/*
+ * Reaps the children @k[0..n): after the first failure, or once @limit has
+ * passed, kills those left. Returns how many failed.
+ */
+static int reap(struct __test_metadata *_metadata, struct kid *k, int n, double limit)
+{
+	int failed = 0, left = 0, i, status;
+	bool killing = false;
+
+	for (i = 0; i < n; i++)
+		left += k[i].pid > 0;
+	while (left) {
+		bool reaped = false;
+
+		for (i = 0; i < n; i++) {
+			pid_t pid;
+
+			if (k[i].pid <= 0)
+				continue;
+			pid = waitpid(k[i].pid, &status, WNOHANG);
+			if (pid == 0 || (pid < 0 && errno == EINTR))
+				continue;
+			k[i].pid = 0;
+			left--;
+			reaped = true;
+			if (pid > 0 && WIFEXITED(status) && !WEXITSTATUS(status))
+				continue;
+			if (pid < 0)
+				TH_LOG("waitpid for %s: %s", k[i].name, strerror(errno));
+			else if (WIFEXITED(status))
+				TH_LOG("%s exited with %d", k[i].name, WEXITSTATUS(status));
+			else if (!killing)
+				TH_LOG("%s killed by signal %d", k[i].name, WTERMSIG(status));
+			failed++;
+			if (!killing) {
+				kill_kids(k, n);
+				killing = true;
+			}
+		}
+		if (!left || reaped)
+			continue;
+		if (!killing && now() > limit) {
+			TH_LOG("%d children still running: killed", left);
+			kill_kids(k, n);
+			killing = true;
+			failed++;
+		}
+		usleep(20000);
+	}
+	return failed;
+}
+
+/* In a child: a socket bound to @ip:@port, in the child's namespace. */
+static int child_socket(const char *ip, int port)
+{
+	int fd = bound_socket(ip, port);
+
+	if (fd < 0)
+		die("socket bound to %s:%d: %s", ip, port, strerror(errno));
+	return fd;
+}
+
+static void set_buf(int fd, int opt, int bytes)
+{
+	if (setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes)))
+		die("setsockopt(%d, %d): %s", opt, bytes, strerror(errno));
+}
+
+static long eagain_count, enobufs_count;
+
+/*
+ * Sends one message, retrying while the send buffer is full (EAGAIN) or the
+ * destination congested (ENOBUFS); dies at the deadline.
+ */
+static void send_msg(int fd, const void *buf, size_t size, const struct sockaddr_in *to)
+{
+	for (;;) {
+		ssize_t n = sendto(fd, buf, size, MSG_DONTWAIT, (const struct sockaddr *)to,
+				   sizeof(*to));
+
+		if (n >= 0) {
+			if ((size_t)n != size)
+				die("sendto of %zu bytes returned %zd", size, n);
+			return;
+		}
+		if (now() > deadline)
+			die("deadline passed sending %zu bytes to port %d (last error %s)",
+			    size, ntohs(to->sin_port), strerror(errno));
+		if (errno == EAGAIN || errno == ENOBUFS) {
+			double start = now();
+
+			if (errno == EAGAIN)
+				eagain_count++;
+			else
+				enobufs_count++;
+			/* POLLOUT may come at once (a refused port): never spin. */
+			wait_fd(fd, POLLOUT, RETRY_WAIT_MS);
+			if (now() - start < RETRY_NAP_MS / 1000.0)
+				poll(NULL, 0, RETRY_NAP_MS);
+		} else if (errno != EINTR) {
+			die("sendto of %zu bytes to port %d: %s", size, ntohs(to->sin_port),
+			    strerror(errno));
+		}
+	}
+}
+
+/* Dies unless @from (@len bytes) is @ip:@port. */
+static void check_source(const struct sockaddr_in *from, socklen_t len, const char *ip, int port)
+{
+	struct sockaddr_in want = sin4(ip, port);
+	char got[INET_ADDRSTRLEN] = "?";
+
+	if (len != sizeof(*from) || from->sin_family != AF_INET)
+		die("source address of %u bytes, family %d", len, from->sin_family);
+	if (from->sin_addr.s_addr == want.sin_addr.s_addr && from->sin_port == want.sin_port)
+		return;
+	inet_ntop(AF_INET, &from->sin_addr, got, sizeof(got));
+	die("message from %s:%d, want %s:%d", got, ntohs(from->sin_port), ip, port);
+}
+
+/*
+ * Receives the next message, whole, into @buf; dies unless it comes from
+ * @ip:@port, or at the deadline (saying it was waiting for @what).
+ */
+static ssize_t recv_from(int fd, void *buf, size_t size, const char *what, const char *ip,
+			 int port)
+{
+	struct sockaddr_in from;
+	struct iovec iov = { .iov_base = buf, .iov_len = size };
+	struct msghdr mh = { .msg_name = &from, .msg_iov = &iov, .msg_iovlen = 1 };
+
+	for (;;) {
+		ssize_t n;
+
+		mh.msg_namelen = sizeof(from);
+		n = recvmsg(fd, &mh, MSG_DONTWAIT);
+		if (n >= 0) {
+			if (mh.msg_flags & MSG_TRUNC)
+				die("%s truncated (%zd bytes)", what, n);
+			check_source(&from, mh.msg_namelen, ip, port);
+			return n;
+		}
+		if (errno != EAGAIN && errno != EINTR)
+			die("recvmsg: %s", strerror(errno));
+		if (now() > deadline)
+			die("deadline passed waiting for %s", what);
+		wait_fd(fd, POLLIN, 1000);
+	}
+}
+
+/* At the start of a numbered message (truncated if the message is shorter). */
+struct numbered {
+	uint64_t seq;
+	uint64_t size;
+};
+
+static uint64_t numbered_seed(uint64_t stream, uint64_t seq)
+{
+	return mix64(mix64(stream + 1) ^ seq);
+}
+
+/* Fills @buf with message @seq of @stream, @size bytes. */
+static void numbered_fill(unsigned char *buf, size_t size, uint64_t stream, uint64_t seq)
+{
+	struct numbered h = { .seq = seq, .size = size };
+
+	payload_fill(buf, size, &h, sizeof(h), numbered_seed(stream, seq));
+}
+
+/* Dies unless the @n bytes at @buf are message @seq of @stream, of @size bytes. */
+static void numbered_check(const unsigned char *buf, ssize_t n, size_t size, uint64_t stream,
+			   uint64_t seq)
+{
+	struct numbered h = { .seq = seq, .size = size };
+	uint64_t got;
+	long bad;
+
+	/* Say which message came instead, if it can be told. */
+	if ((size_t)n >= sizeof(got)) {
+		memcpy(&got, buf, sizeof(got));
+		if (got != seq)
+			die("got message %llu (%zd bytes), want %llu: lost, duplicated or reordered",
+			    (unsigned long long)got, n, (unsigned long long)seq);
+	}
+	if ((size_t)n != size)
+		die("message %llu: %zd bytes, want %zu", (unsigned long long)seq, n, size);
+	bad = payload_mismatch(buf, n, &h, sizeof(h), numbered_seed(stream, seq));
+	if (bad >= 0)
+		die("message %llu (%zd bytes) differs at byte %ld", (unsigned long long)seq, n,
+		    bad);
+}
+
+/* Reads one byte from the pipe @fd; dies at EOF (its writer is gone) or the deadline. */
+static void read_byte(int fd, const char *what)
+{
+	char c;
+
+	for (;;) {
+		ssize_t n = read(fd, &c, 1);
+
+		if (n == 1)
+			return;
+		if (n == 0)
+			die("%s: its writer is gone", what);
+		if (errno != EAGAIN && errno != EINTR)
+			die("%s: %s", what, strerror(errno));
+		if (!wait_fd(fd, POLLIN, 1000))
+			die("deadline passed waiting for %s", what);
+	}
+}
+
+/* Reads an RDS_INFO snapshot with the sizing protocol; returns the record size. */
+static int info(int fd, int name, void **out, socklen_t *len)
+{
+	socklen_t need = 0;
+	int each;
+
+	*out = NULL;
+	each = getsockopt(fd, SOL_RDS, name, NULL, &need);
+	if (each >= 0) {
+		*len = need; /* nothing to report: 0 bytes, and the record size */
+		return each;
+	}
+	if (errno != ENOSPC)
+		return -errno;
+	*out = malloc(need);
+	*len = need;
+	each = getsockopt(fd, SOL_RDS, name, *out, len);
+	return each < 0 ? -errno : each;
+}
+
+/*
+ * Dies unless RDS_INFO_CONNECTIONS, read through @fd, lists exactly one
+ * connection @laddr -> @faddr, over "infiniband", that has sent a message.
+ */
+static void check_ib_connection(int fd, const char *laddr, const char *faddr)
+{
+	struct sockaddr_in l = sin4(laddr, 0), f = sin4(faddr, 0);
+	struct rds_info_connection *c;
+	int each, found = 0;
+	socklen_t len;
+	void *buf;
+
+	each = info(fd, RDS_INFO_CONNECTIONS, &buf, &len);
+	if (each != sizeof(*c))
+		die("RDS_INFO_CONNECTIONS: record size %d", each);
+	c = buf;
+	for (size_t i = 0; i < len / sizeof(*c); i++) {
+		char transport[sizeof(c[i].transport) + 1] = "";
+
+		if (c[i].laddr != l.sin_addr.s_addr || c[i].faddr != f.sin_addr.s_addr)
+			continue;
+		found++;
+		memcpy(transport, c[i].transport, sizeof(c[i].transport));
+		if (strcmp(transport, "infiniband"))
+			die("connection %s -> %s over \"%s\"", laddr, faddr, transport);
+		if (!(c[i].flags & RDS_INFO_CONNECTION_FLAG_CONNECTED))
+			die("connection %s -> %s: flags %#x", laddr, faddr, c[i].flags);
+		/* Sequence numbers start at 1: ours has sent one. */
+		if (c[i].next_tx_seq < 2)
+			die("connection %s -> %s: next_tx_seq %llu", laddr, faddr,
+			    (unsigned long long)c[i].next_tx_seq);
+	}
+	free(buf);
+	if (found != 1)
+		die("%d connections %s -> %s listed", found, laddr, faddr);
+}
+
+static void __attribute__((noreturn)) run_pinger(const FIXTURE_VARIANT(ib) *v, int bound[2])
+{
+	struct timeval tv = { .tv_sec = 20 };
+	struct sockaddr_in to = sin4(v->remote, 0), from;
+	socklen_t len = sizeof(from);
+	char buf[16];
+	ssize_t n;
+	int fd;
+
+	gate_wait(bound, "rrds-b's socket");
+	fd = child_socket(v->local, 0);
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)))
+		die("SO_RCVTIMEO: %s", strerror(errno));
+	/* The first send makes the connection. */
+	if (sendto(fd, "", 0, 0, (struct sockaddr *)&to, sizeof(to)))
+		die("ping: %s", strerror(errno));
+	n = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &len);
+	if (n < 0)
+		die("no pong within %ld s: %s", (long)tv.tv_sec, strerror(errno));
+	if (n)
+		die("pong of %zd bytes", n);
+	check_source(&from, len, v->remote, 0);
+	_exit(0);
+}
+
+/* Quick first: a basic failure of the pair shows here, in seconds. */
+TEST_F(ib, ping_across_namespaces_gets_pong)
+{
+	int bound[2], pinged[2];
+	struct kid k[2] = { 0 };
+
+	gate_open(_metadata, bound);	/* rrds-b's socket is bound */
+	gate_open(_metadata, pinged);	/* the pinger is done */
+	deadline = now() + PAIR_DEADLINE_S;
+	/* Only for rrds-b to accept connections: port 0 answers pings. */
+	if (!spawn_in(&k[0], NS_B, "rrds-b socket")) {
+		int fd;
+
+		gate_pass(pinged);
+		fd = child_socket(variant->remote, 0);
+		gate_pass(bound);
+		gate_wait(pinged, "the pinger");
+		close(fd);
+		_exit(0);
+	}
+	ASSERT_LT(0, k[0].pid);
+	if (!spawn_in(&k[1], NS_A, "pinger"))
+		run_pinger(variant, bound);
+	ASSERT_LT(0, k[1].pid);
+	gate_pass(bound);
+	gate_pass(pinged);
+	EXPECT_EQ(0, reap(_metadata, k, 2, deadline + REAP_GRACE_S));
+}
+
+#define MESSAGES	300
+#define MSG_STREAM	1
+
+/*
+ * Message @i's size: the edges (4 KiB is the IB fragment), then a log-uniform
+ * spread, mostly up to 64 KiB, one in 50 up to 1 MiB (about 5 MB in all).
+ */
+static size_t message_size(int i)
+{
+	static const size_t edges[] = { 0, 1, 4095, 4096, 4097, 8191, 8192, 8193, 65536, MIB };
+	uint64_t r = mix64(i);
+	int k;
+
+	if ((size_t)i < ARRAY_SIZE(edges))
+		return edges[i];
+	k = i % 50 ? r % 17 : 17 + r % 4;
+	return ((size_t)1 << k) / 2 + (r >> 32) % (((size_t)1 << k) / 2 + 1);
+}
+
+static void __attribute__((noreturn)) run_message_receiver(const FIXTURE_VARIANT(ib) *v,
+							   int ready[2])
+{
+	unsigned char *buf = malloc(MIB + 1);
+	char what[40];
+	int fd, i;
+
+	if (!buf)
+		die("out of memory");
+	fd = child_socket(v->remote, MSG_RX_PORT);
+	set_buf(fd, SO_RCVBUFFORCE, RCVBUF);
+	gate_pass(ready);
+	for (i = 0; i < MESSAGES; i++) {
+		ssize_t n;
+
+		snprintf(what, sizeof(what), "message %d of %d", i, MESSAGES);
+		n = recv_from(fd, buf, MIB + 1, what, v->local, MSG_TX_PORT);
+		numbered_check(buf, n, message_size(i), MSG_STREAM, i);
+	}
+	_exit(0);
+}
+
+static void __attribute__((noreturn)) run_message_sender(const FIXTURE_VARIANT(ib) *v,
+							 int ready[2], int done[2])
+{
+	struct sockaddr_in to = sin4(v->remote, MSG_RX_PORT);
+	unsigned char *buf = malloc(MIB);
+	int fd, i;
+
+	if (!buf)
+		die("out of memory");
+	fd = child_socket(v->local, MSG_TX_PORT);
+	set_buf(fd, SO_SNDBUFFORCE, SNDBUF);
+	gate_wait(ready, "the receiver");
+	for (i = 0; i < MESSAGES; i++) {
+		numbered_fill(buf, message_size(i), MSG_STREAM, i);
+		send_msg(fd, buf, message_size(i), &to);
+	}
+	gate_wait(done, "the receiver");
+	_exit(0);
+}
+
+TEST_F(ib, messages_cross_namespaces_intact)
+{
+	int ready[2], done[2];
+	struct kid k[2] = { 0 };
+
+	gate_open(_metadata, ready);	/* the receiver is bound */
+	gate_open(_metadata, done);	/* the receiver has exited */
+	deadline = now() + 120;
+	if (!spawn_in(&k[0], NS_B, "receiver"))
+		run_message_receiver(variant, ready);
+	ASSERT_LT(0, k[0].pid);
+	if (!spawn_in(&k[1], NS_A, "sender")) {
+		gate_pass(ready);
+		gate_pass(done);
+		run_message_sender(variant, ready, done);
+	}
+	ASSERT_LT(0, k[1].pid);
+	gate_pass(ready);
+	gate_pass(done);
+	EXPECT_EQ(0, reap(_metadata, k, 2, deadline + REAP_GRACE_S));
+}
+
+/*
+ * One process per namespace, each with a socket bound to its end of the pair
+ * at PAIR_PORT: rrds-a sends one message, rrds-b answers it, then both hold
+ * their sockets until the parent lets them go.
+ */
+struct pair {
+	const FIXTURE_VARIANT(ib) *v;
+	bool check_info;	/* each side checks RDS_INFO_CONNECTIONS */
+	struct kid k[2];	/* [0] in rrds-a, [1] in rrds-b */
+	int bound[2];		/* held by both: open once both are bound */
+	int exchanged[2];	/* held by both: open once both messages arrived */
+	int release[2][2];	/* held by the parent: each side may close and exit */
+};
+
+static void expect_byte(int fd, char want, const char *peer)
+{
+	char buf[16];
+	ssize_t n = recv_from(fd, buf, sizeof(buf), "the other side's message", peer, PAIR_PORT);
+
+	if (n != 1 || buf[0] != want)
+		die("got %zd bytes ('%c'), want '%c'", n, n > 0 ? buf[0] : '?', want);
+}
+
+static void __attribute__((noreturn)) run_pair_side(struct pair *p, int side)
+{
+	const char *mine = side ? p->v->remote : p->v->local;
+	const char *peer = side ? p->v->local : p->v->remote;
+	struct sockaddr_in to = sin4(peer, PAIR_PORT);
+	int fd;
+
+	gate_pass(p->release[!side]);
+	fd = child_socket(mine, PAIR_PORT);
+	gate_wait(p->bound, "the other side to bind");
+	/* rrds-a connects; rrds-b answers on the connection it accepted. */
+	if (side == 0) {
+		send_msg(fd, "a", 1, &to);
+		expect_byte(fd, 'b', peer);
+	} else {
+		expect_byte(fd, 'a', peer);
+		send_msg(fd, "b", 1, &to);
+	}
+	if (p->check_info)
+		check_ib_connection(fd, mine, peer);
+	gate_pass(p->exchanged);
+	gate_wait_release(p->release[side]);
+	close(fd);
+	_exit(0);
+}
+
+/* Starts both sides and waits until each has the other's message. */
+static void pair_start(struct __test_metadata *_metadata, struct pair *p)
+{
+	bool ok;
+	int side;
+
+	gate_open(_metadata, p->bound);
+	gate_open(_metadata, p->exchanged);
+	gate_open(_metadata, p->release[0]);
+	gate_open(_metadata, p->release[1]);
+	deadline = now() + PAIR_DEADLINE_S;
+	for (side = 0; side < 2; side++) {
+		if (!spawn_in(&p->k[side], side ? NS_B : NS_A, side ? "rrds-b side" : "rrds-a side"))
+			run_pair_side(p, side);
+		ASSERT_LT(0, p->k[side].pid);
+	}
+	gate_pass(p->bound);
+	ok = gate_wait_until(p->exchanged, deadline) && !exited(&p->k[0]) && !exited(&p->k[1]);
+	if (!ok) {
+		TH_LOG("the two sides did not exchange their messages");
+		reap(_metadata, p->k, 2, 0);
+	}
+	ASSERT_TRUE(ok);
+}
+
+/* Lets @side close its socket and exit; returns 0 if it succeeded. */
+static int pair_release(struct __test_metadata *_metadata, struct pair *p, int side)
+{
+	gate_pass(p->release[side]);
+	return reap(_metadata, &p->k[side], 1, now() + REAP_GRACE_S);
+}
+
+TEST_F(ib, info_shows_infiniband_connections_in_both_namespaces)
+{
+	struct pair p = { .v = variant, .check_info = true };
+
+	/* Each side checks its own namespace's view before passing. */
+	pair_start(_metadata, &p);
+	EXPECT_EQ(0, pair_release(_metadata, &p, 0));
+	EXPECT_EQ(0, pair_release(_metadata, &p, 1));
+}
+
+#define RACE_MSGS	101
+#define RACE_SIZE	64
+
+static void __attribute__((noreturn)) run_racer(const FIXTURE_VARIANT(ib) *v, int side,
+						int bound[2], int received[2], int release[2])
+{
+	const char *mine = side ? v->remote : v->local;
+	const char *peer = side ? v->local : v->remote;
+	struct sockaddr_in to = sin4(peer, RACE_PORT);
+	unsigned char buf[RACE_SIZE + 1];
+	char what[40];
+	int fd, i;
+
+	gate_pass(release);
+	fd = child_socket(mine, RACE_PORT);
+	gate_wait(bound, "the other side to bind");
+	/* Both first sends at once: each side starts a connect to the other. */
+	for (i = 0; i < RACE_MSGS; i++) {
+		numbered_fill(buf, RACE_SIZE, side, i);
+		send_msg(fd, buf, RACE_SIZE, &to);
+	}
+	for (i = 0; i < RACE_MSGS; i++) {
+		ssize_t n;
+
+		snprintf(what, sizeof(what), "message %d of %d", i, RACE_MSGS);
+		n = recv_from(fd, buf, sizeof(buf), what, peer, RACE_PORT);
+		numbered_check(buf, n, RACE_SIZE, !side, i);
+	}
+	gate_pass(received);
+	gate_wait_release(release);
+	_exit(0);
+}
+
+TEST_F(ib, connect_race_converges)
+{
+	int bound[2], received[2], release[2], conns, maps, side;
+	struct kid k[2] = { 0 };
+	bool ok;
+
+	gate_open(_metadata, bound);	/* held by both: both bound */
+	gate_open(_metadata, received);	/* held by both: both got everything */
+	gate_open(_metadata, release);	/* held by the parent: checks done */
+	deadline = now() + PAIR_DEADLINE_S;
+	for (side = 0; side < 2; side++) {
+		if (!spawn_in(&k[side], side ? NS_B : NS_A, side ? "rrds-b racer" : "rrds-a racer"))
+			run_racer(variant, side, bound, received, release);
+		ASSERT_LT(0, k[side].pid);
+	}
+	gate_pass(bound);
+	ok = gate_wait_until(received, deadline) && !exited(&k[0]) && !exited(&k[1]);
+	if (!ok) {
+		TH_LOG("the racers did not get each other's messages");
+		reap(_metadata, k, 2, 0);
+	}
+	ASSERT_TRUE(ok);
+	/* One connection per namespace, over one QP each: the losing attempt is gone. */
+	ASSERT_EQ(0, objects(&conns, &maps));
+	EXPECT_EQ(self->conns0 + 2, conns);
+	WAIT_FOR(SETTLE_S, rc_qps(variant->kind) == 2);
+	EXPECT_EQ(2, rc_qps(variant->kind));
+	gate_pass(release);
+	EXPECT_EQ(0, reap(_metadata, k, 2, now() + REAP_GRACE_S));
+}
+
+TEST_F(ib, connections_go_when_last_socket_closes)
+{
+	struct pair p = { .v = variant };
+	int conns, maps;
+
+	pair_start(_metadata, &p);
+	ASSERT_EQ(0, objects(&conns, &maps));
+	EXPECT_EQ(self->conns0 + 2, conns);
+	EXPECT_LE(2, rc_qps(variant->kind));
+	EXPECT_EQ(0, pair_release(_metadata, &p, 0));
+	EXPECT_EQ(0, pair_release(_metadata, &p, 1));
+	/* No rrds socket is left in either namespace. */
+	WAIT_FOR(SETTLE_S, !objects(&conns, &maps) && !conns && maps == self->maps0 &&
+		 !rc_qps(variant->kind));
+	ASSERT_EQ(0, objects(&conns, &maps));
+	EXPECT_EQ(0, conns);
+	EXPECT_EQ(self->maps0, maps);
+	EXPECT_EQ(0, rc_qps(variant->kind));
+}
+
+/*
+ * The 4x4 exchange: integrity_test.c's replayed pseudo-random streams (one
+ * per sender; every receiver replays them all to know what it is owed), with
+ * the senders in rrds-a and the receivers in rrds-b.
+ */
+#define SENDERS		4
+#define RECEIVERS	4
+#define INTEGRITY_RCVBUF (256 << 10)	/* receivers congest: ENOBUFS, maps on the wire */
+
+struct workload {
+	long msgs;		/* in all, split evenly across the senders */
+	int small_k_max;	/* small tier: k uniform in [0, small_k_max] */
+	int large_one_in;	/* one message in this many is from the large tier... */
+	int max_k;		/* ...where k is uniform in [small_k_max + 1, max_k] */
+	int deadline_s;		/* for the whole exchange */
+	uint64_t seed;
+};
+
+/* Carried at the start of every message, truncated if the message is shorter. */
+struct msg_header {
+	uint32_t sender;
+	uint32_t receiver;
+	uint64_t seq;		/* per (sender, receiver), from 0 */
+	uint64_t size;
+};
+
+#define HDR	sizeof(struct msg_header)
+
+/* What each child reports to the parent (shared memory). */
+struct child_stats {
+	long msgs;
+	long long bytes;
+	long eagain, enobufs;
+};
+
+static uint64_t content_seed(const struct workload *w, int sender, int receiver, uint64_t seq)
+{
+	return mix64(w->seed ^ mix64(((uint64_t)sender << 48) ^ ((uint64_t)receiver << 32) ^ seq));
+}
+
+/* A sender's stream of messages: destination and size of each, in sending order. */
+struct stream {
+	int sender;
+	long index, count;
+	uint64_t rng;
+};
+
+struct planned {
+	int receiver;
+	size_t size;
+};
+
+static size_t max_size(const struct workload *w)
+{
+	return (size_t)1 << w->max_k;
+}
+
+static void stream_init(struct stream *st, const struct workload *w, int sender)
+{
+	st->sender = sender;
+	st->index = 0;
+	st->count = w->msgs / SENDERS + (sender < w->msgs % SENDERS);
+	st->rng = mix64(w->seed + 0x5eed) ^ mix64(sender + 1);
+}
+
+static size_t pick_size(const struct workload *w, uint64_t *rng)
+{
+	int k;
+
+	if (next64(rng) % w->large_one_in == 0)
+		k = w->small_k_max + 1 + next64(rng) % (w->max_k - w->small_k_max);
+	else
+		k = next64(rng) % (w->small_k_max + 1);
+	return next64(rng) % (((uint64_t)1 << k) + 1);
+}
+
+/* The next message of the stream; false at its end. */
+static bool stream_next(const struct workload *w, struct stream *st, struct planned *p)
+{
+	const size_t max = max_size(w);
+	const size_t forced[] = { max, 0, 1, HDR - 1, HDR, HDR + 1, max - 1, 4096 };
+	long j = st->index;
+
+	if (j >= st->count)
+		return false;
+	st->index++;
+	if ((size_t)j < ARRAY_SIZE(forced)) {
+		p->receiver = (st->sender + j) % RECEIVERS;
+		p->size = forced[j] < max ? forced[j] : max;
+		return true;
+	}
+	p->receiver = next64(&st->rng) % RECEIVERS;
+	p->size = pick_size(w, &st->rng);
+	return true;
+}
+
+/* The next message of the stream bound for @receiver; false if there is none. */
+static bool stream_next_for(const struct workload *w, struct stream *st, int receiver,
+			    struct planned *p)
+{
+	while (stream_next(w, st, p))
+		if (p->receiver == receiver)
+			return true;
+	return false;
+}
+
+/* The exchange, as the parent sets it up and the children see it. */
+struct exchange {
+	const struct workload *w;
+	const FIXTURE_VARIANT(ib) *v;
+	long expect[SENDERS][RECEIVERS];	/* messages from each sender to each */
+	int rx_ready[2];	/* held by the receivers: open once all are bound */
+	int senders_done[2];	/* held by the senders: open once all have sent everything */
+	int receivers_done[2];	/* held by the receivers: open once all have exited */
+	struct child_stats *stats;	/* receivers, then senders */
+};
+
+static void __attribute__((noreturn)) run_sender(struct exchange *x, int id)
+{
+	const struct workload *w = x->w;
+	struct child_stats *st = &x->stats[RECEIVERS + id];
+	struct sockaddr_in to[RECEIVERS];
+	uint64_t seq[RECEIVERS] = { 0 };
+	unsigned char *buf = malloc(max_size(w) + 8);
+	struct stream s;
+	struct planned p;
+	int fd, r;
+
+	gate_pass(x->rx_ready);
+	gate_pass(x->receivers_done);
+	if (!buf)
+		die("out of memory");
+	for (r = 0; r < RECEIVERS; r++)
+		to[r] = sin4(x->v->remote, INTEGRITY_RX_PORT + r);
+	fd = child_socket(x->v->local, INTEGRITY_TX_PORT + id);
+	set_buf(fd, SO_SNDBUFFORCE, SNDBUF);
+	gate_wait(x->rx_ready, "the receivers to bind");
+	stream_init(&s, w, id);
+	while (stream_next(w, &s, &p)) {
+		struct msg_header h = {
+			.sender = id, .receiver = p.receiver,
+			.seq = seq[p.receiver], .size = p.size,
+		};
+
+		payload_fill(buf, p.size, &h, HDR, content_seed(w, id, p.receiver, h.seq));
+		send_msg(fd, buf, p.size, &to[p.receiver]);
+		seq[p.receiver]++;
+		st->msgs++;
+		st->bytes += p.size;
+		st->eagain = eagain_count;
+		st->enobufs = enobufs_count;
+	}
+	gate_pass(x->senders_done);
+	/* Keep the socket open until every receiver is done. */
+	gate_wait(x->receivers_done, "the receivers");
+	_exit(0);
+}
+
+/* What a receiver knows of each sender: the replayed stream and how far it got. */
+struct receiver {
+	struct exchange *x;
+	int id;
+	struct stream streams[SENDERS];
+	long got[SENDERS];
+};
+
+static void __attribute__((noreturn)) die_lost(struct receiver *rv, long total)
+{
+	char counts[SENDERS * 24] = "";
+	size_t len = 0;
+	int s;
+
+	for (s = 0; s < SENDERS; s++)
+		len += snprintf(counts + len, sizeof(counts) - len, " %ld/%ld", rv->got[s],
+				rv->x->expect[s][rv->id]);
+	die("deadline passed with %ld of %ld messages; got/expected from each sender:%s",
+	    rv->x->stats[rv->id].msgs, total, counts);
+}
+
+/* Dies unless the @n bytes in @buf are the next message that the sender at @from owes us. */
+static void check_message(struct receiver *rv, const unsigned char *buf, ssize_t n,
+			  const struct msghdr *mh, const struct sockaddr_in *from)
+{
+	const struct workload *w = rv->x->w;
+	struct sockaddr_in local = sin4(rv->x->v->local, 0);
+	struct msg_header h;
+	struct planned p;
+	long bad, seq;
+	int s;
+
+	if (mh->msg_namelen != sizeof(*from) || from->sin_family != AF_INET ||
+	    from->sin_addr.s_addr != local.sin_addr.s_addr)
+		die("msg_name is not %s (namelen %u, family %d)", rv->x->v->local,
+		    mh->msg_namelen, from->sin_family);
+	s = ntohs(from->sin_port) - INTEGRITY_TX_PORT;
+	if (s < 0 || s >= SENDERS)
+		die("message of %zd bytes from unknown port %d", n, ntohs(from->sin_port));
+	seq = rv->got[s];
+	if (mh->msg_flags & MSG_TRUNC)
+		die("message %ld from sender %d truncated (%zd bytes)", seq, s, n);
+	if (seq == rv->x->expect[s][rv->id] || !stream_next_for(w, &rv->streams[s], rv->id, &p))
+		die("extra message of %zd bytes from sender %d after its %ld", n, s, seq);
+	/* A wrong size: a message lost, duplicated, reordered or resized. */
+	if ((size_t)n != p.size)
+		die("message %ld from sender %d: %zd bytes, want %zu", seq, s, n, p.size);
+	h = (struct msg_header){ .sender = s, .receiver = rv->id, .seq = seq, .size = p.size };
+	bad = payload_mismatch(buf, n, &h, HDR, content_seed(w, s, rv->id, seq));
+	if (bad >= 0)
+		die("message %ld from sender %d (%zd bytes) differs at byte %ld", seq, s, n, bad);
+	rv->got[s]++;
+}
+
+static void __attribute__((noreturn)) run_receiver(struct exchange *x, int id)
+{
+	const struct workload *w = x->w;
+	struct child_stats *st = &x->stats[id];
+	const size_t bufsize = max_size(w) + 1;
+	unsigned char *buf = malloc(bufsize);
+	struct receiver rv = { .x = x, .id = id };
+	long total = 0;
+	int fd, s;
+
+	gate_pass(x->senders_done);
+	if (!buf)
+		die("out of memory");
+	for (s = 0; s < SENDERS; s++) {
+		stream_init(&rv.streams[s], w, s);
+		total += x->expect[s][id];
+	}
+	fd = child_socket(x->v->remote, INTEGRITY_RX_PORT + id);
+	set_buf(fd, SO_RCVBUFFORCE, INTEGRITY_RCVBUF);
+	gate_pass(x->rx_ready);
+	while (st->msgs < total) {
+		struct sockaddr_in from;
+		struct iovec iov = { .iov_base = buf, .iov_len = bufsize };
+		struct msghdr mh = {
+			.msg_name = &from, .msg_namelen = sizeof(from),
+			.msg_iov = &iov, .msg_iovlen = 1,
+		};
+		ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT);
+
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				die("recvmsg: %s", strerror(errno));
+			if (now() > deadline)
+				die_lost(&rv, total);
+			wait_fd(fd, POLLIN, 1000);
+			continue;
+		}
+		check_message(&rv, buf, n, &mh, &from);
+		st->msgs++;
+		st->bytes += n;
+	}
+	/* Every sender has sent everything: nothing more may be queued. */
+	gate_wait(x->senders_done, "the senders");
+	if (recv(fd, buf, bufsize, MSG_DONTWAIT) >= 0 || errno != EAGAIN)
+		die("a message arrived after the last expected one (or recv failed: %s)",
+		    strerror(errno));
+	_exit(0);
+}
+
+TEST_F(ib, integrity_4x4_across_namespaces)
+{
+	const struct workload w = {
+		.msgs = env_long("RRDS_IB_INTEGRITY_MSGS", 4000),
+		.small_k_max = 10, .large_one_in = 16, .max_k = 16,
+		.deadline_s = env_long("RRDS_IB_INTEGRITY_DEADLINE", 150),
+		.seed = env_long("RRDS_IB_INTEGRITY_SEED", 0),
+	};
+	const int nchild = SENDERS + RECEIVERS;
+	struct exchange x = { .w = &w, .v = variant };
+	long long want_bytes = 0, got_bytes = 0;
+	long got_msgs = 0, eagain = 0, enobufs = 0;
+	struct kid k[SENDERS + RECEIVERS] = { 0 };
+	double start, secs;
+	char name[24];
+	int i;
+
+	ASSERT_LE(SENDERS, w.msgs);
+	for (i = 0; i < SENDERS; i++) {
+		struct stream s;
+		struct planned p;
+
+		stream_init(&s, &w, i);
+		while (stream_next(&w, &s, &p)) {
+			x.expect[i][p.receiver]++;
+			want_bytes += p.size;
+		}
+	}
+	gate_open(_metadata, x.rx_ready);
+	gate_open(_metadata, x.senders_done);
+	gate_open(_metadata, x.receivers_done);
+	x.stats = mmap(NULL, nchild * sizeof(*x.stats), PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, x.stats);
+
+	start = now();
+	deadline = start + w.deadline_s;
+	for (i = 0; i < nchild; i++) {
+		bool sender = i >= RECEIVERS;
+		int id = sender ? i - RECEIVERS : i;
+
+		snprintf(name, sizeof(name), "%s %d", sender ? "sender" : "receiver", id);
+		if (!spawn_in(&k[i], sender ? NS_A : NS_B, name)) {
+			if (sender)
+				run_sender(&x, id);
+			run_receiver(&x, id);
+		}
+		if (k[i].pid < 0) {
+			TH_LOG("fork: %s", strerror(errno));
+			kill_kids(k, i);
+			ASSERT_LT(0, k[i].pid);
+		}
+	}
+	gate_pass(x.rx_ready);
+	gate_pass(x.senders_done);
+	gate_pass(x.receivers_done);
+	EXPECT_EQ(0, reap(_metadata, k, nchild, deadline + REAP_GRACE_S));
+	secs = now() - start;
+
+	for (i = 0; i < RECEIVERS; i++) {
+		got_msgs += x.stats[i].msgs;
+		got_bytes += x.stats[i].bytes;
+	}
+	for (i = 0; i < SENDERS; i++) {
+		eagain += x.stats[RECEIVERS + i].eagain;
+		enobufs += x.stats[RECEIVERS + i].enobufs;
+	}
+	EXPECT_EQ(w.msgs, got_msgs);
+	EXPECT_EQ(want_bytes, got_bytes);
+	TH_LOG("%s 4x4: %ld messages, %lld bytes in %.2f s (%.2f MB/s); %ld EAGAIN, %ld ENOBUFS",
+	       variant->kind, got_msgs, got_bytes, secs, got_bytes / secs / 1e6, eagain, enobufs);
+	munmap(x.stats, nchild * sizeof(*x.stats));
+}
+
+#define FLAP_SIZE	1024
+#define FLAP_AT		300	/* messages received before the link goes down */
+#define FLAP_STREAM	2
+
+static void __attribute__((noreturn)) run_flap_receiver(const FIXTURE_VARIANT(ib) *v, int n,
+							int ready[2], int halfway[2],
+							int down[2])
+{
+	unsigned char buf[FLAP_SIZE + 1];
+	struct pollfd pfd;
+	char what[40];
+	int fd, i;
+
+	gate_pass(down);
+	fd = child_socket(v->remote, FLAP_RX_PORT);
+	gate_pass(ready);
+	for (i = 0; i < n; i++) {
+		ssize_t len;
+
+		if (i == FLAP_AT)
+			gate_pass(halfway);
+		snprintf(what, sizeof(what), "message %d of %d", i, n);
+		len = recv_from(fd, buf, sizeof(buf), what, v->local, FLAP_TX_PORT);
+		numbered_check(buf, len, FLAP_SIZE, FLAP_STREAM, i);
+	}
+	/* A duplicate of a retransmitted message would come after the last one. */
+	pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+	if (poll(&pfd, 1, 1000) > 0) {
+		ssize_t len = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		uint64_t seq = 0;
+
+		if (len >= (ssize_t)sizeof(seq))
+			memcpy(&seq, buf, sizeof(seq));
+		die("a message of %zd bytes (number %llu) after the last one", len,
+		    (unsigned long long)seq);
+	}
+	_exit(0);
+}
+
+static void __attribute__((noreturn)) run_flap_sender(const FIXTURE_VARIANT(ib) *v, int n,
+						      int ready[2], int down[2], int done[2])
+{
+	struct sockaddr_in to = sin4(v->remote, FLAP_RX_PORT);
+	/* The second half is sent from the moment the link is down. */
+	const int hold = n / 2 > FLAP_AT ? n / 2 : FLAP_AT;
+	unsigned char buf[FLAP_SIZE];
+	int fd, i;
+
+	gate_pass(down);
+	gate_pass(done);
+	fd = child_socket(v->local, FLAP_TX_PORT);
+	gate_wait(ready, "the receiver");
+	for (i = 0; i < n; i++) {
+		if (i == hold)
+			gate_wait(down, "the link to go down");
+		numbered_fill(buf, FLAP_SIZE, FLAP_STREAM, i);
+		send_msg(fd, buf, FLAP_SIZE, &to);
+	}
+	gate_wait(done, "the receiver");
+	_exit(0);
+}
+
+TEST_F(ib, link_flap_loses_nothing)
+{
+	const int n = env_long("RRDS_IB_FLAP_MSGS", 2000);
+	int ready[2], halfway[2], down[2], done[2];
+	struct kid k[2] = { 0 };
+	double start;
+	bool flapped;
+
+	gate_open(_metadata, ready);	/* held by the receiver: bound */
+	gate_open(_metadata, halfway);	/* held by the receiver: FLAP_AT messages in */
+	gate_open(_metadata, down);	/* held by the parent: the link is down */
+	gate_open(_metadata, done);	/* held by the receiver: it has exited */
+	start = now();
+	deadline = start + 120;
+	if (!spawn_in(&k[0], NS_B, "receiver"))
+		run_flap_receiver(variant, n, ready, halfway, down);
+	ASSERT_LT(0, k[0].pid);
+	if (!spawn_in(&k[1], NS_A, "sender")) {
+		gate_pass(ready);
+		gate_pass(halfway);
+		run_flap_sender(variant, n, ready, down, done);
+	}
+	ASSERT_LT(0, k[1].pid);
+	gate_pass(ready);
+	gate_pass(done);
+	flapped = gate_wait_until(halfway, deadline) && !exited(&k[0]);
+	if (flapped) {
+		EXPECT_EQ(0, sh("ip -n %s link set %s down", NS_A, variant->veth));
+		gate_pass(down);
+		sleep(2);
+		EXPECT_EQ(0, sh("ip -n %s link set %s up", NS_A, variant->veth));
+	} else {
+		TH_LOG("the receiver did not get %d messages: no flap", FLAP_AT);
+	}
+	gate_pass(down);
+	EXPECT_EQ(0, reap(_metadata, k, 2, deadline + REAP_GRACE_S));
+	EXPECT_TRUE(flapped);
+	TH_LOG("%s: %d messages of %d B in %.1f s across a 2 s link outage", variant->kind, n,
+	       FLAP_SIZE, now() - start);
+}
+
+#define CYCLE_SIZE	64
+#define CYCLE_STREAM	3
+
+static void __attribute__((noreturn)) run_cycle_receiver(const FIXTURE_VARIANT(ib) *v,
+							 int cycles, int ready[2], int acks[2],
+							 int received[2], int release[2])
+{
+	unsigned char buf[CYCLE_SIZE + 1];
+	char what[40];
+	int fd, i;
+
+	gate_pass(release);
+	fd = child_socket(v->remote, CYCLE_RX_PORT);
+	gate_pass(ready);
+	for (i = 0; i < cycles; i++) {
+		ssize_t n;
+
+		snprintf(what, sizeof(what), "message %d of %d", i, cycles);
+		n = recv_from(fd, buf, sizeof(buf), what, v->local, CYCLE_TX_PORT);
+		numbered_check(buf, n, CYCLE_SIZE, CYCLE_STREAM, i);
+		if (write(acks[1], "", 1) != 1)
+			die("ack: %s", strerror(errno));
+	}
+	gate_pass(received);
+	gate_wait_release(release);
+	_exit(0);
+}
+
+static void __attribute__((noreturn)) run_cycle_sender(const FIXTURE_VARIANT(ib) *v,
+						       int cycles, int ready[2], int acks[2])
+{
+	struct sockaddr_in to = sin4(v->remote, CYCLE_RX_PORT);
+	unsigned char buf[CYCLE_SIZE];
+	int i;
+
+	close(acks[1]);
+	gate_wait(ready, "the receiver");
+	for (i = 0; i < cycles; i++) {
+		/* rrds-a's only socket: each close takes its connections down. */
+		int fd = child_socket(v->local, CYCLE_TX_PORT);
+
+		numbered_fill(buf, CYCLE_SIZE, CYCLE_STREAM, i);
+		send_msg(fd, buf, CYCLE_SIZE, &to);
+		/* Closing drops what is not yet delivered: wait for the receiver's word. */
+		read_byte(acks[0], "the receiver's ack");
+		close(fd);
+	}
+	_exit(0);
+}
+
+TEST_F(ib, reconnect_cycles_leak_nothing)
+{
+	const int cycles = env_long("RRDS_IB_CYCLES", 100);
+	int ready[2], acks[2], received[2], release[2], qps0, qps, conns, maps;
+	struct kid k[2] = { 0 };
+	double start;
+	bool ok;
+
+	/* Nothing is connected yet. */
+	qps0 = rc_qps(variant->kind);
+	ASSERT_LE(0, qps0);
+	gate_open(_metadata, ready);	/* held by the receiver: bound */
+	gate_open(_metadata, acks);	/* the receiver writes a byte per message */
+	gate_open(_metadata, received);	/* held by the receiver: got everything */
+	gate_open(_metadata, release);	/* held by the parent: checks done */
+	start = now();
+	deadline = start + 200;
+	if (!spawn_in(&k[0], NS_B, "receiver"))
+		run_cycle_receiver(variant, cycles, ready, acks, received, release);
+	ASSERT_LT(0, k[0].pid);
+	if (!spawn_in(&k[1], NS_A, "sender")) {
+		gate_pass(received);
+		gate_pass(release);
+		run_cycle_sender(variant, cycles, ready, acks);
+	}
+	ASSERT_LT(0, k[1].pid);
+	gate_pass(ready);
+	close(acks[1]);
+	ok = gate_wait_until(received, deadline) && !exited(&k[0]);
+	if (!ok) {
+		TH_LOG("the receiver did not get its %d messages", cycles);
+		reap(_metadata, k, 2, 0);
+	}
+	ASSERT_TRUE(ok);
+	/* The sender closes its last socket and exits. */
+	ASSERT_EQ(0, reap(_metadata, &k[1], 1, deadline + REAP_GRACE_S));
+	TH_LOG("%s: %d connect/send/close cycles in %.1f s", variant->kind, cycles,
+	       now() - start);
+	/*
+	 * rrds-a has no socket, so no connection; rrds-b keeps one (to a peer
+	 * that is gone) while its receiver is open: at most a QP per side.
+	 */
+	WAIT_FOR(SETTLE_S, rc_qps(variant->kind) <= qps0 + 2);
+	qps = rc_qps(variant->kind);
+	EXPECT_LE(0, qps);
+	EXPECT_GE(qps0 + 2, qps);
+	ASSERT_EQ(0, objects(&conns, &maps));
+	EXPECT_GE(self->conns0 + 1, conns);
+	gate_pass(release);
+	EXPECT_EQ(0, reap(_metadata, k, 1, now() + REAP_GRACE_S));
+}
+
+/*
+ * Last of each variant: it deletes rrds-b, and with it the veth pair and both
+ * RDMA devices on it, and unloads rrds. Neither is restored here: every
+ * test's setup brings its own pair up (fixtures.sh <kind>-up, which also
+ * recreates rrds-b) and loads rrds.
+ *
+ * The name goes while rrds-b's socket is open and both connections are up
+ * (ip netns del only unmounts it); the namespace itself can go only once its
+ * last process and socket are gone, and then only if nothing of rrds still
+ * holds it (an rdma_cm id holds its namespace). Its veth going from rrds-a
+ * shows it was dismantled.
+ */
+TEST_F(ib, namespace_deleted_with_live_connections)
+{
+	struct pair p = { .v = variant };
+	int conns = -1, maps;
+
+	pair_start(_metadata, &p);
+	ASSERT_EQ(0, objects(&conns, &maps));
+	EXPECT_EQ(self->conns0 + 2, conns);
+	ASSERT_EQ(0, sh("ip netns del %s", NS_B));
+	EXPECT_EQ(0, pair_release(_metadata, &p, 1));
+	EXPECT_TRUE(WAIT_FOR(NETNS_GONE_S,
+			     sh("ip -n %s link show %s >/dev/null 2>&1", NS_A, variant->veth)));
+	/* rrds-a's connection lost its peer and its device; its socket closes now. */
+	EXPECT_EQ(0, pair_release(_metadata, &p, 0));
+	EXPECT_TRUE(WAIT_FOR(SETTLE_S, !objects(&conns, &maps) && !conns));
+	EXPECT_EQ(0, conns);
+	/* Unregistering a device waits for its rdma_cm ids: nothing of rrds held them. */
+	EXPECT_TRUE(WAIT_FOR(NETNS_GONE_S,
+			     sh("rdma link show | grep -qE '^link %s_[ab]/'", variant->kind)));
+	EXPECT_TRUE(WAIT_FOR(UNLOAD_GRACE_S, !rrds_unload()));
+	EXPECT_FALSE(rrds_loaded());
+}
+
+TEST_HARNESS_MAIN
