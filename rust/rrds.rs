@@ -56,6 +56,8 @@ struct Rrds {
     #[pin]
     loopback_hold_file: debugfs::File<()>,
     _debugfs: debugfs::Dir,
+    /// Stopped before the workqueue it runs on is destroyed.
+    _watchdog: transport::ib::Watchdog,
     /// Last: destroying it waits for every connection work item.
     _workqueue: ffi::workqueue::OwnedQueue,
 }
@@ -81,6 +83,7 @@ impl kernel::InPlaceModule for Rrds {
         try_pin_init!(Self {
             // First: the ib_client's callbacks already queue work on it.
             _workqueue: ffi::workqueue::OwnedQueue::alloc()?,
+            _watchdog: transport::ib::Watchdog::start()?,
             _pernet: PERNET.register()?,
             _family: socket::register()?,
             devices_file <- dir.read_callback_file(c"devices", (), &|(): &(), f| device::show(f)),

@@ -248,6 +248,41 @@ pub(crate) fn is_rdma_address(net: NetRef, addr: &Endpoint) -> bool {
     id.bind(&SockAddr::new(&raw[..len])).is_ok() && !id.device().is_null()
 }
 
+/// Seconds without a send completing, sends outstanding, before a link is
+/// declared dead (the transport's own retries give up after a few seconds).
+const STALL_SECONDS: u32 = 8;
+
+static WATCHDOG_STOP: kernel::sync::atomic::Atomic<bool> = kernel::sync::atomic::Atomic::new(false);
+
+/// The link watchdog, a loop on the module's workqueue; dropping this stops
+/// it (the workqueue's destruction then waits at most a tick for it).
+pub(crate) struct Watchdog(());
+
+impl Watchdog {
+    pub(crate) fn start() -> Result<Self> {
+        WATCHDOG_STOP.store(false, kernel::sync::atomic::Relaxed);
+        crate::ffi::workqueue::queue().try_spawn(GFP_KERNEL, watch)?;
+        Ok(Self(()))
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        WATCHDOG_STOP.store(true, kernel::sync::atomic::Relaxed);
+    }
+}
+
+fn watch() {
+    while !WATCHDOG_STOP.load(kernel::sync::atomic::Relaxed) {
+        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(1000));
+        for c in conn::snapshot() {
+            if let Some(path) = &c.path {
+                path.watchdog_tick(STALL_SECONDS);
+            }
+        }
+    }
+}
+
 /// `map` (of a local address) changed: send it to the peer of every IB
 /// connection from that address. Process context (the map's work item).
 pub(crate) fn cong_changed(map: &crate::cong::CongMap) {

@@ -469,6 +469,17 @@ impl IbPath {
         tear_down(r);
     }
 
+    /// A watchdog tick (once a second): a link whose sends make no progress
+    /// for `ticks` is reset. Some devices lose an RC connection silently
+    /// (rxe after its netdev went down and up): no completion, no event.
+    pub(crate) fn watchdog_tick(self: &Arc<Self>, ticks: u32) {
+        let stalled =
+            Option::as_mut(&mut *self.rings.lock()).is_some_and(|r| r.watchdog_tick() >= ticks);
+        if stalled {
+            self.fail(None, "no send progress");
+        }
+    }
+
     /// Hands the connect of `id` to the connector task (iWARP).
     fn connect_from_task(self: &Arc<Self>, id: &CmIdRef) -> Result {
         let task = self

@@ -209,6 +209,9 @@ pub(super) struct Rings {
     /// Our congestion map, to send before the next message (upstream sends
     /// it on every new connection and after every change).
     pub(super) cong_pending: Option<Arc<Message>>,
+    /// Watchdog: `send_done` at the last tick, and ticks since it moved.
+    watch_done: usize,
+    stalled_ticks: u32,
     /// The last message whose posting `kick` finished on its own (after
     /// `xmit` had returned blocked): its next `xmit` is a no-op.
     finished: Option<(u64, *const Message)>,
@@ -255,6 +258,8 @@ impl Rings {
             blocked: false,
             cong_pending: None,
             finished: None,
+            watch_done: 0,
+            stalled_ticks: 0,
         })
     }
 
@@ -449,6 +454,18 @@ impl Rings {
         self.send_slots[i] = slot;
         self.send_posted += 1;
         Ok(())
+    }
+
+    /// One watchdog tick: the number of consecutive ticks sends have been
+    /// outstanding without one completing.
+    pub(super) fn watchdog_tick(&mut self) -> u32 {
+        if !self.up || self.send_done == self.send_posted || self.send_done != self.watch_done {
+            self.watch_done = self.send_done;
+            self.stalled_ticks = 0;
+        } else {
+            self.stalled_ticks += 1;
+        }
+        self.stalled_ticks
     }
 
     /// A send completed: frees its slot. Returns the slot's contents, to be
