@@ -150,24 +150,15 @@ impl Drop for CompletionQueue {
     }
 }
 
-/// A page mapped for DMA by one device.
+/// A page mapped for DMA by one device, owning the page.
 ///
 /// # Invariants
 ///
-/// `addr` is `page` mapped for `direction` on `device`, and stays mapped until
-/// `drop` or [`Self::unmap`]; the device outlives the mapping (owners unmap
-/// before their QP's device can go).
+/// Field order: the mapping is dropped (unmapped) before the page is freed.
 pub(crate) struct DmaPage {
+    mapping: DmaMapping,
     page: Page,
-    addr: u64,
-    device: *mut bindings::ib_device,
-    direction: bindings::dma_data_direction,
 }
-
-// SAFETY: A DMA mapping may be used and released from any thread.
-unsafe impl Send for DmaPage {}
-// SAFETY: Shared references only read the address.
-unsafe impl Sync for DmaPage {}
 
 /// Which way data moves through a mapping.
 #[derive(Clone, Copy)]
@@ -194,26 +185,12 @@ impl DmaPage {
         page: Page,
         direction: DmaDirection,
     ) -> Result<Self> {
-        let direction = direction.raw();
-        // SAFETY: `device` is registered and `page` is a valid page we own.
-        let addr = unsafe {
-            bindings::rrds_ib_dma_map_page(device, page.as_ptr().cast(), 0, PAGE_SIZE, direction)
-        };
-        // SAFETY: `addr` was just returned by a mapping on `device`.
-        if unsafe { bindings::rrds_ib_dma_mapping_error(device, addr) } != 0 {
-            return Err(ENOMEM);
-        }
-        // INVARIANT: mapped just above.
-        Ok(Self {
-            page,
-            addr,
-            device,
-            direction,
-        })
+        let mapping = DmaMapping::map(device, &page, direction)?;
+        Ok(Self { mapping, page })
     }
 
     pub(crate) fn addr(&self) -> u64 {
-        self.addr
+        self.mapping.addr
     }
 
     pub(crate) fn page(&self) -> &Page {
@@ -222,43 +199,23 @@ impl DmaPage {
 
     /// Makes the device's writes visible to the CPU.
     pub(crate) fn sync_for_cpu(&self, len: usize) {
-        // SAFETY: The mapping is live (type invariant).
-        unsafe {
-            bindings::rrds_ib_dma_sync_single_for_cpu(self.device, self.addr, len, self.direction)
-        };
+        let m = &self.mapping;
+        // SAFETY: The mapping is live (`DmaMapping` invariant).
+        unsafe { bindings::rrds_ib_dma_sync_single_for_cpu(m.device, m.addr, len, m.direction) };
     }
 
     /// Makes the CPU's writes visible to the device.
     pub(crate) fn sync_for_device(&self, len: usize) {
-        // SAFETY: The mapping is live (type invariant).
-        unsafe {
-            bindings::rrds_ib_dma_sync_single_for_device(
-                self.device,
-                self.addr,
-                len,
-                self.direction,
-            )
-        };
+        let m = &self.mapping;
+        // SAFETY: The mapping is live (`DmaMapping` invariant).
+        unsafe { bindings::rrds_ib_dma_sync_single_for_device(m.device, m.addr, len, m.direction) };
     }
 
     /// Unmaps and returns the page.
     pub(crate) fn unmap(self) -> Page {
-        let this = core::mem::ManuallyDrop::new(self);
-        // SAFETY: The mapping is live; `this` is never used or dropped again, so the
-        // page is moved out exactly once.
-        unsafe {
-            bindings::rrds_ib_dma_unmap_page(this.device, this.addr, PAGE_SIZE, this.direction);
-            core::ptr::read(&this.page)
-        }
-    }
-}
-
-impl Drop for DmaPage {
-    fn drop(&mut self) {
-        // SAFETY: The mapping is live (type invariant) and ends here.
-        unsafe {
-            bindings::rrds_ib_dma_unmap_page(self.device, self.addr, PAGE_SIZE, self.direction)
-        };
+        let Self { mapping, page } = self;
+        drop(mapping);
+        page
     }
 }
 
@@ -274,9 +231,9 @@ pub(crate) struct DmaMapping {
     direction: bindings::dma_data_direction,
 }
 
-// SAFETY: See `DmaPage`.
+// SAFETY: A DMA mapping may be used and released from any thread.
 unsafe impl Send for DmaMapping {}
-// SAFETY: See `DmaPage`.
+// SAFETY: Shared references only read the address.
 unsafe impl Sync for DmaMapping {}
 
 impl DmaMapping {
