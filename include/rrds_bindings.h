@@ -71,6 +71,7 @@ void rrds_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t siz
 void rrds_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t size,
 					enum dma_data_direction dir);
 struct workqueue_struct *rrds_alloc_workqueue(void);
+bool rrds_current_exiting(void);
 bool rrds_module_get(void);
 void rrds_module_put(void);
 

@@ -299,6 +299,9 @@ pub(crate) struct ConnSnapshot {
     pub(crate) next_tx_seq: u64,
     pub(crate) next_rx_seq: u64,
     pub(crate) transmitting: bool,
+    /// Messages queued, and how many of them the transport holds (unacked).
+    pub(crate) queued: usize,
+    pub(crate) sent: usize,
 }
 
 /// What RDS_INFO reports of a queued message.
@@ -382,13 +385,21 @@ impl Connection {
 
     /// The transport has delivered everything up to `seq`: release those
     /// messages. Process context.
+    /// Also after a reset (the peer's connect data acknowledges what it got
+    /// before the link went): messages handed to a link are then flagged
+    /// RETRANSMITTED.
     pub(crate) fn drop_acked(&self, seq: u64) {
         loop {
             let acked = {
                 let mut st = self.state.lock();
                 match st.queue.front() {
-                    Some(out) if st.sent > 0 && out.header.sequence <= seq => {
-                        st.sent -= 1;
+                    Some(out)
+                        if out.header.sequence <= seq
+                            && (st.sent > 0
+                                || out.header.flags & crate::message::flags::RETRANSMITTED
+                                    != 0) =>
+                    {
+                        st.sent = st.sent.saturating_sub(1);
                         st.queue.pop_front()
                     }
                     _ => None,
@@ -431,14 +442,52 @@ impl Connection {
     /// The transport lost the link: everything handed over but not
     /// acknowledged goes back to the send queue, flagged RETRANSMITTED
     /// (upstream's `rds_send_path_reset`), to be sent again in order.
-    pub(crate) fn reset_for_retransmit(&self) {
+    /// `also` is a message the transport posted (some of) while it was not
+    /// counted as handed over (upstream has no such window).
+    pub(crate) fn reset_for_retransmit(&self, also: Option<u64>) {
         let mut st = self.state.lock();
-        for i in 0..st.sent {
+        let sent = st.sent;
+        for i in 0..st.queue.len() {
             if let Some(out) = st.queue.get_mut(i) {
-                out.header.flags |= crate::message::flags::RETRANSMITTED;
+                if i < sent || also == Some(out.header.sequence) {
+                    out.header.flags |= crate::message::flags::RETRANSMITTED;
+                }
             }
         }
         st.sent = 0;
+    }
+
+    /// The peer lost its connection state (its namespace's last socket closed,
+    /// or rrds was reloaded there) and connected again: drop what was handed
+    /// to its earlier incarnation, whose sockets are gone, and accept its
+    /// sequence numbers afresh. Messages never handed over stay queued.
+    pub(crate) fn peer_restarted(&self) {
+        loop {
+            let removed = {
+                let mut st = self.state.lock();
+                st.next_rx_seq = 0;
+                let sent = st.sent;
+                let at = st
+                    .queue
+                    .position(|out| out.header.flags & crate::message::flags::RETRANSMITTED != 0);
+                match at {
+                    Some(i) => {
+                        if i < sent {
+                            st.sent -= 1;
+                        }
+                        st.queue.remove(i)
+                    }
+                    None => None,
+                }
+            };
+            match removed {
+                Some(out) => {
+                    stats::inc(Stat::SendDropAcked);
+                    out.release();
+                }
+                None => break,
+            }
+        }
     }
 
     /// Whether anything waits to be sent or acknowledged.
@@ -472,6 +521,8 @@ impl Connection {
             next_tx_seq: st.next_tx_seq,
             next_rx_seq: st.next_rx_seq,
             transmitting: st.transmitting,
+            queued: st.queue.len(),
+            sent: st.sent,
         }
     }
 

@@ -178,6 +178,12 @@ struct workqueue_struct *rrds_alloc_workqueue(void)
 	return alloc_workqueue("rrds", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
 }
 
+/* PF_EXITING: task work then runs after the task's namespaces are gone. */
+bool rrds_current_exiting(void)
+{
+	return current->flags & PF_EXITING;
+}
+
 bool rrds_module_get(void)
 {
 	return try_module_get(THIS_MODULE);

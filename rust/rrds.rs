@@ -55,6 +55,8 @@ struct Rrds {
     objects_file: debugfs::File<()>,
     #[pin]
     loopback_hold_file: debugfs::File<()>,
+    #[pin]
+    ib_links_file: debugfs::File<()>,
     _debugfs: debugfs::Dir,
     /// Stopped before the workqueue it runs on is destroyed.
     _watchdog: transport::ib::Watchdog,
@@ -88,6 +90,9 @@ impl kernel::InPlaceModule for Rrds {
             _family: socket::register()?,
             devices_file <- dir.read_callback_file(c"devices", (), &|(): &(), f| device::show(f)),
             objects_file <- dir.read_callback_file(c"objects", (), &|(): &(), f| show_objects(f)),
+            ib_links_file <- dir.read_callback_file(c"ib_links", (), &|(): &(), f| {
+                transport::ib::show_links(f)
+            }),
             loopback_hold_file <- dir.read_write_callback_file(
                 c"loopback_hold",
                 (),

@@ -21,3 +21,14 @@ die() {
 note() {
 	echo "rrds: $*" >&2
 }
+
+# Kernel log lines that are splats (scripts/vm-run fails a run on any), and
+# the lines that match but are not.
+RRDS_SPLAT_RE='WARNING:|(^|[^A-Z_])BUG[: ]|Oops|Kernel panic|general protection fault|'
+RRDS_SPLAT_RE+='possible (recursive|circular|irq lock inversion)|inconsistent lock state|lockdep is turned off|'
+RRDS_SPLAT_RE+='trying to register non-static key|DEBUG_LOCKS_WARN_ON|bad unlock balance|held lock freed|'
+RRDS_SPLAT_RE+='suspicious RCU usage|'
+RRDS_SPLAT_RE+='rcu: INFO|detected stall|sleeping function called from invalid context|'
+RRDS_SPLAT_RE+='blocked for more than|KASAN|UBSAN|ODEBUG|list_(add|del) corruption|'
+RRDS_SPLAT_RE+='unreferenced object|refcount_t:|rust_kernel: panicked'
+RRDS_SPLAT_NOT_RE='KernelAddressSanitizer initialized|kmemleak: Kernel memory leak detector'

@@ -293,6 +293,34 @@ impl CmIdRef {
         })
     }
 
+    /// The source and destination GIDs of a connected id (`rdma_read_gids`).
+    pub(crate) fn gids(&self) -> ([u8; 16], [u8; 16]) {
+        let mut sgid = bindings::ib_gid::default();
+        let mut dgid = bindings::ib_gid::default();
+        // SAFETY: A live id; both outputs are valid `ib_gid`s it writes.
+        unsafe { bindings::rdma_read_gids(self.raw(), &mut sgid, &mut dgid) };
+        // SAFETY: Every bit pattern of the union is a valid `raw` array.
+        unsafe { (sgid.raw, dgid.raw) }
+    }
+
+    /// The service level of the id's path (0 before route resolution).
+    pub(crate) fn service_level(&self) -> u8 {
+        let path = self.0.route.path_rec;
+        if path.is_null() {
+            return 0;
+        }
+        // SAFETY: A non-null `path_rec` of a live id is its resolved path record,
+        // freed only with the id.
+        unsafe { (*path).sl }
+    }
+
+    /// The type of service of the connection (`rdma_set_service_type`), before
+    /// route resolution: RoCE maps it to the IP TOS, IB to a service level.
+    pub(crate) fn set_service_type(&self, tos: u8) {
+        // SAFETY: A live id.
+        unsafe { bindings::rdma_set_service_type(self.raw(), i32::from(tos)) };
+    }
+
     pub(crate) fn resolve_route(&self, timeout_ms: u32) -> Result {
         // SAFETY: A live id with a resolved address.
         to_result(unsafe { bindings::rdma_resolve_route(self.raw(), timeout_ms as c_ulong) })

@@ -18,9 +18,12 @@ use super::bindings;
 
 /// A callback to run in another task's context.
 pub(crate) trait TaskWork: Send + 'static {
-    /// Runs in the target task's context (process context, may sleep), or as
-    /// it exits.
+    /// Runs in the target task's context (process context, may sleep).
     fn run(self);
+
+    /// Called instead of `run` when the task is exiting: its namespaces are
+    /// gone by the time exit runs task work.
+    fn cancel(self);
 }
 
 #[repr(C)]
@@ -75,7 +78,12 @@ unsafe extern "C" fn trampoline<T: TaskWork>(head: *mut bindings::callback_head)
     // `run_in_task`; the machinery calls each queued callback once.
     let node = unsafe { KBox::from_raw(head.cast::<Node<T>>()) };
     let Node { item, .. } = KBox::into_inner(node);
-    item.run();
+    // SAFETY: No preconditions.
+    if unsafe { bindings::rrds_current_exiting() } {
+        item.cancel();
+    } else {
+        item.run();
+    }
     // SAFETY: Balances the get in `run_in_task`. Only this function's return
     // remains after the put: a window of a few instructions, the same every
     // module callback that drops its own module reference has.

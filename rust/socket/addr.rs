@@ -155,3 +155,20 @@ impl Endpoint {
         }
     }
 }
+
+/// Displays an address as `a.b.c.d` (IPv4-mapped) or as eight hex groups.
+pub(crate) struct AddrDisplay<'a>(pub(crate) &'a [u8; 16]);
+
+impl kernel::fmt::Display for AddrDisplay<'_> {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let a = self.0;
+        if a[..12] == V4_MAPPED_PREFIX {
+            return write!(f, "{}.{}.{}.{}", a[12], a[13], a[14], a[15]);
+        }
+        for (i, group) in a.chunks_exact(2).enumerate() {
+            let sep = if i == 0 { "" } else { ":" };
+            write!(f, "{sep}{:x}", u16::from_be_bytes([group[0], group[1]]))?;
+        }
+        Ok(())
+    }
+}

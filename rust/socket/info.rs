@@ -70,7 +70,9 @@ pub(super) fn get(net: NetRef, name: u32, value: UserSlice, len: usize) -> Resul
         bindings::RDS6_INFO_RECV_MESSAGES => recv_messages(net, true)?,
         bindings::RDS_INFO_SOCKETS => sockets(net, false)?,
         bindings::RDS6_INFO_SOCKETS => sockets(net, true)?,
-        // TCP and IB internals (no such transport yet) and the unused numbers.
+        bindings::RDS_INFO_IB_CONNECTIONS => ib_connections(net, false)?,
+        bindings::RDS6_INFO_IB_CONNECTIONS => ib_connections(net, true)?,
+        // TCP internals (no such transport) and the unused numbers.
         _ => return Err(errno::enoprotoopt()),
     };
     let total = records.bytes.len();
@@ -143,6 +145,45 @@ fn connections(net: NetRef, v6: bool) -> Result<Records> {
             rec[41] = c.key.tos;
             42
         };
+        result = r.push(&rec[..used]);
+    });
+    result.map(|()| r)
+}
+
+/// `rds_info_rdma_connection` (68 bytes) / `rds6_info_rdma_connection` (92):
+/// addresses always, the rest only while the connection is up (zeroes
+/// otherwise; upstream leaves them unset). The MR fields stay 0 until rrds
+/// has an MR pool.
+fn ib_connections(net: NetRef, v6: bool) -> Result<Records> {
+    let mut r = Records::new(if v6 { 92 } else { 68 });
+    let mut result = Ok(());
+    conn::for_each(net, |c| {
+        let Some(path) = &c.path else {
+            return;
+        };
+        if result.is_err() || (!v6 && !is_v4(&c.key.laddr)) {
+            return;
+        }
+        let mut rec = [0u8; 92];
+        let (at, used) = if v6 {
+            rec[0..16].copy_from_slice(&c.key.laddr);
+            rec[16..32].copy_from_slice(&c.key.faddr);
+            (32, 92)
+        } else {
+            rec[0..4].copy_from_slice(&v4(&c.key.laddr));
+            rec[4..8].copy_from_slice(&v4(&c.key.faddr));
+            (8, 68)
+        };
+        if let Some(i) = path.info() {
+            rec[at..at + 16].copy_from_slice(&i.src_gid);
+            rec[at + 16..at + 32].copy_from_slice(&i.dst_gid);
+            rec[at + 32..at + 36].copy_from_slice(&i.max_send_wr.to_ne_bytes());
+            rec[at + 36..at + 40].copy_from_slice(&i.max_recv_wr.to_ne_bytes());
+            rec[at + 40..at + 44].copy_from_slice(&i.max_send_sge.to_ne_bytes());
+            // rdma_mr_max, rdma_mr_size at +44, +48; then tos, sl, cache_allocs.
+            rec[at + 52] = c.key.tos;
+            rec[at + 53] = i.sl;
+        }
         result = r.push(&rec[..used]);
     });
     result.map(|()| r)

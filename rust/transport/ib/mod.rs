@@ -18,9 +18,11 @@ mod ring;
 use kernel::{
     prelude::*,
     sync::{
+        aref::ARef,
         Arc,
         ArcBorrow, //
     },
+    task::Task,
 };
 
 pub(crate) use path::IbPath;
@@ -40,6 +42,10 @@ use crate::{
             CmId,
             CmIdRef,
             SockAddr, //
+        },
+        task_work::{
+            run_in_task,
+            TaskWork, //
         },
     },
     message::{
@@ -159,6 +165,12 @@ struct Listener {
     /// `None` while the address has no RDMA device (it was removed): rdma_cm
     /// waits for every id on a device to be destroyed before removing it.
     id: Option<CmId>,
+    /// The last user task that bound a socket here: siw opens its listening
+    /// TCP socket in the calling task's namespace, so a listener re-created
+    /// for a namespace other than the workqueue's is made in this task.
+    binder: Option<ARef<Task>>,
+    /// A `Relisten` is queued on `binder`.
+    relisten_queued: bool,
 }
 
 kernel::sync::global_lock! {
@@ -189,12 +201,18 @@ fn listen(net: NetRef, ep: &Endpoint) -> Result<CmId> {
 /// A socket of `net` is bound to the RDMA address `ep`: listen on it if it
 /// is the first. Process context.
 pub(crate) fn net_get(net: NetRef, ep: &Endpoint) -> Result {
+    let binder = ARef::from(&**kernel::current!());
     let mut listeners = LISTENERS.lock();
     if let Some(l) = listeners
         .iter_mut()
         .find(|l| l.net == net && l.addr == ep.addr)
     {
+        if l.id.is_none() {
+            // Its device went: try again, from the namespace's own task.
+            l.id = listen(net, ep).ok();
+        }
         l.bound += 1;
+        l.binder = Some(binder);
         return Ok(());
     }
     let id = listen(net, ep)?;
@@ -204,6 +222,8 @@ pub(crate) fn net_get(net: NetRef, ep: &Endpoint) -> Result {
             addr: ep.addr,
             bound: 1,
             id: Some(id),
+            binder: Some(binder),
+            relisten_queued: false,
         },
         GFP_KERNEL,
     )?;
@@ -283,6 +303,31 @@ fn watch() {
     }
 }
 
+/// debugfs `rrds/ib_links`: one line per IB connection, for diagnosis
+/// (Documentation/admin-guide.rst).
+pub(crate) fn show_links(f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+    use crate::socket::addr::AddrDisplay;
+    for c in conn::snapshot() {
+        let Some(path) = &c.path else {
+            continue;
+        };
+        let s = c.snapshot();
+        f.write_fmt(fmt!(
+            "{} -> {} tos {} tx_seq {} rx_seq {} queued {} sent {}",
+            AddrDisplay(&c.key.laddr),
+            AddrDisplay(&c.key.faddr),
+            c.key.tos,
+            s.next_tx_seq,
+            s.next_rx_seq,
+            s.queued,
+            s.sent,
+        ))?;
+        path.show(f)?;
+        writeln!(f)?;
+    }
+    Ok(())
+}
+
 /// `map` (of a local address) changed: send it to the peer of every IB
 /// connection from that address. Process context (the map's work item).
 pub(crate) fn cong_changed(map: &crate::cong::CongMap) {
@@ -348,12 +393,50 @@ fn relisten() {
             };
             match listen(l.net, &ep) {
                 Ok(id) => l.id = Some(id),
-                Err(_) => missing = true,
+                Err(_) => {
+                    missing = true;
+                    // siw: the address exists only in the listener's namespace.
+                    if let Some(task) = l.binder.as_ref().filter(|_| !l.relisten_queued) {
+                        l.relisten_queued = run_in_task(task, Relisten { net: l.net, ep }).is_ok();
+                    }
+                }
             }
         }
         if !missing {
             return;
         }
         kernel::time::delay::fsleep(kernel::time::Delta::from_millis(RELISTEN_INTERVAL_MS));
+    }
+}
+
+/// A listener re-created in a task of its namespace (see `Listener::binder`).
+struct Relisten {
+    net: NetRef,
+    ep: Endpoint,
+}
+
+impl TaskWork for Relisten {
+    fn run(self) {
+        let mut listeners = LISTENERS.lock();
+        if let Some(l) = listeners
+            .iter_mut()
+            .find(|l| l.net == self.net && l.addr == self.ep.addr)
+        {
+            l.relisten_queued = false;
+            if l.id.is_none() {
+                l.id = listen(self.net, &self.ep).ok();
+            }
+        }
+    }
+
+    fn cancel(self) {
+        // The next bind in the namespace listens again (`net_get`).
+        if let Some(l) = LISTENERS
+            .lock()
+            .iter_mut()
+            .find(|l| l.net == self.net && l.addr == self.ep.addr)
+        {
+            l.relisten_queued = false;
+        }
     }
 }

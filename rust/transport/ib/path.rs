@@ -186,6 +186,11 @@ impl TaskWork for IwarpConnect {
             path.fail_id(self.id, "iWARP connect");
         }
     }
+
+    fn cancel(self) {
+        // Retried, from the next task that sends.
+        self.path.fail_id(self.id, "connecting task exited");
+    }
 }
 
 /// A link on its way out, with the rings it fed.
@@ -211,6 +216,9 @@ fn tear_down(retired: Retired) {
 struct Control {
     state: State,
     link: Option<Link>,
+    /// Links waiting to be torn down. Has room for one more while `link` is
+    /// set (reserved when the link is made), so retiring a link never
+    /// allocates, and never fails in a handler that cannot tear it down.
     retiring: KVec<Retired>,
     /// Messages wait: connect when down.
     connect_wanted: bool,
@@ -218,8 +226,10 @@ struct Control {
     dead: bool,
     /// Current reconnect window (0: next attempt at once).
     backoff_ms: u32,
-    /// The credits the peer granted in its connect request (passive side).
-    peer_credit: u32,
+    /// The peer's connect request (passive side), applied when established.
+    peer_request: ConnectPrivate,
+    /// The peer's incarnation on the last link (0: none seen).
+    peer_incarnation: u32,
 }
 
 /// Reassembly of the message being received.
@@ -227,6 +237,16 @@ struct RxAssembly {
     /// Which rings the partial message came from.
     generation: u64,
     pending: Option<(Header, Assembly)>,
+}
+
+/// An up connection's RDS_INFO_IB_CONNECTIONS fields.
+pub(crate) struct IbInfo {
+    pub(crate) src_gid: [u8; 16],
+    pub(crate) dst_gid: [u8; 16],
+    pub(crate) sl: u8,
+    pub(crate) max_send_wr: u32,
+    pub(crate) max_recv_wr: u32,
+    pub(crate) max_send_sge: u32,
 }
 
 /// The IB state of one connection.
@@ -267,6 +287,9 @@ pub(crate) struct IbPath {
     send_cqe: Cqe<IbPath>,
     recv_cqe: Cqe<IbPath>,
     ack_cqe: Cqe<IbPath>,
+    /// This connection state's incarnation, sent in the private data: random,
+    /// never 0, so a peer that sees it change knows we lost our sequence state.
+    incarnation: u32,
 }
 
 impl_has_work! {
@@ -286,7 +309,8 @@ impl IbPath {
                     connect_wanted: false,
                     dead: false,
                     backoff_ms: 0,
-                    peer_credit: 0,
+                    peer_request: ConnectPrivate::default(),
+                    peer_incarnation: 0,
                 }),
                 rings <- new_spinlock!(None),
                 generation <- new_spinlock!(0),
@@ -301,6 +325,7 @@ impl IbPath {
                 send_cqe: Cqe::new(this, TAG_SEND),
                 recv_cqe: Cqe::new(this, TAG_RECV),
                 ack_cqe: Cqe::new(this, TAG_ACK),
+                incarnation: random_incarnation(),
             }),
             GFP_KERNEL,
         )
@@ -400,46 +425,56 @@ impl IbPath {
     /// and wait for teardowns in progress (the PD goes next). Messages that
     /// wait reconnect, over another device if the route allows.
     pub(crate) fn device_removed(self: &Arc<Self>, raw: *mut bindings::ib_device) {
-        let (retired, overflow) = {
+        let overflow = {
             let mut c = self.ctl.lock();
-            let overflow = if c.link.as_ref().is_some_and(|l| l.on_device(raw)) {
+            if c.link.as_ref().is_some_and(|l| l.on_device(raw)) {
                 self.retire_locked(&mut c)
             } else {
                 None
-            };
-            (core::mem::take(&mut c.retiring), overflow)
+            }
         };
-        let _teardowns = self.teardown.lock();
-        for r in retired {
-            tear_down(r);
-        }
+        let teardowns = self.teardown.lock();
         if let Some(r) = overflow {
             tear_down(r);
         }
-        drop(_teardowns);
+        self.tear_down_retiring();
+        drop(teardowns);
         self.enqueue();
+    }
+
+    /// Tears down every retired link, keeping the list's room (see
+    /// `Control::retiring`). The caller holds `teardown`, not `ctl`.
+    fn tear_down_retiring(&self) -> bool {
+        let mut any = false;
+        loop {
+            let next = self.ctl.lock().retiring.pop();
+            let Some(r) = next else {
+                return any;
+            };
+            any = true;
+            tear_down(r);
+        }
     }
 
     /// Takes the current link and rings out, onto the retiring list, and puts
     /// everything sent but unacknowledged back for retransmission. Returns the
-    /// link if the list had no room: the caller tears it down once it has
-    /// dropped `ctl` (a handler of the link may be waiting for it).
+    /// link if the list had no room, which its invariant rules out: the
+    /// caller then tears it down once it has dropped `ctl`.
     fn retire_locked(&self, c: &mut Control) -> Option<Retired> {
         let link = c.link.take()?;
         let rings = self.rings.lock().take();
         c.state = State::Down;
         if let Some(conn) = self.conn() {
-            conn.reset_for_retransmit();
+            // A message `kick` posted after `xmit` gave it back is not in the
+            // connection's sent count, but the peer may have it too.
+            conn.reset_for_retransmit(rings.as_ref().and_then(Rings::handed_over));
             c.connect_wanted |= conn.has_queued();
         }
         stats::inc(Stat::ConnReset);
-        let retired = Retired { link, rings };
-        if c.retiring.reserve(1, GFP_KERNEL).is_err() {
-            return Some(retired);
-        }
-        // Cannot fail: room was reserved.
-        let _ = c.retiring.push(retired, GFP_ATOMIC);
-        None
+        c.retiring
+            .push_within_capacity(Retired { link, rings })
+            .err()
+            .map(|e| e.0)
     }
 
     /// The link of `id` failed (or the peer left): retire it and let the work
@@ -467,6 +502,70 @@ impl IbPath {
     fn tear_down_now(&self, r: Retired) {
         let _teardowns = self.teardown.lock();
         tear_down(r);
+    }
+
+    /// Applies the peer's connect data to the connection (no path lock
+    /// held): if it `restarted`, what was handed to its earlier incarnation
+    /// went with that incarnation's sockets, so it is dropped (as upstream
+    /// does when a peer's generation number changes) rather than delivered to
+    /// a new socket; otherwise what it acknowledged in `ack_seq` is dropped
+    /// before retransmission.
+    fn peer_connected(&self, restarted: bool, ack_seq: u64) {
+        if let Some(conn) = self.conn() {
+            if restarted {
+                conn.peer_restarted();
+            } else {
+                conn.drop_acked(ack_seq);
+            }
+        }
+    }
+
+    /// What RDS_INFO_IB_CONNECTIONS reports of an up connection: `None`
+    /// while it is not up (upstream then reports only the addresses).
+    pub(crate) fn info(&self) -> Option<IbInfo> {
+        let c = self.ctl.lock();
+        if c.state != State::Up {
+            return None;
+        }
+        let link = c.link.as_ref()?;
+        let (src_gid, dst_gid) = link.cm_id.gids();
+        Some(IbInfo {
+            src_gid,
+            dst_gid,
+            sl: link.cm_id.service_level(),
+            max_send_wr: SEND_SLOTS as u32 + 1,
+            max_recv_wr: RECV_SLOTS as u32,
+            max_send_sge: link
+                .device
+                .as_ref()
+                .map_or(0, |d| u32::try_from(d.caps().max_send_sge).unwrap_or(0)),
+        })
+    }
+
+    /// debugfs `rrds/ib_links`: the control state and ring counters.
+    pub(crate) fn show(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let c = self.ctl.lock();
+        let state = match c.state {
+            State::Down => "down",
+            State::Connecting => "connecting",
+            State::Up => "up",
+        };
+        write!(
+            f,
+            " state {} side {} retiring {} backoff_ms {}",
+            state,
+            match &c.link {
+                Some(l) if l.active => "active",
+                Some(_) => "passive",
+                None => "-",
+            },
+            c.retiring.len(),
+            c.backoff_ms,
+        )?;
+        match Option::as_ref(&*self.rings.lock()) {
+            Some(rings) => rings.show(f),
+            None => Ok(()),
+        }
     }
 
     /// A watchdog tick (once a second): a link whose sends make no progress
@@ -559,11 +658,17 @@ impl IbPath {
     }
 
     fn private_data(&self, buf: &mut PrivateBuf) -> usize {
+        // What we received in order so far: the peer drops it before retransmitting.
+        let ack_seq = self
+            .conn()
+            .map_or(0, |c| c.snapshot().next_rx_seq.saturating_sub(1));
         let p = ConnectPrivate::new(
             self.key.laddr,
             self.key.faddr,
             self.key.tos,
+            ack_seq,
             RECV_SLOTS as u32,
+            self.incarnation,
         );
         p.encode(buf)
     }
@@ -582,6 +687,8 @@ impl IbPath {
 
     /// Starts an active connect. Called by the work item with `ctl` held.
     fn connect_locked(self: &Arc<Self>, c: &mut Control) -> Result {
+        // Room to retire the link (`Control::retiring`).
+        c.retiring.reserve(1, GFP_KERNEL)?;
         let id = CmId::create::<Cm>(self.key.net, Arc::as_ptr(self).cast())?;
         let v4 = Endpoint {
             addr: self.key.laddr,
@@ -646,6 +753,11 @@ impl IbPath {
             }
             State::Down => {}
         }
+        // Room to retire the link we make (`Control::retiring`).
+        if c.retiring.reserve(1, GFP_KERNEL).is_err() {
+            id.reject(&REJECT_RETRY);
+            return Err(id);
+        }
         id.set_context(Arc::as_ptr(self).cast());
         let mut link = Link {
             cm_id: id,
@@ -658,17 +770,24 @@ impl IbPath {
         let built = self
             .build(&mut link)
             .and_then(|()| link.cm_id.accept(&self.conn_param(&buf[..len])));
-        c.peer_credit = peer.credit;
+        c.peer_request = *peer;
         c.link = Some(link);
         c.state = State::Connecting;
         let mut overflow = None;
+        let mut restarted = None;
         if built.is_err() {
             if let Some(link) = &c.link {
                 link.cm_id.reject(&REJECT_RETRY);
             }
             overflow = self.retire_locked(&mut c);
+        } else {
+            // Before anything arrives on the new link (its receives are posted).
+            restarted = Some(peer_restarted(&mut c, peer));
         }
         drop(c);
+        if let Some(restarted) = restarted {
+            self.peer_connected(restarted, peer.ack_seq);
+        }
         if let Some(r) = overflow {
             self.tear_down_now(r);
         }
@@ -684,6 +803,9 @@ impl IbPath {
                 if !c.link.as_ref().is_some_and(|l| l.is(id)) {
                     return;
                 }
+                // The connection's TOS becomes the traffic class (RoCE), the
+                // service level (IB) or the TCP TOS (iWARP), as upstream.
+                id.set_service_type(self.key.tos);
                 if id.resolve_route(ROUTE_TIMEOUT_MS).is_err() {
                     drop(c);
                     self.fail(Some(id), "route resolution");
@@ -713,10 +835,10 @@ impl IbPath {
             }
             CmEventKind::Established => {
                 let mut c = self.ctl.lock();
-                let Some(link) = c.link.as_ref().filter(|l| l.is(id)) else {
+                let Some(active) = c.link.as_ref().filter(|l| l.is(id)).map(|l| l.active) else {
                     return;
                 };
-                let credit = if link.active {
+                let peer = if active {
                     let v6 = !Endpoint {
                         addr: self.key.laddr,
                         ..Endpoint::default()
@@ -724,17 +846,22 @@ impl IbPath {
                     .is_v4();
                     ConnectPrivate::decode(event.private_data(), v6)
                         .filter(|p| p.major != 0)
-                        .map_or(0, |p| p.credit)
+                        .unwrap_or_default()
                 } else {
-                    c.peer_credit
+                    c.peer_request
                 };
                 if let Some(rings) = Option::as_mut(&mut *self.rings.lock()) {
-                    rings.start(credit);
+                    rings.start(peer.credit);
                 }
                 c.state = State::Up;
                 c.backoff_ms = 0;
                 c.connect_wanted = false;
+                // The passive side applied the request when it accepted.
+                let restarted = active && peer_restarted(&mut c, &peer);
                 drop(c);
+                if active {
+                    self.peer_connected(restarted, peer.ack_seq);
+                }
                 if let Some(conn) = self.conn() {
                     // Our congestion map first, as upstream does on a new connection.
                     if let Some(map) = cong::find(conn.key.net, &conn.key.laddr) {
@@ -963,6 +1090,25 @@ pub(super) fn cong_message(map: &cong::CongMap) -> Result<Arc<Message>> {
 }
 
 /// A sockaddr for rdma_cm from a 16-byte address.
+/// Records the incarnation in the peer's connect data: whether it differs
+/// from the one of the previous link (the peer lost its connection state).
+/// 0 (an upstream peer) is never a change.
+fn peer_restarted(c: &mut Control, peer: &ConnectPrivate) -> bool {
+    if peer.incarnation == 0 {
+        return false;
+    }
+    let changed = c.peer_incarnation != 0 && c.peer_incarnation != peer.incarnation;
+    c.peer_incarnation = peer.incarnation;
+    changed
+}
+
+/// A random, non-zero incarnation number.
+fn random_incarnation() -> u32 {
+    // SAFETY: `get_random_u32` has no preconditions.
+    let r = unsafe { bindings::get_random_u32() };
+    r.max(1)
+}
+
 fn sockaddr(addr: [u8; 16], port: u16, scope: u32) -> SockAddr {
     let mut raw = [0u8; 28];
     let ep = Endpoint { addr, port, scope };
@@ -991,11 +1137,7 @@ impl WorkItem for IbPath {
     fn run(this: Arc<IbPath>) {
         loop {
             let teardowns = this.teardown.lock();
-            let retiring = core::mem::take(&mut this.ctl.lock().retiring);
-            let idle = retiring.is_empty();
-            for r in retiring {
-                tear_down(r);
-            }
+            let idle = !this.tear_down_retiring();
             drop(teardowns);
             let mut c = this.ctl.lock();
             if c.dead {

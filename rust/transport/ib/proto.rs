@@ -34,6 +34,10 @@ pub(crate) struct ConnectPrivate {
     /// Receive buffers the sender posted: the initial send credits of the
     /// other side; 0 turns flow control off.
     pub(crate) credit: u32,
+    /// rrds only, in the structure's tail padding (upstream sends and ignores
+    /// zeroes): which incarnation of the sender's connection state this is,
+    /// so a peer can tell a restarted one from a reconnecting one; 0: unknown.
+    pub(crate) incarnation: u32,
 }
 
 fn is_v4(addr: &[u8; 16]) -> bool {
@@ -42,15 +46,23 @@ fn is_v4(addr: &[u8; 16]) -> bool {
 
 impl ConnectPrivate {
     /// A new connection's data for protocol 3.1.
-    pub(crate) fn new(saddr: [u8; 16], daddr: [u8; 16], tos: u8, credit: u32) -> Self {
+    pub(crate) fn new(
+        saddr: [u8; 16],
+        daddr: [u8; 16],
+        tos: u8,
+        ack_seq: u64,
+        credit: u32,
+        incarnation: u32,
+    ) -> Self {
         Self {
             saddr,
             daddr,
             major: PROTOCOL_MAJOR,
             minor: PROTOCOL_MINOR,
             tos,
-            ack_seq: 0,
+            ack_seq,
             credit,
+            incarnation,
         }
     }
 
@@ -72,6 +84,7 @@ impl ConnectPrivate {
         out[at + 4] = self.tos;
         out[at + 8..at + 16].copy_from_slice(&self.ack_seq.to_be_bytes());
         out[at + 16..at + 20].copy_from_slice(&self.credit.to_be_bytes());
+        out[at + 20..at + 24].copy_from_slice(&self.incarnation.to_be_bytes());
         at + 24
     }
 
@@ -103,6 +116,12 @@ impl ConnectPrivate {
             tos: raw[at + 4],
             ack_seq: u64::from_be_bytes(ack),
             credit: u32::from_be_bytes([raw[at + 16], raw[at + 17], raw[at + 18], raw[at + 19]]),
+            incarnation: u32::from_be_bytes([
+                raw[at + 20],
+                raw[at + 21],
+                raw[at + 22],
+                raw[at + 23],
+            ]),
         })
     }
 

@@ -209,7 +209,10 @@ pub(super) struct Rings {
     /// Our congestion map, to send before the next message (upstream sends
     /// it on every new connection and after every change).
     pub(super) cong_pending: Option<Arc<Message>>,
-    /// Watchdog: `send_done` at the last tick, and ticks since it moved.
+    /// Explicit acks completed.
+    acks_done: usize,
+    /// Watchdog: `send_done + acks_done` at the last tick, and ticks since it
+    /// moved.
     watch_done: usize,
     stalled_ticks: u32,
     /// The last message whose posting `kick` finished on its own (after
@@ -258,6 +261,7 @@ impl Rings {
             blocked: false,
             cong_pending: None,
             finished: None,
+            acks_done: 0,
             watch_done: 0,
             stalled_ticks: 0,
         })
@@ -456,11 +460,47 @@ impl Rings {
         Ok(())
     }
 
+    /// The message this link posted fragments of on its own (`kick`), if
+    /// any: partly posted, or finished after `xmit` returned blocked.
+    pub(super) fn handed_over(&self) -> Option<u64> {
+        match &self.partial {
+            Some(p) if p.next > 0 && p.header.flags != FLAG_CONG_BITMAP => Some(p.header.sequence),
+            _ => self.finished.map(|(sequence, _)| sequence),
+        }
+    }
+
+    /// debugfs `rrds/ib_links`: the ring counters of this link.
+    pub(super) fn show(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        write!(
+            f,
+            " up {} blocked {} send {}/{} recv {}/{} credits {} {}/{} ack {} wanted {} \
+             in_flight {} partial {} cong_pending {} stalled {}",
+            u8::from(self.up),
+            u8::from(self.blocked),
+            self.send_done,
+            self.send_posted,
+            self.recv_done,
+            self.recv_posted,
+            if self.credits.enabled { "on" } else { "off" },
+            self.credits.send,
+            self.credits.posted,
+            self.last_received,
+            u8::from(self.ack_wanted),
+            u8::from(self.ack_in_flight),
+            u8::from(self.partial.is_some()),
+            u8::from(self.cong_pending.is_some()),
+            self.stalled_ticks,
+        )
+    }
+
     /// One watchdog tick: the number of consecutive ticks sends have been
     /// outstanding without one completing.
     pub(super) fn watchdog_tick(&mut self) -> u32 {
-        if !self.up || self.send_done == self.send_posted || self.send_done != self.watch_done {
-            self.watch_done = self.send_done;
+        // Explicit acks count: a receive-only end posts nothing else.
+        let done = self.send_done + self.acks_done;
+        let outstanding = self.send_done != self.send_posted || self.ack_in_flight;
+        if !self.up || !outstanding || done != self.watch_done {
+            self.watch_done = done;
             self.stalled_ticks = 0;
         } else {
             self.stalled_ticks += 1;
@@ -485,6 +525,7 @@ impl Rings {
     /// The explicit ack completed.
     pub(super) fn ack_completed(&mut self) {
         self.ack_in_flight = false;
+        self.acks_done += 1;
     }
 
     /// Whether an explicit ack (or credit update) should go out.
