@@ -774,20 +774,13 @@ impl IbPath {
         c.link = Some(link);
         c.state = State::Connecting;
         let mut overflow = None;
-        let mut restarted = None;
         if built.is_err() {
             if let Some(link) = &c.link {
                 link.cm_id.reject(&REJECT_RETRY);
             }
             overflow = self.retire_locked(&mut c);
-        } else {
-            // Before anything arrives on the new link (its receives are posted).
-            restarted = Some(peer_restarted(&mut c, peer));
         }
         drop(c);
-        if let Some(restarted) = restarted {
-            self.peer_connected(restarted, peer.ack_seq);
-        }
         if let Some(r) = overflow {
             self.tear_down_now(r);
         }
@@ -856,12 +849,9 @@ impl IbPath {
                 c.state = State::Up;
                 c.backoff_ms = 0;
                 c.connect_wanted = false;
-                // The passive side applied the request when it accepted.
-                let restarted = active && peer_restarted(&mut c, &peer);
+                let restarted = peer_restarted(&mut c, &peer);
                 drop(c);
-                if active {
-                    self.peer_connected(restarted, peer.ack_seq);
-                }
+                self.peer_connected(restarted, peer.ack_seq);
                 if let Some(conn) = self.conn() {
                     // Our congestion map first, as upstream does on a new connection.
                     if let Some(map) = cong::find(conn.key.net, &conn.key.laddr) {
