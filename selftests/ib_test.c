@@ -1411,14 +1411,6 @@ TEST_F(ib, link_flap_loses_nothing)
 	double start;
 	bool flapped;
 
-	/*
-	 * Open defect (issue 4): over rxe, the connection stalls after its
-	 * netdev goes down and up; no completion or rdma_cm event reports it,
-	 * and the watchdog sees no outstanding send either. siw recovers.
-	 */
-	if (!strcmp(variant->kind, "rxe") && !env_long("RRDS_IB_KNOWN_DEFECTS", 0))
-		SKIP(return, "known defect: rxe connection stalls after a link flap");
-
 	gate_open(_metadata, ready);	/* held by the receiver: bound */
 	gate_open(_metadata, halfway);	/* held by the receiver: FLAP_AT messages in */
 	gate_open(_metadata, down);	/* held by the parent: the link is down */

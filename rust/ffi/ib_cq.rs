@@ -88,11 +88,6 @@ impl WorkCompletion<'_> {
         self.0.status == bindings::ib_wc_status_IB_WC_SUCCESS
     }
 
-    /// A flush: the QP went to error and its outstanding requests are returned.
-    pub(crate) fn is_flush(&self) -> bool {
-        self.0.status == bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR
-    }
-
     pub(crate) fn status(&self) -> u32 {
         self.0.status
     }

@@ -569,8 +569,8 @@ impl IbPath {
     }
 
     /// A watchdog tick (once a second): a link whose sends make no progress
-    /// for `ticks` is reset. Some devices lose an RC connection silently
-    /// (rxe after its netdev went down and up): no completion, no event.
+    /// for `ticks` is reset, in case a device loses an RC connection without
+    /// a completion or an event.
     pub(crate) fn watchdog_tick(self: &Arc<Self>, ticks: u32) {
         let stalled =
             Option::as_mut(&mut *self.rings.lock()).is_some_and(|r| r.watchdog_tick() >= ticks);
@@ -686,10 +686,17 @@ impl IbPath {
     }
 
     /// Starts an active connect. Called by the work item with `ctl` held.
-    fn connect_locked(self: &Arc<Self>, c: &mut Control) -> Result {
+    ///
+    /// An id whose address resolution failed is handed back with the error:
+    /// the caller destroys it after unlocking `ctl`, which handlers take under
+    /// rdma_cm's handler mutex (`rdma_destroy_id` takes that mutex).
+    fn connect_locked(
+        self: &Arc<Self>,
+        c: &mut Control,
+    ) -> core::result::Result<(), (Error, Option<CmId>)> {
         // Room to retire the link (`Control::retiring`).
-        c.retiring.reserve(1, GFP_KERNEL)?;
-        let id = CmId::create::<Cm>(self.key.net, Arc::as_ptr(self).cast())?;
+        c.retiring.reserve(1, GFP_KERNEL).map_err(|e| (e.into(), None))?;
+        let id = CmId::create::<Cm>(self.key.net, Arc::as_ptr(self).cast()).map_err(|e| (e, None))?;
         let v4 = Endpoint {
             addr: self.key.laddr,
             ..Endpoint::default()
@@ -698,7 +705,9 @@ impl IbPath {
         let port = if v4 { PORT_V4 } else { PORT_V6 };
         let src = sockaddr(self.key.laddr, 0, self.key.scope);
         let dst = sockaddr(self.key.faddr, port, self.key.scope);
-        id.resolve_addr(&src, &dst, ADDR_TIMEOUT_MS)?;
+        if let Err(e) = id.resolve_addr(&src, &dst, ADDR_TIMEOUT_MS) {
+            return Err((e, Some(id)));
+        }
         c.link = Some(Link {
             cm_id: id,
             cqs: None,
@@ -982,10 +991,11 @@ impl IbPath {
         };
         drop(done);
         if !wc.is_success() {
-            if !wc.is_flush() {
-                pr_debug!("send completion status {}\n", wc.status());
-                self.fail_qp(wc.qp());
-            }
+            // A flush of the live link's QP is a failure too: rxe moves a QP
+            // to error on its own when its netdev goes down and flushes every
+            // request, the failed one included, with no other event.
+            pr_debug!("send completion status {}\n", wc.status());
+            self.fail_qp(wc.qp());
             return;
         }
         if blocked {
@@ -1002,10 +1012,10 @@ impl IbPath {
                     r.receive_failed();
                 }
             }
-            if !wc.is_flush() {
-                pr_debug!("receive completion status {}\n", wc.status());
-                self.fail_qp(wc.qp());
-            }
+            // Flushed or failed: the link is gone if it is the live one
+            // (see `send_completed`).
+            pr_debug!("receive completion status {}\n", wc.status());
+            self.fail_qp(wc.qp());
             return;
         }
         // The buffer that replaces this one, allocated before taking the lock.
@@ -1054,7 +1064,8 @@ impl IbPath {
     }
 
     fn ack_completed(self: &Arc<Self>, wc: &WorkCompletion<'_>) {
-        let mut error = !wc.is_success() && !wc.is_flush();
+        // Flushes included (see `send_completed`).
+        let mut error = !wc.is_success();
         {
             let mut guard = self.rings.lock();
             if let Some(r) = Option::as_mut(&mut *guard).filter(|r| r.qp.as_raw() == wc.qp()) {
@@ -1151,10 +1162,11 @@ impl WorkItem for IbPath {
             }
             c.backoff_ms = (c.backoff_ms * 2).clamp(1, MAX_BACKOFF_MS);
             c.connect_wanted = false;
-            if let Err(e) = this.connect_locked(&mut c) {
+            if let Err((e, id)) = this.connect_locked(&mut c) {
                 pr_debug!("connect: {:?}\n", e);
                 c.connect_wanted = true;
                 drop(c);
+                drop(id);
                 // Try again after the (grown) backoff.
                 continue;
             }
