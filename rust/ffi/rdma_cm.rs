@@ -252,6 +252,21 @@ impl CmIdRef {
         self.0.device
     }
 
+    /// Whether the port the id is bound to is known to be down (not
+    /// ACTIVE). `false` when unbound or when the port cannot be queried.
+    /// May sleep.
+    pub(crate) fn port_down(&self) -> bool {
+        let device = self.device();
+        if device.is_null() {
+            return false;
+        }
+        let mut attr = bindings::ib_port_attr::default();
+        // SAFETY: `device` is the registered device the live id is bound to (it
+        // stays registered while the id exists); `attr` is valid for writes.
+        let ret = unsafe { bindings::ib_query_port(device, self.0.port_num, &mut attr) };
+        ret == 0 && attr.state != bindings::ib_port_state_IB_PORT_ACTIVE
+    }
+
     /// The namespace the id lives in.
     pub(crate) fn net(&self) -> NetRef {
         NetRef::from_ptr(self.0.route.addr.dev_addr.net)

@@ -437,20 +437,55 @@ impl IbPath {
         if let Some(r) = overflow {
             tear_down(r);
         }
-        self.tear_down_retiring();
+        // The device goes: nothing waits for its port.
+        self.tear_down_retiring(false);
         drop(teardowns);
         self.enqueue();
     }
 
     /// Tears down every retired link, keeping the list's room (see
     /// `Control::retiring`). The caller holds `teardown`, not `ctl`.
-    fn tear_down_retiring(&self) -> bool {
+    ///
+    /// With `defer_while_port_down`, a link whose port is down stays on the
+    /// list (at its front) for a later pass: destroying a connected id sends
+    /// a DREQ, and rxe moves the port's GSI QP to the error state for good
+    /// when a send fails while its netdev is down, after which no connection
+    /// can be made on that device. Returns whether anything was torn down,
+    /// and how many links were deferred.
+    fn tear_down_retiring(&self, defer_while_port_down: bool) -> (bool, usize) {
         let mut any = false;
+        let mut deferred = 0;
         loop {
-            let next = self.ctl.lock().retiring.pop();
-            let Some(r) = next else {
-                return any;
+            let next = {
+                let mut c = self.ctl.lock();
+                if c.retiring.len() > deferred {
+                    c.retiring.pop()
+                } else {
+                    None
+                }
             };
+            let Some(r) = next else {
+                return (any, deferred);
+            };
+            if defer_while_port_down && r.link.cm_id.port_down() {
+                let mut c = self.ctl.lock();
+                // It was just taken out, so there is room, unless a link retired
+                // meanwhile took it: then it goes now.
+                match c.retiring.push_within_capacity(r) {
+                    Ok(()) => {
+                        let last = c.retiring.len() - 1;
+                        c.retiring.swap(deferred, last);
+                        deferred += 1;
+                        continue;
+                    }
+                    Err(full) => {
+                        drop(c);
+                        any = true;
+                        tear_down(full.0);
+                        continue;
+                    }
+                }
+            }
             any = true;
             tear_down(r);
         }
@@ -576,6 +611,10 @@ impl IbPath {
             Option::as_mut(&mut *self.rings.lock()).is_some_and(|r| r.watchdog_tick() >= ticks);
         if stalled {
             self.fail(None, "no send progress");
+        }
+        // Retired links deferred while their port is down (`tear_down_retiring`).
+        if !self.ctl.lock().retiring.is_empty() {
+            self.enqueue();
         }
     }
 
@@ -1138,13 +1177,15 @@ impl WorkItem for IbPath {
     fn run(this: Arc<IbPath>) {
         loop {
             let teardowns = this.teardown.lock();
-            let idle = !this.tear_down_retiring();
+            let (any, deferred) = this.tear_down_retiring(true);
             drop(teardowns);
             let mut c = this.ctl.lock();
             if c.dead {
                 return;
             }
-            if !idle || !c.retiring.is_empty() {
+            // Links retired meanwhile go first; deferred ones wait for their
+            // port (the watchdog queues this work again while any wait).
+            if any || c.retiring.len() > deferred {
                 continue;
             }
             if c.state != State::Down || !c.connect_wanted {
