@@ -448,10 +448,14 @@ impl Connection {
         let mut st = self.state.lock();
         let sent = st.sent;
         for i in 0..st.queue.len() {
-            if let Some(out) = st.queue.get_mut(i) {
-                if i < sent || also == Some(out.header.sequence) {
-                    out.header.flags |= crate::message::flags::RETRANSMITTED;
-                }
+            let Some(out) = st.queue.get_mut(i) else {
+                break;
+            };
+            if i < sent || also == Some(out.header.sequence) {
+                out.header.flags |= crate::message::flags::RETRANSMITTED;
+            } else if also.is_none_or(|seq| out.header.sequence > seq) {
+                // Sequences increase along the queue: nothing further matches.
+                break;
             }
         }
         st.sent = 0;
@@ -462,19 +466,22 @@ impl Connection {
     /// to its earlier incarnation, whose sockets are gone, and accept its
     /// sequence numbers afresh. Messages never handed over stay queued.
     pub(crate) fn peer_restarted(&self) {
+        // Entries before `from` are known not to be flagged; each is released
+        // outside the lock (its owner's last reference may go with it).
+        let mut from = 0;
         loop {
             let removed = {
                 let mut st = self.state.lock();
                 st.next_rx_seq = 0;
-                let sent = st.sent;
-                let at = st
-                    .queue
-                    .position(|out| out.header.flags & crate::message::flags::RETRANSMITTED != 0);
+                let flagged =
+                    |out: &Outgoing| out.header.flags & crate::message::flags::RETRANSMITTED != 0;
+                let at = (from..st.queue.len()).find(|&i| st.queue.get(i).is_some_and(flagged));
                 match at {
                     Some(i) => {
-                        if i < sent {
+                        if i < st.sent {
                             st.sent -= 1;
                         }
+                        from = i;
                         st.queue.remove(i)
                     }
                     None => None,
@@ -482,7 +489,7 @@ impl Connection {
             };
             match removed {
                 Some(out) => {
-                    stats::inc(Stat::SendDropAcked);
+                    stats::inc(Stat::IbPeerRestartDrops);
                     out.release();
                 }
                 None => break,

@@ -61,6 +61,10 @@ counters! {
     RecvBytesFreedFromSock => "recv_bytes_freed_fromsock",
     SendStuckRm => "send_stuck_rm",
     MprdsCatchupTx0Retries => "mprds_catchup_tx0_retries",
+    // rrds's own, after upstream's (whose IB transport appends its own the
+    // same way): messages dropped because the peer lost its connection
+    // state (a new incarnation) after they were handed to the old one.
+    IbPeerRestartDrops => "ib_peer_restart_drops",
 }
 
 const COUNT: usize = NAMES.len();
@@ -79,7 +83,7 @@ pub(crate) fn inc(s: Stat) {
     add(s, 1);
 }
 
-/// Every counter's name and value, in upstream's order.
+/// Every counter's name and value, in upstream's order, rrds's own last.
 pub(crate) fn snapshot() -> impl Iterator<Item = (&'static str, u64)> {
     NAMES
         .iter()

@@ -1403,13 +1403,25 @@ static void __attribute__((noreturn)) run_flap_sender(const FIXTURE_VARIANT(ib) 
 	_exit(0);
 }
 
-TEST_F(ib, link_flap_loses_nothing)
+/* How a stream is interrupted half way. */
+enum interruption {
+	VETH_DOWN,	/* rrds-a's veth down for 2 s, then up */
+	DEVICE_READDED,	/* rrds-b's RDMA device deleted, re-added 2 s later */
+};
+
+/*
+ * A stream of numbered messages from rrds-a to rrds-b, interrupted once
+ * FLAP_AT have arrived: every message arrives exactly once, in order, the
+ * second half sent from the moment of the interruption.
+ */
+static void interrupted_stream(struct __test_metadata *_metadata,
+			       const FIXTURE_VARIANT(ib) *variant, enum interruption how)
 {
 	const int n = env_long("RRDS_IB_FLAP_MSGS", 2000);
 	int ready[2], halfway[2], down[2], done[2];
 	struct kid k[2] = { 0 };
 	double start;
-	bool flapped;
+	bool interrupted;
 
 	gate_open(_metadata, ready);	/* held by the receiver: bound */
 	gate_open(_metadata, halfway);	/* held by the receiver: FLAP_AT messages in */
@@ -1428,20 +1440,38 @@ TEST_F(ib, link_flap_loses_nothing)
 	ASSERT_LT(0, k[1].pid);
 	gate_pass(ready);
 	gate_pass(done);
-	flapped = gate_wait_until(halfway, deadline) && !exited(&k[0]);
-	if (flapped) {
+	interrupted = gate_wait_until(halfway, deadline) && !exited(&k[0]);
+	if (interrupted && how == VETH_DOWN) {
 		EXPECT_EQ(0, sh("ip -n %s link set %s down", NS_A, variant->veth));
 		gate_pass(down);
 		sleep(2);
 		EXPECT_EQ(0, sh("ip -n %s link set %s up", NS_A, variant->veth));
+	} else if (interrupted) {
+		/* The listener's device: rrds-b must listen again on the new one. */
+		EXPECT_EQ(0, sh("rdma link del %s_b", variant->kind));
+		gate_pass(down);
+		sleep(2);
+		EXPECT_EQ(0, sh("ip netns exec %s rdma link add %s_b type %s netdev %s", NS_B,
+				variant->kind, variant->kind, variant->peer_veth));
 	} else {
-		TH_LOG("the receiver did not get %d messages: no flap", FLAP_AT);
+		TH_LOG("the receiver did not get %d messages: not interrupted", FLAP_AT);
 	}
 	gate_pass(down);
 	EXPECT_EQ(0, reap(_metadata, k, 2, deadline + REAP_GRACE_S));
-	EXPECT_TRUE(flapped);
-	TH_LOG("%s: %d messages of %d B in %.1f s across a 2 s link outage", variant->kind, n,
-	       FLAP_SIZE, now() - start);
+	EXPECT_TRUE(interrupted);
+	TH_LOG("%s: %d messages of %d B in %.1f s across %s", variant->kind, n, FLAP_SIZE,
+	       now() - start,
+	       how == VETH_DOWN ? "a 2 s link outage" : "the receiver's device re-added");
+}
+
+TEST_F(ib, link_flap_loses_nothing)
+{
+	interrupted_stream(_metadata, variant, VETH_DOWN);
+}
+
+TEST_F(ib, device_readded_loses_nothing)
+{
+	interrupted_stream(_metadata, variant, DEVICE_READDED);
 }
 
 #define CYCLE_SIZE	64

@@ -734,8 +734,11 @@ impl IbPath {
         c: &mut Control,
     ) -> core::result::Result<(), (Error, Option<CmId>)> {
         // Room to retire the link (`Control::retiring`).
-        c.retiring.reserve(1, GFP_KERNEL).map_err(|e| (e.into(), None))?;
-        let id = CmId::create::<Cm>(self.key.net, Arc::as_ptr(self).cast()).map_err(|e| (e, None))?;
+        c.retiring
+            .reserve(1, GFP_KERNEL)
+            .map_err(|e| (e.into(), None))?;
+        let id =
+            CmId::create::<Cm>(self.key.net, Arc::as_ptr(self).cast()).map_err(|e| (e, None))?;
         let v4 = Endpoint {
             addr: self.key.laddr,
             ..Endpoint::default()
