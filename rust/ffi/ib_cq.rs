@@ -305,21 +305,16 @@ impl QpRef {
         self.0.as_ptr()
     }
 
-    /// Posts one SEND of `sges`, completing to `cqe` if `signaled` (and,
-    /// signalled or not, if it fails); `solicited` raises a solicited event
-    /// at the receiver (upstream peers only look at their receive CQ on
-    /// those). The QP's send queue signals only requested work requests.
+    /// Posts one signalled SEND of `sges`, completing to `cqe`; `solicited`
+    /// raises a solicited event at the receiver (upstream peers only look at
+    /// their receive CQ on those).
     pub(crate) fn post_send<T: CompletionHandler>(
         &self,
         cqe: &Cqe<T>,
         sges: &mut [bindings::ib_sge],
         solicited: bool,
-        signaled: bool,
     ) -> Result {
-        let mut flags = 0;
-        if signaled {
-            flags |= bindings::ib_send_flags_IB_SEND_SIGNALED;
-        }
+        let mut flags = bindings::ib_send_flags_IB_SEND_SIGNALED;
         if solicited {
             flags |= bindings::ib_send_flags_IB_SEND_SOLICITED;
         }

@@ -38,7 +38,6 @@ use super::{
         PORT_V6, //
     },
     ring::{
-        Freed,
         Rings,
         FLAG_CONG_BITMAP,
         RECV_SLOTS,
@@ -608,14 +607,10 @@ impl IbPath {
     /// for `ticks` is reset, in case a device loses an RC connection without
     /// a completion or an event.
     pub(crate) fn watchdog_tick(self: &Arc<Self>, ticks: u32) {
-        let (stalled, error) = match Option::as_mut(&mut *self.rings.lock()) {
-            Some(r) => (r.watchdog_tick() >= ticks, r.flush_tail(self).is_err()),
-            None => (false, false),
-        };
+        let stalled =
+            Option::as_mut(&mut *self.rings.lock()).is_some_and(|r| r.watchdog_tick() >= ticks);
         if stalled {
             self.fail(None, "no send progress");
-        } else if error {
-            self.fail(None, "ack post failed");
         }
         // Retired links deferred while their port is down (`tear_down_retiring`).
         if !self.ctl.lock().retiring.is_empty() {
@@ -1033,7 +1028,7 @@ impl IbPath {
                 Some(r) if r.qp.as_raw() == wc.qp() => {
                     (r.send_completed(), core::mem::take(&mut r.blocked))
                 }
-                _ => (Freed::default(), false),
+                _ => (None, false),
             }
         };
         drop(done);
@@ -1113,20 +1108,15 @@ impl IbPath {
     fn ack_completed(self: &Arc<Self>, wc: &WorkCompletion<'_>) {
         // Flushes included (see `send_completed`).
         let mut error = !wc.is_success();
-        let freed = {
+        {
             let mut guard = self.rings.lock();
-            match Option::as_mut(&mut *guard).filter(|r| r.qp.as_raw() == wc.qp()) {
-                Some(r) => {
-                    let freed = r.ack_completed(wc.is_success());
-                    if wc.is_success() && r.send_ack(self).is_err() {
-                        error = true;
-                    }
-                    freed
+            if let Some(r) = Option::as_mut(&mut *guard).filter(|r| r.qp.as_raw() == wc.qp()) {
+                r.ack_completed();
+                if wc.is_success() && r.send_ack(self).is_err() {
+                    error = true;
                 }
-                None => Freed::default(),
             }
-        };
-        drop(freed);
+        }
         if error {
             self.fail_qp(wc.qp());
         }

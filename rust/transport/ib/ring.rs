@@ -55,9 +55,6 @@ const MAX_ADV_CREDIT: u32 = 255;
 const CREDIT_UPDATE_AT: u32 = 16;
 /// Messages between ACK_REQUIRED flags (upstream's `max_unacked_packets` + 1).
 const ACK_EVERY: u32 = 8;
-/// Data sends per signalled one (upstream's `max_unsignaled_wr` is 16): a
-/// completion frees its slot and the unsignalled ones before it.
-const SIGNAL_EVERY: usize = 16;
 /// `RDS_FLAG_CONG_BITMAP`: a congestion map update, not a message.
 pub(super) const FLAG_CONG_BITMAP: u8 = 0x01;
 const HEADERS_PER_PAGE: usize = PAGE_SIZE / HEADER_LEN;
@@ -113,24 +110,12 @@ impl HeaderArea {
     }
 }
 
-/// One posted send: what it keeps alive until its completion (or, if it
-/// is not signalled, that of a later send).
+/// One posted send: what it keeps alive until its completion.
 #[derive(Default)]
 struct SendSlot {
     /// Dropped before `message`, whose page it maps.
     map: Option<DmaMapping>,
     message: Option<Arc<Message>>,
-    signaled: bool,
-}
-
-/// Messages of send slots a completion freed, to be dropped by the caller
-/// outside the rings' lock (a message's last reference may go with them).
-pub(super) struct Freed([Option<Arc<Message>>; SIGNAL_EVERY]);
-
-impl Default for Freed {
-    fn default() -> Self {
-        Self(core::array::from_fn(|_| None))
-    }
 }
 
 /// A message whose fragments are partly posted.
@@ -194,8 +179,7 @@ pub(super) struct Received {
 /// # Invariants
 ///
 /// Slots `send_done..send_posted` (mod `SEND_SLOTS`) are posted and complete in
-/// order, and at most [`SIGNAL_EVERY`] apart one is signalled, so a completion
-/// frees at most that many; likewise `recv_done..recv_posted` for receives. The QP lives until
+/// order; likewise `recv_done..recv_posted` for receives. The QP lives until
 /// the link is torn down, after the rings are out of the path.
 pub(super) struct Rings {
     pub(super) qp: QpRef,
@@ -205,13 +189,6 @@ pub(super) struct Rings {
     send_slots: KVec<SendSlot>,
     send_posted: usize,
     send_done: usize,
-    /// Unsignalled data sends posted since the last signalled one.
-    unsignaled_run: usize,
-    /// Signalled data sends not completed yet.
-    signaled_outstanding: usize,
-    /// `send_posted` when the ack in flight was posted: its completion
-    /// frees the (unsignalled) slots before it.
-    ack_covers: usize,
     recv_headers: HeaderArea,
     recv_slots: KVec<Option<DmaPage>>,
     recv_posted: usize,
@@ -266,9 +243,6 @@ impl Rings {
             send_slots,
             send_posted: 0,
             send_done: 0,
-            unsignaled_run: 0,
-            signaled_outstanding: 0,
-            ack_covers: 0,
             recv_headers: HeaderArea::new(device, RECV_SLOTS, DmaDirection::FromDevice)?,
             recv_slots,
             recv_posted: 0,
@@ -468,33 +442,21 @@ impl Rings {
         let header_sge = self.send_headers.sge(i, self.lkey);
         let offset = index * PAGE_SIZE;
         let len = message.len().saturating_sub(offset).min(PAGE_SIZE);
-        let signaled = self.unsignaled_run + 1 >= SIGNAL_EVERY;
-        let mut slot = SendSlot {
-            signaled,
-            ..SendSlot::default()
-        };
+        let mut slot = SendSlot::default();
         let posted = if len > 0 {
             let page = message.pages().nth(index).ok_or(EINVAL)?;
             let map = DmaMapping::map(self.device, page, DmaDirection::ToDevice)?;
             let mut sges = [header_sge, sge(map.addr(), len, self.lkey)];
             slot.map = Some(map);
-            self.qp
-                .post_send(path.cqe(TAG_SEND), &mut sges, last, signaled)
+            self.qp.post_send(path.cqe(TAG_SEND), &mut sges, last)
         } else {
             let mut sges = [header_sge];
-            self.qp
-                .post_send(path.cqe(TAG_SEND), &mut sges, last, signaled)
+            self.qp.post_send(path.cqe(TAG_SEND), &mut sges, last)
         };
         posted?;
         slot.message = Some(message);
         self.send_slots[i] = slot;
         self.send_posted += 1;
-        if signaled {
-            self.unsignaled_run = 0;
-            self.signaled_outstanding += 1;
-        } else {
-            self.unsignaled_run += 1;
-        }
         Ok(())
     }
 
@@ -536,8 +498,7 @@ impl Rings {
     pub(super) fn watchdog_tick(&mut self) -> u32 {
         // Explicit acks count: a receive-only end posts nothing else.
         let done = self.send_done + self.acks_done;
-        // Unsignalled sends report nothing; `flush_tail` covers them.
-        let outstanding = self.signaled_outstanding > 0 || self.ack_in_flight;
+        let outstanding = self.send_done != self.send_posted || self.ack_in_flight;
         if !self.up || !outstanding || done != self.watch_done {
             self.watch_done = done;
             self.stalled_ticks = 0;
@@ -547,58 +508,24 @@ impl Rings {
         self.stalled_ticks
     }
 
-    /// A signalled send completed (or any send failed): frees its slot and
-    /// the unsignalled ones before it, which completed first (RC order).
-    pub(super) fn send_completed(&mut self) -> Freed {
-        self.free_slots(usize::MAX)
-    }
-
-    /// Frees completed slots from `send_done` until a signalled one (freed
-    /// too) or `end`, at most [`SIGNAL_EVERY`].
-    fn free_slots(&mut self, end: usize) -> Freed {
-        let mut freed = Freed::default();
-        for out in freed.0.iter_mut() {
-            if self.send_done == self.send_posted || self.send_done >= end {
-                break;
-            }
-            let i = self.send_done % SEND_SLOTS;
-            self.send_done += 1;
-            let slot = core::mem::take(&mut self.send_slots[i]);
-            drop(slot.map);
-            *out = slot.message;
-            if slot.signaled {
-                self.signaled_outstanding = self.signaled_outstanding.saturating_sub(1);
-                break;
-            }
+    /// A send completed: frees its slot. Returns the slot's contents, to be
+    /// dropped by the caller outside the lock (a message's last reference may
+    /// go with it).
+    pub(super) fn send_completed(&mut self) -> Option<Arc<Message>> {
+        if self.send_done == self.send_posted {
+            return None;
         }
-        freed
+        let i = self.send_done % SEND_SLOTS;
+        self.send_done += 1;
+        let slot = core::mem::take(&mut self.send_slots[i]);
+        drop(slot.map);
+        slot.message
     }
 
-    /// The explicit ack completed; if it succeeded, the unsignalled sends
-    /// posted before it completed too.
-    pub(super) fn ack_completed(&mut self, success: bool) -> Freed {
+    /// The explicit ack completed.
+    pub(super) fn ack_completed(&mut self) {
         self.ack_in_flight = false;
         self.acks_done += 1;
-        if success {
-            self.free_slots(self.ack_covers)
-        } else {
-            Freed::default()
-        }
-    }
-
-    /// Only unsignalled sends are outstanding (nothing will report them):
-    /// posts an explicit ack, signalled, whose completion frees them and
-    /// which the watchdog watches. Called by the watchdog.
-    pub(super) fn flush_tail(&mut self, path: &IbPath) -> Result {
-        if self.up
-            && self.signaled_outstanding == 0
-            && self.send_done != self.send_posted
-            && !self.ack_in_flight
-        {
-            self.ack_wanted = true;
-            return self.send_ack(path);
-        }
-        Ok(())
     }
 
     /// Whether an explicit ack (or credit update) should go out.
@@ -624,13 +551,12 @@ impl Rings {
         };
         self.send_headers.write(SEND_SLOTS, &header.to_wire());
         let mut sges = [self.send_headers.sge(SEND_SLOTS, self.lkey)];
-        if let Err(e) = self.qp.post_send(path.cqe(TAG_ACK), &mut sges, true, true) {
+        if let Err(e) = self.qp.post_send(path.cqe(TAG_ACK), &mut sges, true) {
             self.credits.send += got;
             self.credits.posted += u32::from(advertise);
             return Err(e);
         }
         self.ack_in_flight = true;
-        self.ack_covers = self.send_posted;
         self.ack_wanted = false;
         Ok(())
     }
