@@ -1524,7 +1524,12 @@ static void __attribute__((noreturn)) run_cycle_sender(const FIXTURE_VARIANT(ib)
 	_exit(0);
 }
 
-TEST_F(ib, reconnect_cycles_leak_nothing)
+/*
+ * Its own deadline (60 s + 0.5 s a cycle) plus the reaping and settling
+ * after it, not the harness's default 300 s: 1000 cycles take 180 to 300 s
+ * under TCG, and the default killed a siw run that was still progressing.
+ */
+TEST_F_TIMEOUT(ib, reconnect_cycles_leak_nothing, 60 + 1000 / 2 + 2 * REAP_GRACE_S + SETTLE_S + 60)
 {
 	const int cycles = env_long("RRDS_IB_CYCLES", 1000);
 	int ready[2], acks[2], received[2], release[2], qps0, qps, conns, maps;

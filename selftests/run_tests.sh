@@ -38,7 +38,7 @@ for t in "${tests[@]}"; do
 	n=$((n + 1))
 	out=$(mktemp)
 	start=$(date +%s.%N)
-	(cd "$here" && timeout 1200 "$here/build/$t") 2>&1 | tee "$out" | sed 's/^/# /'
+	(cd "$here" && timeout 1500 "$here/build/$t") 2>&1 | tee "$out" | sed 's/^/# /'
 	rc=${PIPESTATUS[0]}
 	secs=$(echo "$(date +%s.%N) - $start" | bc)
 	# Per-case results from the harness's own TAP lines.
