@@ -789,10 +789,15 @@ impl IbPath {
                 // Simultaneous connects: the side with the higher address gives up its
                 // own attempt, so exactly one connection is made (upstream rejects
                 // both and relies on random backoff).
-                if !ours_active || self.key.laddr < self.key.faddr {
+                if ours_active && self.key.laddr < self.key.faddr {
                     id.reject(&REJECT_RETRY);
                     return Err(id);
                 }
+                // A passive attempt still connecting was abandoned by the peer, which
+                // sends a new request only once its earlier one failed (ib_cm absorbs
+                // retransmitted ones): replace it. Rejecting would refuse the peer for
+                // as long as the stale attempt lasts, which is forever when its RTU was
+                // lost (rxe raises no COMM_EST to establish it otherwise).
                 if let Some(r) = self.retire_locked(&mut c) {
                     // Our own attempt: its handler does not wait for `ctl` while we
                     // are in the listener's handler of another id.
