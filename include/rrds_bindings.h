@@ -19,6 +19,11 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 #include <linux/task_work.h>
+#include <linux/pid.h>
+#include <linux/wait.h>
+#include <linux/spinlock.h>
+#include <linux/capability.h>
+#include <uapi/linux/rrds.h>
 
 /*
  * The sock of an rrds socket: the generic struct sock, then a pointer to the
@@ -72,6 +77,20 @@ void rrds_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t 
 					enum dma_data_direction dir);
 struct workqueue_struct *rrds_alloc_workqueue(void);
 bool rrds_current_exiting(void);
+struct ib_qp *rrds_ib_create_qp(struct ib_pd *pd, struct ib_qp_init_attr *attr);
+int rrds_ib_destroy_qp(struct ib_qp *qp);
+struct ib_srq *rrds_ib_create_srq(struct ib_pd *pd, struct ib_srq_init_attr *attr);
+void rrds_ib_destroy_srq(struct ib_srq *srq);
+void rrds_spin_lock_init(spinlock_t *lock, const char *name, struct lock_class_key *key);
+unsigned long rrds_spin_lock_irqsave(spinlock_t *lock);
+void rrds_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
+bool rrds_spin_trylock_irqsave(spinlock_t *lock, unsigned long *flags);
+void rrds_spin_assert_is_held(spinlock_t *lock);
+struct pid *rrds_get_current_tgid(void);
+wait_queue_head_t *rrds_pid_exit_waitqueue(struct pid *pid);
+bool rrds_thread_group_exited(struct pid *pid);
+void rrds_init_waitqueue_func_entry(struct wait_queue_entry *entry, wait_queue_func_t func);
+bool rrds_capable_net_admin(void);
 bool rrds_module_get(void);
 void rrds_module_put(void);
 

@@ -89,6 +89,12 @@ impl RdmaDevice {
         *self.name.lock()
     }
 
+    /// The device, for verbs calls made while its PD is held (`with_pd`):
+    /// `remove` takes the PD before the device goes.
+    pub(crate) fn as_raw(&self) -> *mut bindings::ib_device {
+        self.device
+    }
+
     /// Whether this is the record of `raw`.
     pub(crate) fn is(&self, raw: *mut bindings::ib_device) -> bool {
         self.device == raw
@@ -142,6 +148,8 @@ impl IbClientOps for DeviceClient {
         // Connections over the device go down (and may reconnect elsewhere) before
         // the PD their QPs hang off is freed.
         crate::transport::ib::device_removed(device.as_raw());
+        // Registered processes get a final event; the target QPs go before the PD.
+        crate::xrc::device_removed(device.as_raw());
         drop(pd);
         let mut devices = DEVICES.lock();
         // INVARIANT: the record leaves the table before ib_core lets the device go.

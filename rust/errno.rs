@@ -24,6 +24,7 @@ macro_rules! errno_fns {
 
 errno_fns! {
     eaddrinuse => EADDRINUSE,
+    ealready => EALREADY,
     eaddrnotavail => EADDRNOTAVAIL,
     eafnosupport => EAFNOSUPPORT,
     edestaddrreq => EDESTADDRREQ,

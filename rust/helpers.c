@@ -193,3 +193,90 @@ void rrds_module_put(void)
 {
 	module_put(THIS_MODULE);
 }
+
+struct ib_qp *rrds_ib_create_qp(struct ib_pd *pd, struct ib_qp_init_attr *attr)
+{
+	return ib_create_qp(pd, attr);
+}
+
+int rrds_ib_destroy_qp(struct ib_qp *qp)
+{
+	return ib_destroy_qp(qp);
+}
+
+struct ib_srq *rrds_ib_create_srq(struct ib_pd *pd, struct ib_srq_init_attr *attr)
+{
+	return ib_create_srq(pd, attr);
+}
+
+void rrds_ib_destroy_srq(struct ib_srq *srq)
+{
+	ib_destroy_srq(srq);
+}
+
+/* As rust/helpers/spinlock.c, which an out-of-tree module cannot call. */
+void rrds_spin_lock_init(spinlock_t *lock, const char *name, struct lock_class_key *key)
+{
+#if defined(CONFIG_DEBUG_SPINLOCK) && !defined(CONFIG_PREEMPT_RT)
+	__raw_spin_lock_init(spinlock_check(lock), name, key, LD_WAIT_CONFIG);
+#else
+	spin_lock_init(lock);
+#endif
+}
+
+unsigned long rrds_spin_lock_irqsave(spinlock_t *lock)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(lock, flags);
+	return flags;
+}
+
+void rrds_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
+{
+	spin_unlock_irqrestore(lock, flags);
+}
+
+bool rrds_spin_trylock_irqsave(spinlock_t *lock, unsigned long *flags)
+{
+	return spin_trylock_irqsave(lock, *flags);
+}
+
+void rrds_spin_assert_is_held(spinlock_t *lock)
+{
+	lockdep_assert_held(lock);
+}
+
+struct pid *rrds_get_current_tgid(void)
+{
+	return get_pid(task_tgid(current));
+}
+
+/* Woken when the thread group exits (do_notify_pidfd): the pidfd's queue. */
+wait_queue_head_t *rrds_pid_exit_waitqueue(struct pid *pid)
+{
+	return &pid->wait_pidfd;
+}
+
+/* pidfd_poll's test: the thread group of @pid has exited. */
+bool rrds_thread_group_exited(struct pid *pid)
+{
+	struct task_struct *task;
+	bool exited;
+
+	rcu_read_lock();
+	task = pid_task(pid, PIDTYPE_PID);
+	exited = !task || (READ_ONCE(task->exit_state) && !delay_group_leader(task));
+	rcu_read_unlock();
+	return exited;
+}
+
+void rrds_init_waitqueue_func_entry(struct wait_queue_entry *entry, wait_queue_func_t func)
+{
+	init_waitqueue_func_entry(entry, func);
+}
+
+bool rrds_capable_net_admin(void)
+{
+	return capable(CAP_NET_ADMIN);
+}

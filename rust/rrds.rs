@@ -18,6 +18,7 @@ mod socket;
 mod stats;
 mod transport;
 mod wait;
+mod xrc;
 
 use kernel::{
     debugfs,
@@ -57,6 +58,8 @@ struct Rrds {
     loopback_hold_file: debugfs::File<()>,
     #[pin]
     ib_links_file: debugfs::File<()>,
+    #[pin]
+    xrc_targets_file: debugfs::File<()>,
     _debugfs: debugfs::Dir,
     /// Stopped before the workqueue it runs on is destroyed.
     _watchdog: transport::ib::Watchdog,
@@ -68,9 +71,10 @@ struct Rrds {
 /// check that nothing accumulates.
 fn show_objects(f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
     f.write_fmt(fmt!(
-        "connections {}\ncongestion_maps {}\n",
+        "connections {}\ncongestion_maps {}\nxrc_targets {}\n",
         conn::count(),
-        cong::count()
+        cong::count(),
+        xrc::count()
     ))
 }
 
@@ -81,6 +85,7 @@ impl kernel::InPlaceModule for Rrds {
         conn::init();
         cong::init();
         transport::ib::init();
+        xrc::init();
         let dir = debugfs::Dir::new(c"rrds");
         try_pin_init!(Self {
             // First: the ib_client's callbacks already queue work on it.
@@ -92,6 +97,9 @@ impl kernel::InPlaceModule for Rrds {
             objects_file <- dir.read_callback_file(c"objects", (), &|(): &(), f| show_objects(f)),
             ib_links_file <- dir.read_callback_file(c"ib_links", (), &|(): &(), f| {
                 transport::ib::show_links(f)
+            }),
+            xrc_targets_file <- dir.read_callback_file(c"xrc_targets", (), &|(): &(), f| {
+                xrc::show(f)
             }),
             loopback_hold_file <- dir.read_write_callback_file(
                 c"loopback_hold",

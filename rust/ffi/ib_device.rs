@@ -237,6 +237,14 @@ impl fmt::Display for AtomicCap {
     }
 }
 
+impl DeviceName {
+    /// The name without its NUL padding.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        let len = self.0.iter().position(|&b| b == 0).unwrap_or(self.0.len());
+        &self.0[..len]
+    }
+}
+
 impl fmt::Display for DeviceName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let len = self.0.iter().position(|&b| b == 0).unwrap_or(self.0.len());

@@ -63,7 +63,7 @@ pub(crate) trait SocketFamily: Sized + 'static {
         value: SockOptValue,
     ) -> Result;
     fn getsockopt(
-        state: &Self::State,
+        state: ArcBorrow<'_, Self::State>,
         sk: &Sock,
         level: i32,
         name: i32,
@@ -760,7 +760,7 @@ unsafe extern "C" fn getsockopt_callback<T: SocketFamily>(
     let value = UserSlice::new(UserPtr::from_ptr(value.cast()), len);
     // SAFETY: Called on a live socket of this family.
     let r =
-        unsafe { with_state::<T, _>(sock, |s, sk| T::getsockopt(&s, sk, level, name, value, len)) };
+        unsafe { with_state::<T, _>(sock, |s, sk| T::getsockopt(s, sk, level, name, value, len)) };
     match r {
         Ok(GetOptResult { ret, len }) => {
             let mut w = UserSlice::new(UserPtr::from_ptr(len_ptr.cast()), 4).writer();

@@ -252,6 +252,11 @@ impl CmIdRef {
         self.0.device
     }
 
+    /// The port the id is bound to (0 when unbound).
+    pub(crate) fn port(&self) -> u32 {
+        self.0.port_num
+    }
+
     /// Whether the port the id is bound to is known to be down (not
     /// ACTIVE). `false` when unbound or when the port cannot be queried.
     /// May sleep.

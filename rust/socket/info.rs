@@ -72,6 +72,7 @@ pub(super) fn get(net: NetRef, name: u32, value: UserSlice, len: usize) -> Resul
         bindings::RDS6_INFO_SOCKETS => sockets(net, true)?,
         bindings::RDS_INFO_IB_CONNECTIONS => ib_connections(net, false)?,
         bindings::RDS6_INFO_IB_CONNECTIONS => ib_connections(net, true)?,
+        bindings::RRDS_INFO_XRC_TARGETS => xrc_targets(net)?,
         // TCP internals (no such transport) and the unused numbers.
         _ => return Err(errno::enoprotoopt()),
     };
@@ -87,6 +88,12 @@ pub(super) fn get(net: NetRef, name: u32, value: UserSlice, len: usize) -> Resul
         ret: records.each as i32,
         len: total,
     })
+}
+
+fn xrc_targets(net: NetRef) -> Result<Records> {
+    let mut r = Records::new(core::mem::size_of::<bindings::rrds_info_xrc_target>());
+    crate::xrc::info(net, &mut r.bytes)?;
+    Ok(r)
 }
 
 fn v4(addr: &[u8; 16]) -> [u8; 4] {

@@ -16,6 +16,10 @@ use kernel::{
     new_mutex, new_spinlock,
     prelude::*,
     sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         poll::PollCondVar,
         Arc,
         ArcBorrow,
@@ -62,6 +66,7 @@ use crate::{
         loopback::LOOPBACK,
         Transport, //
     },
+    xrc,
 };
 use addr::{
     Endpoint,
@@ -203,6 +208,12 @@ pub(crate) struct RdsSock {
     /// Woken when a message or notification arrives or send space frees up.
     #[pin]
     wait: PollCondVar,
+    /// XRC registrations made through this socket, and those whose target
+    /// went away with a final event still to read.
+    #[pin]
+    xrc: Mutex<KVec<Arc<xrc::Registration>>>,
+    /// Events queued on those registrations, for poll and recvmsg.
+    xrc_pending: Atomic<u32>,
 }
 
 impl RdsSock {
@@ -212,6 +223,39 @@ impl RdsSock {
 
     fn endpoint(&self) -> Option<Endpoint> {
         self.state.lock().bound
+    }
+
+    /// An XRC event was queued on one of this socket's registrations (any context).
+    pub(crate) fn xrc_event_queued(&self) {
+        self.xrc_pending.add(1, Relaxed);
+        self.wait.notify_all();
+    }
+
+    /// `n` XRC events were read or dropped.
+    pub(crate) fn xrc_events_taken(&self, n: usize) {
+        self.xrc_pending.fetch_sub(n as u32, Relaxed);
+    }
+
+    pub(super) fn xrc_has_events(&self) -> bool {
+        self.xrc_pending.load(Relaxed) != 0
+    }
+
+    /// Forgets a registration that ended without a final event (its process
+    /// exited, or it unregistered): what it queued is dropped.
+    pub(crate) fn xrc_forget(&self, registration: &Arc<xrc::Registration>) {
+        let gone = {
+            let mut list = self.xrc.lock();
+            list.iter()
+                .position(|r| Arc::ptr_eq(r, registration))
+                .and_then(|i| list.remove(i).ok())
+        };
+        registration.discard();
+        drop(gone);
+    }
+
+    /// The oldest XRC event of the first registration that has one.
+    pub(super) fn xrc_take_event(&self, peek: bool) -> Option<bindings::rrds_xrc_event> {
+        self.xrc.lock().iter().find_map(|r| r.pop(peek))
     }
 
     /// A queued message was acknowledged or cancelled: credit its bytes.
@@ -308,6 +352,8 @@ impl SocketFamily for RdsFamily {
                 rx <- new_spinlock!(RecvQueue::default()),
                 tx <- new_spinlock!(TxState::default()),
                 wait <- kernel::new_poll_condvar!("rrds_sock_wait"),
+                xrc <- new_mutex!(KVec::new()),
+                xrc_pending: Atomic::new(0),
             }),
             GFP_KERNEL,
         )?;
@@ -329,6 +375,13 @@ impl SocketFamily for RdsFamily {
             }
         }
         cong::remove_monitor(&state);
+        // XRC registrations made through the socket end with it.
+        let registrations = core::mem::take(&mut *state.xrc.lock());
+        for r in registrations.iter() {
+            r.detach();
+            r.discard();
+        }
+        drop(registrations);
         let refused = state.tx.lock().cong_refused.take();
         drop(refused);
         let (bound, conns, route, ib_net) = {
@@ -450,7 +503,7 @@ impl SocketFamily for RdsFamily {
         let mut mask = 0;
         {
             let rx = state.rx.lock();
-            if !rx.messages.is_empty() || rx.cong_notify != 0 {
+            if !rx.messages.is_empty() || rx.cong_notify != 0 || state.xrc_has_events() {
                 mask |= poll_bits::IN | poll_bits::RDNORM;
             }
         }
@@ -521,7 +574,7 @@ impl SocketFamily for RdsFamily {
     }
 
     fn getsockopt(
-        state: &RdsSock,
+        state: ArcBorrow<'_, RdsSock>,
         _sk: &Sock,
         level: i32,
         name: i32,
@@ -534,6 +587,11 @@ impl SocketFamily for RdsFamily {
         let name = name as u32;
         if (bindings::RDS_INFO_FIRST..=bindings::RDS_INFO_LAST).contains(&name) {
             return info::get(state.net, name, value, len);
+        }
+        match name {
+            bindings::RRDS_XRC_CREATE => return xrc_create(state, value, len),
+            bindings::RRDS_INFO_XRC_TARGETS => return info::get(state.net, name, value, len),
+            _ => {}
         }
         let v: i32 = match name {
             bindings::RDS_RECVERR => i32::from(state.state.lock().recverr),
@@ -677,8 +735,98 @@ fn set_option(state: ArcBorrow<'_, RdsSock>, sk: &Sock, name: u32, value: SockOp
             }
             Ok(())
         }
+        bindings::RRDS_XRC_REGISTER | bindings::RRDS_XRC_UNREGISTER => {
+            let args = read_xrc_qp(&value)?;
+            let (device, _) = xrc_device(&state)?;
+            if name == bindings::RRDS_XRC_REGISTER {
+                let registration = xrc::register(state.into(), &device, args.qp_num)?;
+                if let Err(e) = state.xrc.lock().push(registration.clone(), GFP_KERNEL) {
+                    registration.detach();
+                    return Err(e.into());
+                }
+            } else {
+                let registration = xrc::unregister(state.net, &device, args.qp_num)?;
+                registration.sock().xrc_forget(&registration);
+            }
+            Ok(())
+        }
+        bindings::RRDS_XRC_INJECT => {
+            if value.len() != core::mem::size_of::<bindings::rrds_xrc_inject>() {
+                return Err(EINVAL);
+            }
+            // SAFETY: No preconditions.
+            if !unsafe { bindings::rrds_capable_net_admin() } {
+                return Err(EPERM);
+            }
+            let raw = value.read::<16>()?;
+            let word = |i: usize| u32::from_ne_bytes([raw[i], raw[i + 1], raw[i + 2], raw[i + 3]]);
+            let args = bindings::rrds_xrc_inject {
+                qp_num: word(0),
+                action: word(4),
+                event: word(8),
+                reserved: word(12),
+            };
+            let (device, _) = xrc_device(&state)?;
+            xrc::inject(state.net, &device, &args)
+        }
         _ => Err(errno::enoprotoopt()),
     }
+}
+
+/// A `struct rrds_xrc_qp` option value: exactly its size, reserved 0.
+fn read_xrc_qp(value: &SockOptValue) -> Result<bindings::rrds_xrc_qp> {
+    if value.len() != core::mem::size_of::<bindings::rrds_xrc_qp>() {
+        return Err(EINVAL);
+    }
+    let raw = value.read::<8>()?;
+    let args = bindings::rrds_xrc_qp {
+        qp_num: u32::from_ne_bytes([raw[0], raw[1], raw[2], raw[3]]),
+        reserved: u32::from_ne_bytes([raw[4], raw[5], raw[6], raw[7]]),
+    };
+    if args.reserved != 0 {
+        return Err(EINVAL);
+    }
+    Ok(args)
+}
+
+/// The RDMA device (and port) of the socket's bound address: ENOTCONN when
+/// unbound (as upstream's `RDS_GET_MR`), EOPNOTSUPP on a loopback socket.
+fn xrc_device(state: &RdsSock) -> Result<(Arc<crate::device::RdmaDevice>, u32)> {
+    let (ep, transport) = {
+        let s = state.state.lock();
+        (s.bound, s.transport)
+    };
+    let ep = ep.ok_or_else(errno::enotconn)?;
+    if transport.is_none_or(|t| t.kind() != ib::TRANS_IB) {
+        return Err(errno::eopnotsupp());
+    }
+    ib::device_of(state.net, &ep)
+}
+
+/// `RRDS_XRC_CREATE`: a new target on the socket's device, the caller registered.
+fn xrc_create(state: ArcBorrow<'_, RdsSock>, value: UserSlice, len: usize) -> Result<GetOptResult> {
+    const LEN: usize = core::mem::size_of::<bindings::rrds_xrc_create>();
+    if len != LEN {
+        return Err(EINVAL);
+    }
+    let (device, port) = xrc_device(&state)?;
+    let backend = xrc::Backend::of(&device);
+    let registration = xrc::create(state.into(), device, port)?;
+    let qp_num = registration.target().qp_num();
+    let mut out = [0u8; LEN];
+    out[..4].copy_from_slice(&qp_num.to_ne_bytes());
+    out[4..].copy_from_slice(&backend.uapi().to_ne_bytes());
+    let kept = state.xrc.lock().push(registration.clone(), GFP_KERNEL);
+    if let Err(e) = kept
+        .map_err(Error::from)
+        .and_then(|()| value.writer().write_slice(&out))
+    {
+        if registration.detach() {
+            state.xrc_forget(&registration);
+        }
+        return Err(e);
+    }
+    Ok(GetOptResult { ret: 0, len: LEN })
 }
 
 /// `RDS_CANCEL_SENT_TO`: drops this socket's queued messages to an address

@@ -238,7 +238,7 @@ pub(super) fn recvmsg(
     let (head_header, from, message, received_ns, mut stamps, (trace_count, trace_pos, scope)) = loop {
         let mut rx = state.rx.lock();
         wait_until(&state.wait, &mut rx, &mut timeo, |r| {
-            !r.messages.is_empty() || r.cong_notify != 0
+            !r.messages.is_empty() || r.cong_notify != 0 || state.xrc_has_events()
         })?;
         if rx.cong_notify != 0 {
             let notify = core::mem::take(&mut rx.cong_notify);
@@ -248,6 +248,22 @@ pub(super) fn recvmsg(
                 bindings::RDS_CMSG_CONG_UPDATE,
                 &notify.to_ne_bytes(),
             )?;
+            return Ok(0);
+        }
+        if state.xrc_has_events() {
+            drop(rx);
+            // Another reader may have taken it: look again.
+            let Some(event) = state.xrc_take_event(peek) else {
+                continue;
+            };
+            // SAFETY: `rrds_xrc_event` is four `u32`s: no padding.
+            let bytes = unsafe {
+                core::slice::from_raw_parts(
+                    core::ptr::from_ref(&event).cast::<u8>(),
+                    core::mem::size_of_val(&event),
+                )
+            };
+            msg.put_cmsg(bindings::SOL_RDS, bindings::RRDS_CMSG_XRC_EVENT, bytes)?;
             return Ok(0);
         }
         let Some(head) = rx.messages.front() else {

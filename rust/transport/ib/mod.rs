@@ -33,6 +33,7 @@ use crate::{
         ConnKey,
         Connection, //
     },
+    device::RdmaDevice,
     ffi::{
         bindings,
         net::NetRef,
@@ -266,6 +267,16 @@ pub(crate) fn is_rdma_address(net: NetRef, addr: &Endpoint) -> bool {
     let mut raw = [0u8; 28];
     let len = Endpoint { port: 0, ..*addr }.write_sockaddr(&mut raw);
     id.bind(&SockAddr::new(&raw[..len])).is_ok() && !id.device().is_null()
+}
+
+/// The RDMA device and port of the local address `addr` in `net`.
+pub(crate) fn device_of(net: NetRef, addr: &Endpoint) -> Result<(Arc<RdmaDevice>, u32)> {
+    let id = CmId::create::<Cm>(net, core::ptr::null())?;
+    let mut raw = [0u8; 28];
+    let len = Endpoint { port: 0, ..*addr }.write_sockaddr(&mut raw);
+    id.bind(&SockAddr::new(&raw[..len]))?;
+    let device = crate::device::find(id.device()).ok_or(ENODEV)?;
+    Ok((device, id.port()))
 }
 
 /// Seconds without a send completing, sends outstanding, before a link is

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: ((GPL-2.0 WITH Linux-syscall-note) OR BSD-2-Clause) */
+/*
+ * rrds extensions to the RDS socket API of <linux/rds.h>.
+ *
+ * Everything here is numbered far outside upstream's ranges (options 1..12,
+ * RDS_INFO 10000..10017, cmsg types 1..12), so a program can probe for it: the
+ * in-tree RDS answers ENOPROTOOPT. See Documentation/userspace-api.rst.
+ */
+#ifndef _UAPI_LINUX_RRDS_H
+#define _UAPI_LINUX_RRDS_H
+
+#include <linux/types.h>
+
+/* "RR": base of every rrds SOL_RDS option, info and cmsg number. */
+#define RRDS_OPT_BASE			0x52520000
+
+/*
+ * XRC target-QP manager: SOL_RDS options on a socket bound to an address of
+ * an RDMA device. The QP is created on that device; QP numbers are looked up
+ * among the targets of the socket's network namespace and device.
+ */
+#define RRDS_XRC_CREATE			(RRDS_OPT_BASE + 1)	/* getsockopt: struct rrds_xrc_create */
+#define RRDS_XRC_REGISTER		(RRDS_OPT_BASE + 2)	/* setsockopt: struct rrds_xrc_qp */
+#define RRDS_XRC_UNREGISTER		(RRDS_OPT_BASE + 3)	/* setsockopt: struct rrds_xrc_qp */
+#define RRDS_XRC_INJECT			(RRDS_OPT_BASE + 4)	/* setsockopt: struct rrds_xrc_inject */
+
+/* getsockopt with RDS_INFO's sizing protocol: struct rrds_info_xrc_target records. */
+#define RRDS_INFO_XRC_TARGETS		(RRDS_OPT_BASE + 0x100)
+
+/* SOL_RDS cmsg of a 0-byte recvmsg: struct rrds_xrc_event. */
+#define RRDS_CMSG_XRC_EVENT		(RRDS_OPT_BASE + 1)
+
+/* How a target QP is implemented on its device. */
+#define RRDS_XRC_BACKEND_XRC		1	/* an IB_QPT_XRC_TGT QP in an XRC domain */
+#define RRDS_XRC_BACKEND_EMULATED	2	/* an RC QP on an SRQ (rxe, siw: no XRC) */
+
+struct rrds_xrc_create {
+	__u32	qp_num;		/* out */
+	__u32	backend;	/* out: RRDS_XRC_BACKEND_* */
+};
+
+struct rrds_xrc_qp {
+	__u32	qp_num;
+	__u32	reserved;	/* 0 */
+};
+
+/* RRDS_XRC_INJECT actions (CAP_NET_ADMIN; for tests). */
+#define RRDS_XRC_INJECT_QP_ERROR	1	/* move the QP to the error state */
+#define RRDS_XRC_INJECT_EVENT		2	/* deliver a synthesized event */
+
+struct rrds_xrc_inject {
+	__u32	qp_num;
+	__u32	action;		/* RRDS_XRC_INJECT_* */
+	__u32	event;		/* RRDS_XRC_INJECT_EVENT: an RRDS_XRC_EV_* value */
+	__u32	reserved;	/* 0 */
+};
+
+/* Event types: the values of the kernel's enum ib_event_type, plus rrds's own. */
+#define RRDS_XRC_EV_QP_FATAL		1
+#define RRDS_XRC_EV_QP_REQ_ERR		2
+#define RRDS_XRC_EV_QP_ACCESS_ERR	3
+#define RRDS_XRC_EV_COMM_EST		4
+#define RRDS_XRC_EV_SQ_DRAINED		5
+#define RRDS_XRC_EV_PATH_MIG		6
+#define RRDS_XRC_EV_PATH_MIG_ERR	7
+#define RRDS_XRC_EV_QP_LAST_WQE_REACHED	16
+/* The target is gone under the registration (device removed, module unloaded). */
+#define RRDS_XRC_EV_TARGET_GONE		0x100
+
+/* struct rrds_xrc_event flags */
+#define RRDS_XRC_EVENT_SYNTHESIZED	0x1	/* made by rrds, not raised by the driver */
+#define RRDS_XRC_EVENT_FINAL		0x2	/* the registration has ended */
+#define RRDS_XRC_EVENT_OVERFLOW		0x4	/* events were lost before this one */
+
+struct rrds_xrc_event {
+	__u32	qp_num;
+	__u32	event;		/* RRDS_XRC_EV_* */
+	__u32	flags;		/* RRDS_XRC_EVENT_* */
+	__u32	lost;		/* events lost to a full queue just before this one */
+};
+
+/* Events a registration holds before it overflows. */
+#define RRDS_XRC_EVENT_QUEUE_LEN	64
+
+struct rrds_info_xrc_target {
+	__u32	qp_num;
+	__u32	backend;	/* RRDS_XRC_BACKEND_* */
+	__u32	qp_state;	/* IB QP state: 0 reset, 1 init, 2 rtr, 3 rts, 4 sqd, 5 sqe, 6 error */
+	__u32	registrations;	/* processes registered */
+	__u64	events;		/* events delivered, one per registration reached */
+	__u64	overflows;	/* events lost to full queues */
+	__u8	device[64];	/* NUL terminated */
+};
+
+#endif /* _UAPI_LINUX_RRDS_H */

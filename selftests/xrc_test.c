@@ -1,0 +1,813 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The XRC target-QP manager (Documentation/userspace-api.rst, "XRC target
+ * QPs"), on rxe and on siw: targets outlive their creator, registrations are
+ * per process and end with the process or the socket, events reach every
+ * registered process exactly once and in order, device removal ends every
+ * registration with a final event, and nothing is left behind.
+ */
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <linux/capability.h>
+#include <linux/rrds.h>
+
+#include "kselftest_harness.h"
+#include "rrds_test.h"
+#include "rds_socket.h"
+
+#define NS_A	"rrds-a"
+#define NS_B	"rrds-b"
+#define INFO_MAX 256
+
+/* Field and constant compared as the u32 the ABI makes them. */
+#define EXPECT_U32(want, seen) EXPECT_EQ((uint32_t)(want), (uint32_t)(seen))
+
+FIXTURE(xrc) {
+	int qps0;	/* RC QPs on the pair's devices as the test starts */
+};
+
+FIXTURE_VARIANT(xrc) {
+	const char *kind;	/* fixtures.sh <kind>-up; devices <kind>_a, <kind>_b */
+	const char *local;	/* rrds-a's address, on <kind>_a */
+	const char *remote;	/* rrds-b's address, on <kind>_b */
+	bool real_error_event;	/* the driver raises LAST_WQE_REACHED on error */
+};
+
+FIXTURE_VARIANT_ADD(xrc, rxe) {
+	.kind = "rxe", .local = "10.254.1.1", .remote = "10.254.1.2", .real_error_event = true,
+};
+
+FIXTURE_VARIANT_ADD(xrc, siw) {
+	.kind = "siw", .local = "10.254.2.1", .remote = "10.254.2.2", .real_error_event = false,
+};
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+#define WAIT_FOR(secs, cond) ({						\
+	double __end = now() + (secs);					\
+	bool __held;							\
+	while (!(__held = (cond)) && now() < __end)			\
+		usleep(100000);						\
+	__held;								\
+})
+
+/* RC QPs on <kind>_a and <kind>_b per rdma(8); -1 if rdma fails. */
+static int rc_qps(const char *kind)
+{
+	char out[32];
+
+	if (sh_out(out, sizeof(out),
+		   "qps=$(rdma resource show qp) || exit 2; "
+		   "echo \"$qps\" | grep -E '^link %s_[ab]/' | grep -c ' type RC '; exit 0", kind))
+		return -1;
+	return atoi(out);
+}
+
+static int enter_ns(const char *ns)
+{
+	char path[64];
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", ns);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	rc = setns(fd, CLONE_NEWNET) ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+FIXTURE_SETUP(xrc)
+{
+	char up[16];
+
+	snprintf(up, sizeof(up), "%s-up", variant->kind);
+	ASSERT_EQ(0, fixture(up));
+	if (!rrds_loaded())
+		ASSERT_EQ(0, rrds_load());
+	self->qps0 = rc_qps(variant->kind);
+	ASSERT_LE(0, self->qps0);
+	/* The test (and every child it forks) lives in rrds-a. */
+	ASSERT_EQ(0, enter_ns(NS_A));
+}
+
+FIXTURE_TEARDOWN(xrc)
+{
+}
+
+static int xsock(const char *ip)
+{
+	return bound_socket(ip, 0);
+}
+
+/* Creates a target; 0 or -errno. */
+static int xrc_create(int fd, uint32_t *qp_num, uint32_t *backend)
+{
+	struct rrds_xrc_create c = { 0 };
+	socklen_t len = sizeof(c);
+
+	if (getsockopt(fd, SOL_RDS, RRDS_XRC_CREATE, &c, &len))
+		return -errno;
+	if (len != sizeof(c))
+		return -EPROTO;
+	*qp_num = c.qp_num;
+	if (backend)
+		*backend = c.backend;
+	return 0;
+}
+
+static int xrc_qp_op(int fd, int op, uint32_t qp_num)
+{
+	struct rrds_xrc_qp q = { .qp_num = qp_num };
+
+	return setsockopt(fd, SOL_RDS, op, &q, sizeof(q)) ? -errno : 0;
+}
+
+static int xrc_inject(int fd, uint32_t qp_num, uint32_t action, uint32_t event)
+{
+	struct rrds_xrc_inject in = { .qp_num = qp_num, .action = action, .event = event };
+
+	return setsockopt(fd, SOL_RDS, RRDS_XRC_INJECT, &in, sizeof(in)) ? -errno : 0;
+}
+
+/* The namespace's targets; how many, or -errno. */
+static int targets(int fd, struct rrds_info_xrc_target *out)
+{
+	socklen_t len = INFO_MAX * sizeof(*out);
+	int each = getsockopt(fd, SOL_RDS, RRDS_INFO_XRC_TARGETS, out, &len);
+
+	if (each < 0)
+		return -errno;
+	if (each != sizeof(*out) || len % sizeof(*out))
+		return -EPROTO;
+	return len / sizeof(*out);
+}
+
+/* The record of @qp_num, or NULL. */
+static struct rrds_info_xrc_target *target_of(struct rrds_info_xrc_target *t, int n,
+					      uint32_t qp_num)
+{
+	for (int i = 0; i < n; i++)
+		if (t[i].qp_num == qp_num)
+			return &t[i];
+	return NULL;
+}
+
+/* Registrations of @qp_num per the listing: -1 if not listed. */
+static int registrations(int fd, uint32_t qp_num)
+{
+	struct rrds_info_xrc_target t[INFO_MAX], *r;
+	int n = targets(fd, t);
+
+	r = n < 0 ? NULL : target_of(t, n, qp_num);
+	return r ? (int)r->registrations : -1;
+}
+
+/*
+ * The next event within @ms: 1 and *@ev, 0 on timeout, -errno. Checks the
+ * recvmsg is a 0-byte one carrying exactly our cmsg.
+ */
+static int next_event(int fd, struct rrds_xrc_event *ev, int ms)
+{
+	char control[CMSG_SPACE(sizeof(*ev)) + 64];
+	struct msghdr msg = { .msg_control = control, .msg_controllen = sizeof(control) };
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct cmsghdr *c;
+	int found = 0;
+	ssize_t n;
+
+	if (poll(&p, 1, ms) < 0)
+		return -errno;
+	if (!(p.revents & POLLIN))
+		return 0;
+	n = recvmsg(fd, &msg, MSG_DONTWAIT);
+	if (n < 0)
+		return -errno;
+	if (n != 0)
+		return -EPROTO;
+	for (c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_RDS || c->cmsg_type != (int)RRDS_CMSG_XRC_EVENT ||
+		    c->cmsg_len != CMSG_LEN(sizeof(*ev)))
+			return -EPROTO;
+		memcpy(ev, CMSG_DATA(c), sizeof(*ev));
+		found++;
+	}
+	return found == 1 ? 1 : -EPROTO;
+}
+
+/* Forks a child that never outlives the test; 0 in the child. */
+static pid_t spawn(void)
+{
+	pid_t parent = getpid(), pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+	}
+	return pid;
+}
+
+static int child_status(pid_t pid)
+{
+	int status;
+
+	if (waitpid(pid, &status, 0) != pid)
+		return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void send_u32(int fd, uint32_t v)
+{
+	if (write(fd, &v, sizeof(v)) != sizeof(v))
+		_exit(90);
+}
+
+/* Reads a u32 from a pipe within 60 s; false on EOF or timeout. */
+static bool recv_u32(int fd, uint32_t *v)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	if (poll(&p, 1, 60000) != 1)
+		return false;
+	return read(fd, v, sizeof(*v)) == sizeof(*v);
+}
+
+/*
+ * A target outlives its creator while another process is registered; the
+ * last unregistration destroys its QP.
+ */
+TEST_F(xrc, creator_killed_target_survives)
+{
+	struct rrds_info_xrc_target t[INFO_MAX], *r;
+	uint32_t qp_num, backend;
+	int up[2], fd, n;
+	pid_t creator;
+
+	ASSERT_EQ(0, pipe(up));
+	creator = spawn();
+	ASSERT_LE(0, creator);
+	if (creator == 0) {
+		int cfd = xsock(variant->local);
+
+		if (cfd < 0 || xrc_create(cfd, &qp_num, &backend))
+			_exit(2);
+		send_u32(up[1], qp_num);
+		send_u32(up[1], backend);
+		pause();
+		_exit(0);
+	}
+	ASSERT_TRUE(recv_u32(up[0], &qp_num));
+	ASSERT_TRUE(recv_u32(up[0], &backend));
+	/* rxe and siw have no XRC: the backend says so. */
+	EXPECT_U32(RRDS_XRC_BACKEND_EMULATED, backend);
+	fd = xsock(variant->local);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, xrc_qp_op(fd, RRDS_XRC_REGISTER, qp_num));
+	n = targets(fd, t);
+	ASSERT_EQ(1, n);
+	r = target_of(t, n, qp_num);
+	ASSERT_NE(NULL, r);
+	EXPECT_U32(2, r->registrations);
+	EXPECT_U32(RRDS_XRC_BACKEND_EMULATED, r->backend);
+	EXPECT_U32(1, r->qp_state);	/* INIT */
+	EXPECT_EQ(0, strncmp((char *)r->device, variant->kind, 3));
+	EXPECT_EQ(self->qps0 + 1, rc_qps(variant->kind));
+
+	ASSERT_EQ(0, kill(creator, SIGKILL));
+	EXPECT_EQ(128 + SIGKILL, child_status(creator));
+	EXPECT_TRUE(WAIT_FOR(10, registrations(fd, qp_num) == 1));
+	EXPECT_EQ(self->qps0 + 1, rc_qps(variant->kind));
+
+	ASSERT_EQ(0, xrc_qp_op(fd, RRDS_XRC_UNREGISTER, qp_num));
+	EXPECT_EQ(0, targets(fd, t));
+	EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
+	close(fd);
+}
+
+/* A process that dies while its socket lives on (shared with its parent). */
+TEST_F(xrc, process_exit_ends_registration_on_shared_socket)
+{
+	uint32_t qp_num;
+	int fd, shared;
+	pid_t kid;
+
+	fd = xsock(variant->local);
+	shared = xsock(variant->local);
+	ASSERT_LE(0, fd);
+	ASSERT_LE(0, shared);
+	ASSERT_EQ(0, xrc_create(fd, &qp_num, NULL));
+	kid = spawn();
+	ASSERT_LE(0, kid);
+	if (kid == 0) {
+		if (xrc_qp_op(shared, RRDS_XRC_REGISTER, qp_num))
+			_exit(2);
+		pause();
+		_exit(0);
+	}
+	ASSERT_TRUE(WAIT_FOR(10, registrations(fd, qp_num) == 2));
+	ASSERT_EQ(0, kill(kid, SIGKILL));
+	EXPECT_EQ(128 + SIGKILL, child_status(kid));
+	/* The parent still holds the socket: only the process's exit ends it. */
+	EXPECT_TRUE(WAIT_FOR(10, registrations(fd, qp_num) == 1));
+	close(shared);
+	close(fd);
+	EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
+}
+
+/* Closing the socket a registration was made through ends it. */
+TEST_F(xrc, close_ends_registrations)
+{
+	struct rrds_info_xrc_target t[INFO_MAX];
+	uint32_t a, b;
+	int fd, other;
+
+	fd = xsock(variant->local);
+	other = xsock(variant->local);
+	ASSERT_LE(0, fd);
+	ASSERT_LE(0, other);
+	ASSERT_EQ(0, xrc_create(fd, &a, NULL));
+	ASSERT_EQ(0, xrc_create(fd, &b, NULL));
+	EXPECT_NE(a, b);
+	ASSERT_EQ(2, targets(other, t));
+	EXPECT_EQ(self->qps0 + 2, rc_qps(variant->kind));
+	close(fd);
+	EXPECT_EQ(0, targets(other, t));
+	EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
+	close(other);
+}
+
+static int drop_net_admin(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d))
+		return -errno;
+	d[0].effective &= ~(1u << CAP_NET_ADMIN);
+	return syscall(SYS_capset, &h, d) ? -errno : 0;
+}
+
+TEST_F(xrc, errors)
+{
+	struct rrds_info_xrc_target t[INFO_MAX];
+	struct rrds_xrc_create c;
+	struct rrds_xrc_qp q = { 0 };
+	struct rrds_xrc_inject in = { 0 };
+	uint32_t qp_num, unused;
+	socklen_t len;
+	int fd, fd2, lo, unbound, status;
+	pid_t kid;
+
+	unbound = rds_socket();
+	ASSERT_LE(0, unbound);
+	EXPECT_EQ(-ENOTCONN, xrc_create(unbound, &unused, NULL));
+	EXPECT_EQ(-ENOTCONN, xrc_qp_op(unbound, RRDS_XRC_REGISTER, 1));
+	lo = xsock("127.0.0.1");
+	ASSERT_LE(0, lo);
+	EXPECT_EQ(-EOPNOTSUPP, xrc_create(lo, &unused, NULL));
+
+	fd = xsock(variant->local);
+	fd2 = xsock(variant->local);
+	ASSERT_LE(0, fd);
+	ASSERT_LE(0, fd2);
+	/* Every option's length is exact. */
+	len = sizeof(c) - 1;
+	EXPECT_EQ(-EINVAL, ERR(getsockopt(fd, SOL_RDS, RRDS_XRC_CREATE, &c, &len)));
+	len = sizeof(c) + 4;
+	EXPECT_EQ(-EINVAL, ERR(getsockopt(fd, SOL_RDS, RRDS_XRC_CREATE, &c, &len)));
+	EXPECT_EQ(-EINVAL, ERR(setsockopt(fd, SOL_RDS, RRDS_XRC_REGISTER, &q, sizeof(q) - 1)));
+	EXPECT_EQ(-EINVAL, ERR(setsockopt(fd, SOL_RDS, RRDS_XRC_REGISTER, &q, sizeof(q) + 1)));
+	EXPECT_EQ(-EINVAL, ERR(setsockopt(fd, SOL_RDS, RRDS_XRC_UNREGISTER, &q, 0)));
+	EXPECT_EQ(-EINVAL, ERR(setsockopt(fd, SOL_RDS, RRDS_XRC_INJECT, &in, sizeof(in) - 4)));
+	EXPECT_EQ(0, targets(fd, t));
+	EXPECT_EQ(0, rc_qps(variant->kind) - self->qps0);
+
+	ASSERT_EQ(0, xrc_create(fd, &qp_num, NULL));
+	q.qp_num = qp_num;
+	q.reserved = 1;
+	EXPECT_EQ(-EINVAL, ERR(setsockopt(fd2, SOL_RDS, RRDS_XRC_REGISTER, &q, sizeof(q))));
+	/* One registration per process, whichever socket asks. */
+	EXPECT_EQ(-EALREADY, xrc_qp_op(fd, RRDS_XRC_REGISTER, qp_num));
+	EXPECT_EQ(-EALREADY, xrc_qp_op(fd2, RRDS_XRC_REGISTER, qp_num));
+	EXPECT_EQ(-ENOENT, xrc_qp_op(fd, RRDS_XRC_REGISTER, qp_num + 1000));
+	EXPECT_EQ(-ENOENT, xrc_qp_op(fd, RRDS_XRC_UNREGISTER, qp_num + 1000));
+	EXPECT_EQ(-ENOENT, xrc_inject(fd, qp_num + 1000, RRDS_XRC_INJECT_EVENT,
+				      RRDS_XRC_EV_QP_FATAL));
+	EXPECT_EQ(-EINVAL, xrc_inject(fd, qp_num, 99, 0));
+	EXPECT_EQ(-EINVAL, xrc_inject(fd, qp_num, RRDS_XRC_INJECT_EVENT, 8 /* DEVICE_FATAL */));
+	in.qp_num = qp_num;
+	in.action = RRDS_XRC_INJECT_EVENT;
+	in.event = RRDS_XRC_EV_QP_FATAL;
+	in.reserved = 1;
+	EXPECT_EQ(-EINVAL, ERR(setsockopt(fd, SOL_RDS, RRDS_XRC_INJECT, &in, sizeof(in))));
+
+	/* RDS_INFO's sizing protocol: too small a buffer says how much is needed. */
+	len = 0;
+	EXPECT_EQ(-ENOSPC, ERR(getsockopt(fd, SOL_RDS, RRDS_INFO_XRC_TARGETS, t, &len)));
+	EXPECT_EQ(sizeof(t[0]), len);
+
+	kid = spawn();
+	ASSERT_LE(0, kid);
+	if (kid == 0) {
+		int kfd = xsock(variant->local);
+
+		/* Not registered: unregistering is ENOENT. */
+		if (xrc_qp_op(kfd, RRDS_XRC_UNREGISTER, qp_num) != -ENOENT)
+			_exit(10);
+		if (xrc_qp_op(kfd, RRDS_XRC_REGISTER, qp_num))
+			_exit(11);
+		if (drop_net_admin())
+			_exit(12);
+		if (xrc_inject(kfd, qp_num, RRDS_XRC_INJECT_EVENT, RRDS_XRC_EV_QP_FATAL) != -EPERM)
+			_exit(13);
+		if (xrc_inject(kfd, qp_num, RRDS_XRC_INJECT_QP_ERROR, 0) != -EPERM)
+			_exit(14);
+		/* Another namespace does not see the target, whatever device it asks. */
+		if (enter_ns(NS_B))
+			_exit(15);
+		kfd = xsock(variant->remote);
+		if (kfd < 0 || xrc_qp_op(kfd, RRDS_XRC_REGISTER, qp_num) != -ENOENT)
+			_exit(16);
+		if (targets(kfd, t) != 0)
+			_exit(17);
+		_exit(0);
+	}
+	status = child_status(kid);
+	EXPECT_EQ(0, status);
+	/* The child's registration ended with it. */
+	EXPECT_TRUE(WAIT_FOR(10, registrations(fd, qp_num) == 1));
+	EXPECT_EQ(0, xrc_qp_op(fd2, RRDS_XRC_UNREGISTER, qp_num));
+	EXPECT_EQ(-ENOENT, xrc_qp_op(fd, RRDS_XRC_UNREGISTER, qp_num));
+	EXPECT_EQ(0, targets(fd, t));
+	EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
+	close(fd);
+	close(fd2);
+	close(lo);
+	close(unbound);
+}
+
+/* The events a fan-out registrant must see, in order. */
+static const uint32_t synthesized[] = {
+	RRDS_XRC_EV_QP_FATAL, RRDS_XRC_EV_QP_REQ_ERR, RRDS_XRC_EV_QP_ACCESS_ERR,
+	RRDS_XRC_EV_COMM_EST, RRDS_XRC_EV_SQ_DRAINED,
+};
+#define FAN_EVENTS (1 + sizeof(synthesized) / sizeof(synthesized[0]))
+
+/*
+ * A registrant: registers (or registers and then unregisters, if @leave),
+ * reports ready, then collects events until @want arrived and 1 s more has
+ * passed quietly, and reports them all.
+ */
+static void __attribute__((noreturn)) fan_child(const char *ip, uint32_t qp_num, bool leave,
+					       int want, int report)
+{
+	struct rrds_xrc_event ev[FAN_EVENTS + 4];
+	double end = now() + 60;
+	int fd = xsock(ip), got = 0, r;
+
+	if (fd < 0 || xrc_qp_op(fd, RRDS_XRC_REGISTER, qp_num))
+		_exit(20);
+	if (leave && xrc_qp_op(fd, RRDS_XRC_UNREGISTER, qp_num))
+		_exit(21);
+	send_u32(report, 0);
+	while (now() < end && got < (int)(sizeof(ev) / sizeof(ev[0]))) {
+		r = next_event(fd, &ev[got], got >= want ? 1000 : 500);
+		if (r < 0)
+			_exit(22);
+		if (r == 0 && got >= want)
+			break;
+		got += r;
+	}
+	send_u32(report, got);
+	for (int i = 0; i < got; i++) {
+		send_u32(report, ev[i].event);
+		send_u32(report, ev[i].flags);
+		send_u32(report, ev[i].qp_num);
+	}
+	_exit(0);
+}
+
+/* Checks a registrant's report: the error event, then the synthesized ones. */
+static void check_report(struct __test_metadata *_metadata, const FIXTURE_VARIANT(xrc) *variant,
+			 int fd, uint32_t qp_num, int want, const char *who)
+{
+	uint32_t got, event, flags, qp;
+
+	ASSERT_TRUE(recv_u32(fd, &got)) TH_LOG("%s: no report", who);
+	ASSERT_EQ(want, (int)got) TH_LOG("%s: wrong number of events", who);
+	for (uint32_t i = 0; i < got; i++) {
+		ASSERT_TRUE(recv_u32(fd, &event));
+		ASSERT_TRUE(recv_u32(fd, &flags));
+		ASSERT_TRUE(recv_u32(fd, &qp));
+		EXPECT_EQ(qp_num, qp);
+		if (i == 0) {
+			EXPECT_U32(RRDS_XRC_EV_QP_LAST_WQE_REACHED, event);
+			EXPECT_U32(variant->real_error_event ? 0 : RRDS_XRC_EVENT_SYNTHESIZED, flags);
+		} else {
+			EXPECT_EQ(synthesized[i - 1], event) TH_LOG("%s: event %u", who, i);
+			EXPECT_U32(RRDS_XRC_EVENT_SYNTHESIZED, flags);
+		}
+	}
+}
+
+/*
+ * Three processes registered and one that left before the events: each of
+ * the three gets every event exactly once, in order; the fourth none.
+ */
+TEST_F(xrc, events_fan_out_once_in_order)
+{
+	struct rrds_info_xrc_target t[INFO_MAX], *r;
+	struct rrds_xrc_event ev;
+	uint32_t qp_num, ready;
+	int report[3][2], fd, n;
+	pid_t kids[3];
+
+	fd = xsock(variant->local);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, xrc_create(fd, &qp_num, NULL));
+	for (int i = 0; i < 3; i++) {
+		ASSERT_EQ(0, pipe(report[i]));
+		kids[i] = spawn();
+		ASSERT_LE(0, kids[i]);
+		if (kids[i] == 0)
+			fan_child(variant->local, qp_num, i == 2, i == 2 ? 0 : FAN_EVENTS,
+				  report[i][1]);
+		ASSERT_TRUE(recv_u32(report[i][0], &ready));
+	}
+	ASSERT_EQ(3, registrations(fd, qp_num));
+
+	/* A real error where the driver raises one, then synthesized events. */
+	ASSERT_EQ(0, xrc_inject(fd, qp_num, RRDS_XRC_INJECT_QP_ERROR, 0));
+	/* The first event must come before the synthesized ones to check order. */
+	ASSERT_EQ(1, next_event(fd, &ev, 10000));
+	EXPECT_U32(RRDS_XRC_EV_QP_LAST_WQE_REACHED, ev.event);
+	EXPECT_U32(variant->real_error_event ? 0 : RRDS_XRC_EVENT_SYNTHESIZED, ev.flags);
+	EXPECT_EQ(qp_num, ev.qp_num);
+	for (size_t i = 0; i < sizeof(synthesized) / sizeof(synthesized[0]); i++)
+		ASSERT_EQ(0, xrc_inject(fd, qp_num, RRDS_XRC_INJECT_EVENT, synthesized[i]));
+	for (size_t i = 0; i < sizeof(synthesized) / sizeof(synthesized[0]); i++) {
+		ASSERT_EQ(1, next_event(fd, &ev, 5000));
+		EXPECT_EQ(synthesized[i], ev.event);
+		EXPECT_U32(RRDS_XRC_EVENT_SYNTHESIZED, ev.flags);
+	}
+	EXPECT_EQ(0, next_event(fd, &ev, 1000));
+
+	check_report(_metadata, variant, report[0][0], qp_num, FAN_EVENTS, "registrant 0");
+	check_report(_metadata, variant, report[1][0], qp_num, FAN_EVENTS, "registrant 1");
+	check_report(_metadata, variant, report[2][0], qp_num, 0, "unregistered");
+	for (int i = 0; i < 3; i++)
+		EXPECT_EQ(0, child_status(kids[i]));
+
+	n = targets(fd, t);
+	r = target_of(t, n, qp_num);
+	ASSERT_NE(NULL, r);
+	EXPECT_U32(6, r->qp_state);	/* error */
+	EXPECT_EQ(3 * FAN_EVENTS, r->events);
+	EXPECT_U32(0, r->overflows);
+	close(fd);
+	EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
+}
+
+/* A full queue never blocks the handler: the loss is counted and flagged. */
+TEST_F(xrc, overflow_is_reported)
+{
+	struct rrds_info_xrc_target t[INFO_MAX], *r;
+	struct rrds_xrc_event ev;
+	const int extra = 6;
+	uint32_t qp_num;
+	int fd, n;
+
+	fd = xsock(variant->local);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, xrc_create(fd, &qp_num, NULL));
+	for (int i = 0; i < RRDS_XRC_EVENT_QUEUE_LEN + extra; i++)
+		ASSERT_EQ(0, xrc_inject(fd, qp_num, RRDS_XRC_INJECT_EVENT, RRDS_XRC_EV_COMM_EST));
+	for (int i = 0; i < RRDS_XRC_EVENT_QUEUE_LEN; i++) {
+		bool last = i == RRDS_XRC_EVENT_QUEUE_LEN - 1;
+
+		ASSERT_EQ(1, next_event(fd, &ev, 1000)) TH_LOG("event %d", i);
+		EXPECT_U32(RRDS_XRC_EV_COMM_EST, ev.event);
+		EXPECT_U32(RRDS_XRC_EVENT_SYNTHESIZED | (last ? RRDS_XRC_EVENT_OVERFLOW : 0),
+			  ev.flags);
+		EXPECT_EQ(last ? extra : 0, (int)ev.lost);
+	}
+	EXPECT_EQ(0, next_event(fd, &ev, 200));
+	n = targets(fd, t);
+	r = target_of(t, n, qp_num);
+	ASSERT_NE(NULL, r);
+	EXPECT_U32(RRDS_XRC_EVENT_QUEUE_LEN, r->events);
+	EXPECT_EQ(extra, r->overflows);
+	close(fd);
+}
+
+/* Removing the device ends every registration with a final event. */
+TEST_F(xrc, device_removal_sends_final_event)
+{
+	struct rrds_info_xrc_target t[INFO_MAX];
+	struct rrds_xrc_event ev;
+	uint32_t qp_num, ready, v;
+	int report[2], fd;
+	pid_t kid;
+
+	fd = xsock(variant->local);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, xrc_create(fd, &qp_num, NULL));
+	ASSERT_EQ(0, pipe(report));
+	kid = spawn();
+	ASSERT_LE(0, kid);
+	if (kid == 0) {
+		int kfd = xsock(variant->local);
+
+		if (kfd < 0 || xrc_qp_op(kfd, RRDS_XRC_REGISTER, qp_num))
+			_exit(2);
+		send_u32(report[1], 0);
+		if (next_event(kfd, &ev, 60000) != 1)
+			_exit(3);
+		send_u32(report[1], ev.event);
+		send_u32(report[1], ev.flags);
+		/* The registration is over. */
+		if (xrc_qp_op(kfd, RRDS_XRC_UNREGISTER, qp_num) != -ENOENT)
+			_exit(4);
+		_exit(0);
+	}
+	ASSERT_TRUE(recv_u32(report[0], &ready));
+	ASSERT_EQ(2, registrations(fd, qp_num));
+	ASSERT_EQ(0, sh("rdma link del %s_a", variant->kind));
+	ASSERT_EQ(1, next_event(fd, &ev, 10000));
+	EXPECT_U32(RRDS_XRC_EV_TARGET_GONE, ev.event);
+	EXPECT_U32(RRDS_XRC_EVENT_SYNTHESIZED | RRDS_XRC_EVENT_FINAL, ev.flags);
+	EXPECT_EQ(qp_num, ev.qp_num);
+	ASSERT_TRUE(recv_u32(report[0], &v));
+	EXPECT_U32(RRDS_XRC_EV_TARGET_GONE, v);
+	ASSERT_TRUE(recv_u32(report[0], &v));
+	EXPECT_U32(RRDS_XRC_EVENT_SYNTHESIZED | RRDS_XRC_EVENT_FINAL, v);
+	EXPECT_EQ(0, child_status(kid));
+	EXPECT_EQ(0, targets(fd, t));
+	close(fd);
+	/* Bring the pair back for the next test, and unload cleanly. */
+	ASSERT_EQ(0, fixture(variant->kind[0] == 'r' ? "rxe-up" : "siw-up"));
+	ASSERT_EQ(0, rrds_unload());
+}
+
+/* Shared by the stress test's processes. */
+struct stress_shared {
+	int ops;		/* operations done by every process */
+	int failures;		/* unexpected results */
+	char why[128];
+};
+
+#define STRESS_TARGETS	4
+#define STRESS_PROCS	64
+
+static uint64_t next64(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/*
+ * A stress process: random register / unregister / close / event reads on
+ * the targets, checking each errno against its own view of its registrations.
+ */
+static void __attribute__((noreturn)) stress_child(const char *ip, const uint32_t *qps,
+						   struct stress_shared *sh_, int goal, uint64_t seed)
+{
+	bool registered[STRESS_TARGETS] = { false };
+	struct rrds_xrc_event ev;
+	int fd = xsock(ip);
+
+	while (__atomic_load_n(&sh_->ops, __ATOMIC_RELAXED) < goal) {
+		uint64_t r = next64(&seed);
+		int i = r % STRESS_TARGETS, rc, want;
+
+		switch ((r >> 8) % 8) {
+		case 0: case 1: case 2:
+			rc = xrc_qp_op(fd, RRDS_XRC_REGISTER, qps[i]);
+			want = registered[i] ? -EALREADY : 0;
+			registered[i] = true;
+			break;
+		case 3: case 4:
+			rc = xrc_qp_op(fd, RRDS_XRC_UNREGISTER, qps[i]);
+			want = registered[i] ? 0 : -ENOENT;
+			registered[i] = false;
+			break;
+		case 5:
+			close(fd);
+			fd = xsock(ip);
+			memset(registered, 0, sizeof(registered));
+			rc = want = fd < 0 ? -1 : 0;
+			break;
+		default:
+			while ((rc = next_event(fd, &ev, 0)) == 1)
+				;
+			want = 0;
+			break;
+		}
+		if (rc != want) {
+			if (__atomic_fetch_add(&sh_->failures, 1, __ATOMIC_RELAXED) == 0)
+				snprintf(sh_->why, sizeof(sh_->why),
+					 "op %d on target %d: %d, expected %d",
+					 (int)((r >> 8) % 8), i, rc, want);
+		}
+		__atomic_fetch_add(&sh_->ops, 1, __ATOMIC_RELAXED);
+	}
+	_exit(0);
+}
+
+/*
+ * 64 processes registering, unregistering, closing and being killed at
+ * random while events are injected: every errno as expected, and in the end
+ * only the test's own registrations, then nothing.
+ */
+TEST_F_TIMEOUT(xrc, stress_random_processes, 900)
+{
+	struct rrds_info_xrc_target t[INFO_MAX];
+	struct stress_shared *shared;
+	uint32_t qps[STRESS_TARGETS];
+	pid_t kids[STRESS_PROCS];
+	const int goal = 10000;
+	uint64_t seed = 0x5eed;
+	int fd, kills = 0, n;
+	double limit = now() + 600;
+
+	shared = mmap(NULL, sizeof(*shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+		      -1, 0);
+	ASSERT_NE(MAP_FAILED, shared);
+	fd = xsock(variant->local);
+	ASSERT_LE(0, fd);
+	for (int i = 0; i < STRESS_TARGETS; i++)
+		ASSERT_EQ(0, xrc_create(fd, &qps[i], NULL));
+	for (int i = 0; i < STRESS_PROCS; i++) {
+		kids[i] = spawn();
+		ASSERT_LE(0, kids[i]);
+		if (kids[i] == 0)
+			stress_child(variant->local, qps, shared, goal, 0x9e3779b97f4a7c15ull * (i + 1));
+	}
+	while (__atomic_load_n(&shared->ops, __ATOMIC_RELAXED) < goal && now() < limit) {
+		uint64_t r = next64(&seed);
+		int k = r % STRESS_PROCS;
+
+		ASSERT_EQ(0, xrc_inject(fd, qps[(r >> 8) % STRESS_TARGETS], RRDS_XRC_INJECT_EVENT,
+					RRDS_XRC_EV_COMM_EST));
+		if ((r >> 16) % 4 == 0) {
+			/* Kill one and start another in its place. */
+			kill(kids[k], SIGKILL);
+			waitpid(kids[k], NULL, 0);
+			kills++;
+			kids[k] = spawn();
+			ASSERT_LE(0, kids[k]);
+			if (kids[k] == 0)
+				stress_child(variant->local, qps, shared, goal, r | 1);
+		}
+		usleep(20000);
+		/* Our own events: keep reading so our queue does not just overflow. */
+		{
+			struct rrds_xrc_event ev;
+
+			while (next_event(fd, &ev, 0) == 1)
+				;
+		}
+	}
+	for (int i = 0; i < STRESS_PROCS; i++) {
+		kill(kids[i], SIGKILL);
+		waitpid(kids[i], NULL, 0);
+	}
+	TH_LOG("%d operations, %d processes killed", shared->ops, kills);
+	EXPECT_LE(goal, shared->ops);
+	EXPECT_EQ(0, shared->failures) TH_LOG("%s", shared->why);
+	/* Only the test's own registration is left on each target. */
+	for (int i = 0; i < STRESS_TARGETS; i++) {
+		bool alone = WAIT_FOR(10, registrations(fd, qps[i]) == 1);
+
+		EXPECT_TRUE(alone) TH_LOG("target %d", i);
+	}
+	for (int i = 0; i < STRESS_TARGETS; i++)
+		EXPECT_EQ(0, xrc_qp_op(fd, RRDS_XRC_UNREGISTER, qps[i]));
+	n = targets(fd, t);
+	EXPECT_EQ(0, n);
+	EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
+	close(fd);
+	munmap(shared, sizeof(*shared));
+	/* Nothing pins the module: everything was released. */
+	EXPECT_EQ(0, rrds_unload());
+}
+
+TEST_HARNESS_MAIN
