@@ -27,12 +27,13 @@ unsafe impl Send for ProcessRef {}
 unsafe impl Sync for ProcessRef {}
 
 impl ProcessRef {
-    /// The calling process.
-    pub(crate) fn current() -> Self {
-        // SAFETY: No preconditions; returns a counted reference on current's thread group pid.
+    /// The calling process; `ESRCH` if it has no thread-group pid (an exiting task).
+    pub(crate) fn current() -> Result<Self> {
+        // SAFETY: No preconditions; returns a counted reference (or NULL, which
+        // `get_pid` passes through) on current's thread-group pid.
         let pid = unsafe { bindings::rrds_get_current_tgid() };
-        // INVARIANT: `task_tgid(current)` is never NULL for a running task.
-        Self(NonNull::new(pid).unwrap_or(NonNull::dangling()))
+        // INVARIANT: a non-NULL pid comes with the reference `get_pid` took.
+        NonNull::new(pid).map(Self).ok_or(ESRCH)
     }
 
     /// Whether both refer to the same process.

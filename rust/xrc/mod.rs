@@ -305,10 +305,11 @@ impl ExitHandler for Registration {
 
 impl Registration {
     fn new(target: Arc<Target>, sock: Arc<RdsSock>) -> Result<Arc<Self>> {
+        let process = ProcessRef::current()?;
         Arc::pin_init(
             pin_init!(Self {
                 target,
-                process: ProcessRef::current(),
+                process,
                 sock,
                 ring <- new_irq_spinlock!(EventRing {
                     slots: [bindings::rrds_xrc_event::default(); QUEUE_LEN],
@@ -552,7 +553,7 @@ pub(crate) fn unregister(
     qp_num: u32,
 ) -> Result<Arc<Registration>> {
     let target = find(net, device, qp_num)?;
-    let me = ProcessRef::current();
+    let me = ProcessRef::current()?;
     let registration = target
         .fanout
         .lock()
