@@ -29,7 +29,7 @@ SHELL := /bin/bash
 rust_sources = $(filter-out rust/bindings_generated.rs,$(wildcard rust/*.rs rust/*/*.rs rust/*/*/*.rs))
 kmake = $(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM)
 
-.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench bench-ib setup
+.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench bench-ib bench-xrc setup
 
 all: modules
 
@@ -67,3 +67,6 @@ bench:
 
 bench-ib:
 	scripts/bench-ib
+
+bench-xrc:
+	scripts/bench-xrc
