@@ -100,6 +100,11 @@ impl RdmaDevice {
         self.device == raw
     }
 
+    /// Whether the device is still there (its PD not yet taken by `remove`).
+    pub(crate) fn is_present(&self) -> bool {
+        self.pd.lock().is_some()
+    }
+
     /// Runs `f` with the device's PD, while the device is not being removed
     /// (`remove` takes the PD under this lock); ENODEV once it is.
     pub(crate) fn with_pd<R>(&self, f: impl FnOnce(&ProtectionDomain) -> Result<R>) -> Result<R> {

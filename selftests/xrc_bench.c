@@ -11,6 +11,10 @@
  *   - inject: the RRDS_XRC_INJECT setsockopt that synthesizes an event; the
  *     kernel queues it on every registration inside that call, so its time
  *     grows with PROCESSES if fan-out is O(registrations);
+ *   - refused inject: the same call with an event it may not inject, which
+ *     fails after the target lookup: the cost of everything but the fan-out;
+ *     (inject - refused) / PROCESSES is the fan-out's cost per registration
+ *     (queueing the event and waking the process);
  *   - fan-out: from just before the inject until the last registered process
  *     has read the event (wakeups and scheduling included).
  * Prints one line of key=value pairs, microseconds, medians and 99th
@@ -120,6 +124,8 @@ static void __attribute__((noreturn)) registrant(const char *addr, uint32_t qp_n
 int main(int argc, char **argv)
 {
 	static double reg[MAX_ROUNDS], unreg[MAX_ROUNDS], inject[MAX_ROUNDS], fan[MAX_ROUNDS];
+	static double base[MAX_ROUNDS];
+	double inject_p50, base_p50;
 	struct rrds_xrc_create c;
 	socklen_t len = sizeof(c);
 	struct shared *sh;
@@ -189,6 +195,17 @@ int main(int argc, char **argv)
 			die("register/unregister prober");
 	}
 
+	/* The same call refused after the target lookup (an event it may not
+	 * inject): everything but the fan-out itself. */
+	for (int r = 0; r < rounds; r++) {
+		struct rrds_xrc_inject in = { .qp_num = c.qp_num, .action = RRDS_XRC_INJECT_EVENT,
+					      .event = 8 /* DEVICE_FATAL: EINVAL */ };
+		double t0 = now_us();
+
+		if (!setsockopt(fd, SOL_RDS, RRDS_XRC_INJECT, &in, sizeof(in)) || errno != EINVAL)
+			die("baseline inject");
+		base[r] = now_us() - t0;
+	}
 	for (int r = 0; r < rounds; r++) {
 		struct rrds_xrc_inject in = { .qp_num = c.qp_num, .action = RRDS_XRC_INJECT_EVENT,
 					      .event = RRDS_XRC_EV_COMM_EST };
@@ -206,9 +223,11 @@ int main(int argc, char **argv)
 		fan[r] = ((kids ? __atomic_load_n(&sh->last[r], __ATOMIC_SEQ_CST) : now_ns()) - t0_ns) /
 			 1e3;
 	}
-	printf("inject_us_p50=%.1f inject_us_p99=%.1f inject_per_registration_us=%.3f "
-	       "fanout_all_us_p50=%.1f fanout_all_us_p99=%.1f\n",
-	       pct(inject, rounds, 50), pct(inject, rounds, 99), pct(inject, rounds, 50) / procs,
+	inject_p50 = pct(inject, rounds, 50);
+	base_p50 = pct(base, rounds, 50);
+	printf("inject_us_p50=%.1f inject_us_p99=%.1f refused_inject_us_p50=%.1f "
+	       "fanout_per_registration_us=%.1f fanout_all_us_p50=%.1f fanout_all_us_p99=%.1f\n",
+	       inject_p50, pct(inject, rounds, 99), base_p50, (inject_p50 - base_p50) / procs,
 	       pct(fan, rounds, 50), pct(fan, rounds, 99));
 	for (int i = 0; i < kids; i++) {
 		int status;

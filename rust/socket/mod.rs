@@ -152,6 +152,9 @@ struct SockState {
     /// The connection of the last send (upstream's `rs_conn`), reused while
     /// the destination address and TOS stay the same.
     route: Option<Arc<Connection>>,
+    /// The RDMA device and port of the bound address, resolved on first XRC
+    /// use (an rdma_cm bind costs milliseconds) and again once it is removed.
+    xrc_device: Option<(Arc<crate::device::RdmaDevice>, u32)>,
 }
 
 /// What the send side's spinlock protects.
@@ -792,15 +795,20 @@ fn read_xrc_qp(value: &SockOptValue) -> Result<bindings::rrds_xrc_qp> {
 /// The RDMA device (and port) of the socket's bound address: ENOTCONN when
 /// unbound (as upstream's `RDS_GET_MR`), EOPNOTSUPP on a loopback socket.
 fn xrc_device(state: &RdsSock) -> Result<(Arc<crate::device::RdmaDevice>, u32)> {
-    let (ep, transport) = {
+    let (ep, transport, cached) = {
         let s = state.state.lock();
-        (s.bound, s.transport)
+        (s.bound, s.transport, s.xrc_device.clone())
     };
     let ep = ep.ok_or_else(errno::enotconn)?;
     if transport.is_none_or(|t| t.kind() != ib::TRANS_IB) {
         return Err(errno::eopnotsupp());
     }
-    ib::device_of(state.net, &ep)
+    if let Some(cached) = cached.filter(|(device, _)| device.is_present()) {
+        return Ok(cached);
+    }
+    let found = ib::device_of(state.net, &ep)?;
+    state.state.lock().xrc_device = Some(found.clone());
+    Ok(found)
 }
 
 /// `RRDS_XRC_CREATE`: a new target on the socket's device, the caller registered.
