@@ -125,7 +125,12 @@ TEST_F(flow, blocking_send_to_congested_port_times_out_with_etimedout)
 					 sizeof(self->to))));
 	elapsed = now() - start;
 	TH_LOG("ETIMEDOUT after %.3f s", elapsed);
-	EXPECT_LE(0.29, elapsed);
+	/*
+	 * The wait counts jiffies (4 ms at HZ=250) and under TCG the tick can run
+	 * ahead of the TSC clock measured here: one run saw 0.289 s. What matters
+	 * is that the send waited about the timeout, neither none nor forever.
+	 */
+	EXPECT_LE(0.25, elapsed);
 	EXPECT_GE(5.0, elapsed);
 }
 
