@@ -665,6 +665,72 @@ TEST_F(xrc, device_removal_sends_final_event)
 	ASSERT_EQ(0, rrds_unload());
 }
 
+/* Whether @path contains @needle (read whole). */
+static bool file_has(const char *path, const char *needle)
+{
+	char buf[8192];
+
+	return read_file(path, buf, sizeof(buf)) > 0 && strstr(buf, needle);
+}
+
+/*
+ * The rrds command: `xrc create` holds a target and prints its events,
+ * `xrc watch` registers with it, `xrc list` shows both registrations,
+ * `xrc inject` reaches both, and both unregister as they end.
+ */
+TEST_F(xrc, cli_lifecycle)
+{
+	const char *create_out = "/tmp/rrds-xrc-create.out", *watch_out = "/tmp/rrds-xrc-watch.out";
+	char tool[512], out[4096], want[128], line[256];
+	uint32_t qp_num = 0;
+	const char *p;
+
+	snprintf(tool, sizeof(tool), "%s/../tools/target/release/rrds", selftests_dir());
+	ASSERT_EQ(0, access(tool, X_OK)) TH_LOG("%s not built", tool);
+	unlink(create_out);
+	unlink(watch_out);
+	ASSERT_EQ(0, sh("(%s xrc create -I %s -c 2 -d 60; echo exit=$?) >%s 2>&1 &", tool,
+			variant->local, create_out));
+	ASSERT_TRUE(WAIT_FOR(30, file_has(create_out, "created qp_num=")));
+	ASSERT_LT(0, read_file(create_out, out, sizeof(out)));
+	p = strstr(out, "created qp_num=");
+	ASSERT_EQ(1, sscanf(p, "created qp_num=%u", &qp_num));
+	EXPECT_NE(NULL, strstr(out, "backend=emulated"));
+	ASSERT_EQ(0, sh("(%s xrc watch -I %s -c 2 -d 60 %u; echo exit=$?) >%s 2>&1 &", tool,
+			variant->local, qp_num, watch_out));
+	ASSERT_TRUE(WAIT_FOR(30, file_has(watch_out, "registered qp_num=")));
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s xrc list", tool));
+	snprintf(line, sizeof(line), "%u", qp_num);
+	p = strstr(out, line);
+	ASSERT_NE(NULL, p) TH_LOG("list: %s", out);
+	EXPECT_NE(NULL, strstr(p, "emulated"));
+	EXPECT_NE(NULL, strstr(p, " 2 ")) TH_LOG("list: %s", out);
+
+	ASSERT_EQ(0, sh("%s xrc inject -I %s %u", tool, variant->local, qp_num));
+	ASSERT_EQ(0, sh("%s xrc inject -I %s %u --event comm_est", tool, variant->local, qp_num));
+	EXPECT_NE(0, sh("%s xrc inject -I %s %u --event bogus 2>/dev/null", tool, variant->local,
+			qp_num));
+
+	snprintf(want, sizeof(want), "unregistered qp_num=%u", qp_num);
+	EXPECT_TRUE(WAIT_FOR(30, file_has(create_out, "exit=0")));
+	EXPECT_TRUE(WAIT_FOR(30, file_has(watch_out, "exit=0")));
+	for (int i = 0; i < 2; i++) {
+		const char *f = i ? watch_out : create_out;
+
+		ASSERT_LT(0, read_file(f, out, sizeof(out)));
+		snprintf(line, sizeof(line), "event qp_num=%u event=last_wqe_reached%s", qp_num,
+			 variant->real_error_event ? "\n" : " synthesized\n");
+		EXPECT_NE(NULL, strstr(out, line)) TH_LOG("%s: %s", f, out);
+		snprintf(line, sizeof(line), "event qp_num=%u event=comm_est synthesized\n", qp_num);
+		EXPECT_NE(NULL, strstr(out, line)) TH_LOG("%s: %s", f, out);
+		EXPECT_NE(NULL, strstr(out, want)) TH_LOG("%s: %s", f, out);
+	}
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s xrc list", tool));
+	EXPECT_EQ(NULL, strstr(out, "emulated")) TH_LOG("list: %s", out);
+	EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
+}
+
 /* Shared by the stress test's processes. */
 struct stress_shared {
 	int ops;		/* operations done by every process */

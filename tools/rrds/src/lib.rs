@@ -24,6 +24,7 @@ mod addr;
 pub mod info;
 mod socket;
 pub mod sys;
+pub mod xrc;
 
 use std::path::Path;
 
@@ -32,6 +33,8 @@ pub use info::SocketInfo;
 pub use socket::RdsSocket;
 pub use socket::Received;
 pub use socket::Transport;
+pub use xrc::XrcEvent;
+pub use xrc::XrcRegistration;
 
 /// Which RDS implementation is loaded: `"rrds"` if `/sys/module/rrds`
 /// exists, else `"rds"` if `/sys/module/rds` does, else `None`.

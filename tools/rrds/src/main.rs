@@ -26,6 +26,8 @@ enum Command {
     Bench(cmd::bench::BenchArgs),
     /// Print an RDS_INFO table (rds-info-like).
     Info(cmd::info::InfoArgs),
+    /// rrds's XRC target QPs: list, create, watch events, inject (rrds only).
+    Xrc(cmd::xrc::XrcArgs),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
         Command::Ping(args) => cmd::ping::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Info(args) => cmd::info::run(args),
+        Command::Xrc(args) => cmd::xrc::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -54,6 +57,40 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(["rrds"].iter().chain(args))
+    }
+
+    #[test]
+    fn xrc_commands_parse() {
+        let cli = parse(&["xrc", "watch", "-I", "10.0.0.1", "-c", "2", "17"]).unwrap();
+        let Command::Xrc(args) = cli.command else {
+            panic!("not xrc");
+        };
+        let cmd::xrc::XrcCommand::Watch { hold, qp_num } = args.command else {
+            panic!("not watch");
+        };
+        assert_eq!((qp_num, hold.count, hold.duration), (17, Some(2), None));
+        let cli = parse(&[
+            "xrc", "inject", "-I", "10.0.0.1", "17", "--event", "comm_est",
+        ])
+        .unwrap();
+        let Command::Xrc(args) = cli.command else {
+            panic!("not xrc");
+        };
+        let cmd::xrc::XrcCommand::Inject { event, .. } = args.command else {
+            panic!("not inject");
+        };
+        assert_eq!(event, Some(rrds::xrc::EventKind::CommEst));
+        assert!(parse(&[
+            "xrc",
+            "inject",
+            "-I",
+            "10.0.0.1",
+            "17",
+            "--event",
+            "target_gone"
+        ])
+        .is_err());
+        assert!(parse(&["xrc", "create"]).is_err());
     }
 
     #[test]

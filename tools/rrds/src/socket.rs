@@ -122,6 +122,8 @@ pub struct Received {
     pub from: Option<SocketAddr>,
     /// Receive time, if `SO_TIMESTAMP` was on when the datagram was queued.
     pub timestamp: Option<SystemTime>,
+    /// The notification was an rrds XRC event (a 0-byte receive).
+    pub xrc_event: Option<crate::xrc::XrcEvent>,
 }
 
 /// Size of the TOS ioctl argument buffer: at least `struct ifreq`.
@@ -133,7 +135,7 @@ struct IoctlArg([u8; IOCTL_ARG_LEN]);
 
 /// Control buffer for `recvmsg`, aligned like `struct cmsghdr`.
 #[repr(C, align(8))]
-struct ControlBuf([u8; 64]);
+struct ControlBuf([u8; 128]);
 
 /// An owned `PF_RDS` socket (`socket(AF_RDS, SOCK_SEQPACKET, 0)`), closed on
 /// drop.
@@ -243,7 +245,7 @@ impl RdsSocket {
     /// truncation, sender and timestamp.
     pub fn recv_msg(&self, buf: &mut [u8]) -> io::Result<Received> {
         let mut name = RawAddr::empty();
-        let mut control = ControlBuf([0; 64]);
+        let mut control = ControlBuf([0; 128]);
         let mut iov = libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: buf.len(),
@@ -269,11 +271,14 @@ impl RdsSocket {
             Some(name.to_socket_addr()?)
         };
         let control_len = (msg.msg_controllen as usize).min(control.0.len());
+        let control = &control.0[..control_len];
         Ok(Received {
             len,
             truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
             from,
-            timestamp: find_timestamp(&control.0[..control_len]),
+            timestamp: find_timestamp(control),
+            xrc_event: find_cmsg(control, sys::SOL_RDS, sys::RRDS_CMSG_XRC_EVENT)
+                .and_then(crate::xrc::XrcEvent::decode),
         })
     }
 
@@ -576,8 +581,8 @@ fn cmsg_align(len: usize) -> usize {
 }
 
 /// Walks the control messages in `control` (what `recvmsg` returned in
-/// `msg_control`) and decodes an `SCM_TIMESTAMP` one, if present.
-fn find_timestamp(control: &[u8]) -> Option<SystemTime> {
+/// `msg_control`) for the first of `level` and `kind`; returns its data.
+pub(crate) fn find_cmsg(control: &[u8], level: c_int, kind: c_int) -> Option<&[u8]> {
     let len_size = field_size(|h: &libc::cmsghdr| &h.cmsg_len);
     let level_off = offset_of!(libc::cmsghdr, cmsg_level);
     let type_off = offset_of!(libc::cmsghdr, cmsg_type);
@@ -589,14 +594,19 @@ fn find_timestamp(control: &[u8]) -> Option<SystemTime> {
         if cmsg_len < header || cmsg_len > cmsg.len() {
             return None;
         }
-        let level = read_int(&cmsg[level_off..], 4)?;
-        let kind = read_int(&cmsg[type_off..], 4)?;
-        if level == i64::from(libc::SOL_SOCKET) && kind == i64::from(libc::SCM_TIMESTAMP) {
-            return timeval_to_time(&cmsg[header..cmsg_len]);
+        if read_int(&cmsg[level_off..], 4)? == i64::from(level)
+            && read_int(&cmsg[type_off..], 4)? == i64::from(kind)
+        {
+            return Some(&cmsg[header..cmsg_len]);
         }
         off += cmsg_align(cmsg_len);
     }
     None
+}
+
+/// Decodes an `SCM_TIMESTAMP` control message in `control`, if present.
+fn find_timestamp(control: &[u8]) -> Option<SystemTime> {
+    timeval_to_time(find_cmsg(control, libc::SOL_SOCKET, libc::SCM_TIMESTAMP)?)
 }
 
 /// Decodes a `struct timeval` (wall-clock time since the epoch).

@@ -94,6 +94,82 @@ pub const TRANSNAMSIZ: usize = 16;
 /// Length of the NUL-padded counter name in `rds_info_counter`.
 pub const RDS_INFO_COUNTER_NAME_LEN: usize = 32;
 
+// rrds extensions (`include/uapi/linux/rrds.h`), numbered far outside
+// upstream's ranges; the in-tree `rds` answers ENOPROTOOPT to each.
+pub const RRDS_OPT_BASE: c_int = 0x5252_0000;
+pub const RRDS_XRC_CREATE: c_int = RRDS_OPT_BASE + 1;
+pub const RRDS_XRC_REGISTER: c_int = RRDS_OPT_BASE + 2;
+pub const RRDS_XRC_UNREGISTER: c_int = RRDS_OPT_BASE + 3;
+pub const RRDS_XRC_INJECT: c_int = RRDS_OPT_BASE + 4;
+pub const RRDS_INFO_XRC_TARGETS: c_int = RRDS_OPT_BASE + 0x100;
+pub const RRDS_CMSG_XRC_EVENT: c_int = RRDS_OPT_BASE + 1;
+pub const RRDS_XRC_BACKEND_XRC: u32 = 1;
+pub const RRDS_XRC_BACKEND_EMULATED: u32 = 2;
+pub const RRDS_XRC_INJECT_QP_ERROR: u32 = 1;
+pub const RRDS_XRC_INJECT_EVENT: u32 = 2;
+pub const RRDS_XRC_EV_QP_FATAL: u32 = 1;
+pub const RRDS_XRC_EV_QP_REQ_ERR: u32 = 2;
+pub const RRDS_XRC_EV_QP_ACCESS_ERR: u32 = 3;
+pub const RRDS_XRC_EV_COMM_EST: u32 = 4;
+pub const RRDS_XRC_EV_SQ_DRAINED: u32 = 5;
+pub const RRDS_XRC_EV_PATH_MIG: u32 = 6;
+pub const RRDS_XRC_EV_PATH_MIG_ERR: u32 = 7;
+pub const RRDS_XRC_EV_QP_LAST_WQE_REACHED: u32 = 16;
+pub const RRDS_XRC_EV_TARGET_GONE: u32 = 0x100;
+pub const RRDS_XRC_EVENT_SYNTHESIZED: u32 = 0x1;
+pub const RRDS_XRC_EVENT_FINAL: u32 = 0x2;
+pub const RRDS_XRC_EVENT_OVERFLOW: u32 = 0x4;
+pub const RRDS_XRC_EVENT_QUEUE_LEN: usize = 64;
+
+/// `struct rrds_xrc_create`: `RRDS_XRC_CREATE`'s getsockopt value (out).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct rrds_xrc_create {
+    pub qp_num: u32,
+    pub backend: u32,
+}
+
+/// `struct rrds_xrc_qp`: the value of `RRDS_XRC_REGISTER` / `UNREGISTER`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct rrds_xrc_qp {
+    pub qp_num: u32,
+    pub reserved: u32,
+}
+
+/// `struct rrds_xrc_inject`: the value of `RRDS_XRC_INJECT`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct rrds_xrc_inject {
+    pub qp_num: u32,
+    pub action: u32,
+    pub event: u32,
+    pub reserved: u32,
+}
+
+/// `struct rrds_xrc_event`: the data of an `RRDS_CMSG_XRC_EVENT` cmsg.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct rrds_xrc_event {
+    pub qp_num: u32,
+    pub event: u32,
+    pub flags: u32,
+    pub lost: u32,
+}
+
+/// `struct rrds_info_xrc_target`: one `RRDS_INFO_XRC_TARGETS` record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rrds_info_xrc_target {
+    pub qp_num: u32,
+    pub backend: u32,
+    pub qp_state: u32,
+    pub registrations: u32,
+    pub events: u64,
+    pub overflows: u64,
+    pub device: [u8; 64],
+}
+
 /// Largest message `sendmsg` accepts (`RDS_MAX_MSG_SIZE`, `net/rds/rds.h`).
 pub const RDS_MAX_MSG_SIZE: usize = 1 << 20;
 
@@ -226,5 +302,24 @@ mod tests {
         assert_eq!(RDS_INFO_FIRST, RDS_INFO_COUNTERS);
         assert_eq!(RDS_INFO_LAST, RDS6_INFO_IB_CONNECTIONS);
         assert_eq!(RDS_INFO_SOCKETS, 10006);
+    }
+
+    #[test]
+    fn rrds_xrc_layouts() {
+        assert_eq!(size_of::<rrds_xrc_create>(), 8);
+        assert_eq!(size_of::<rrds_xrc_qp>(), 8);
+        assert_eq!(size_of::<rrds_xrc_inject>(), 16);
+        assert_eq!(offset_of!(rrds_xrc_inject, event), 8);
+        assert_eq!(size_of::<rrds_xrc_event>(), 16);
+        assert_eq!(offset_of!(rrds_xrc_event, lost), 12);
+        assert_eq!(size_of::<rrds_info_xrc_target>(), 96);
+        assert_eq!(offset_of!(rrds_info_xrc_target, events), 16);
+        assert_eq!(offset_of!(rrds_info_xrc_target, overflows), 24);
+        assert_eq!(offset_of!(rrds_info_xrc_target, device), 32);
+        // Far from upstream's options (1..12), RDS_INFO (10000..10017), cmsgs (1..13).
+        const {
+            assert!(RRDS_XRC_CREATE > RDS_INFO_LAST);
+            assert!(RRDS_CMSG_XRC_EVENT > RDS_CMSG_ZCOPY_COMPLETION);
+        }
     }
 }

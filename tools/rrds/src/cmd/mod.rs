@@ -5,6 +5,7 @@ pub mod info;
 pub mod json;
 pub mod ping;
 pub mod stats;
+pub mod xrc;
 
 use std::fmt::Display;
 use std::io;

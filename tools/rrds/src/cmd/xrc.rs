@@ -1,0 +1,206 @@
+//! `rrds xrc`: rrds's XRC target-QP manager from the command line.
+//!
+//! Registrations belong to processes, so the commands that make one
+//! (`create`, `watch`) keep it for as long as they run, print the target's
+//! events, and unregister as they end (or the kernel ends the registration
+//! when the process is killed).
+
+use std::io;
+use std::io::Write;
+use std::net::IpAddr;
+use std::net::SocketAddr;
+use std::time::Duration;
+use std::time::Instant;
+
+use clap::Args;
+use clap::Subcommand;
+use rrds::xrc::EventKind;
+use rrds::xrc::Inject;
+use rrds::RdsSocket;
+use rrds::XrcRegistration;
+
+use super::context;
+use super::new_socket;
+
+#[derive(Args, Debug)]
+pub struct XrcArgs {
+    #[command(subcommand)]
+    pub command: XrcCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum XrcCommand {
+    /// List the target QPs of this network namespace.
+    List,
+    /// Create a target QP on the device of LOCAL_ADDR, then print its events
+    /// until --count events, --duration seconds or a final event; unregister
+    /// at the end (the QP goes with the last registration).
+    Create(HoldArgs),
+    /// Register with target QP_NUM, then print its events as `create` does.
+    Watch {
+        #[command(flatten)]
+        hold: HoldArgs,
+        /// The target's QP number.
+        qp_num: u32,
+    },
+    /// Drive target QP_NUM into error, or deliver a synthesized event (for
+    /// tests; needs CAP_NET_ADMIN).
+    Inject {
+        /// An address of the target's device.
+        #[arg(short = 'I', long = "local", value_name = "LOCAL_ADDR")]
+        local: IpAddr,
+        /// The target's QP number.
+        qp_num: u32,
+        /// Event to synthesize (qp_fatal, qp_req_err, qp_access_err,
+        /// comm_est, sq_drained, path_mig, path_mig_err, last_wqe_reached);
+        /// without it, the QP is moved to the error state.
+        #[arg(long, value_parser = parse_event)]
+        event: Option<EventKind>,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct HoldArgs {
+    /// An address of the RDMA device to use.
+    #[arg(short = 'I', long = "local", value_name = "LOCAL_ADDR")]
+    pub local: IpAddr,
+    /// Stop after this many events (default: no limit).
+    #[arg(short = 'c', long)]
+    pub count: Option<u64>,
+    /// Stop after this many seconds (default: no limit).
+    #[arg(short = 'd', long)]
+    pub duration: Option<u64>,
+}
+
+fn parse_event(name: &str) -> Result<EventKind, String> {
+    EventKind::from_name(name)
+        .filter(|k| *k != EventKind::TargetGone)
+        .ok_or_else(|| {
+            let names: Vec<_> = EventKind::names().filter(|n| *n != "target_gone").collect();
+            format!("unknown event {name:?}; one of {}", names.join(", "))
+        })
+}
+
+fn bound_socket(local: IpAddr) -> io::Result<RdsSocket> {
+    let sock = new_socket()?;
+    sock.bind(SocketAddr::new(local, 0))
+        .map_err(|err| context(err, format_args!("bind {local}")))?;
+    Ok(sock)
+}
+
+/// Runs the subcommand.
+pub fn run(args: &XrcArgs) -> io::Result<bool> {
+    let extension = |err: io::Error, what: &str| {
+        if err.raw_os_error() == Some(libc::ENOPROTOOPT) {
+            context(
+                err,
+                format_args!("{what} (not rrds? XRC targets are an rrds extension)"),
+            )
+        } else {
+            context(err, what)
+        }
+    };
+    let mut out = io::stdout().lock();
+    match &args.command {
+        XrcCommand::List => {
+            let sock = new_socket()?;
+            let targets = sock
+                .xrc_targets()
+                .map_err(|err| extension(err, "getsockopt(RRDS_INFO_XRC_TARGETS)"))?;
+            writeln!(
+                out,
+                "{:>8} {:<12} {:<9} {:<6} {:>13} {:>10} {:>10}",
+                "qp_num", "device", "backend", "state", "registrations", "events", "overflows"
+            )?;
+            for t in targets {
+                writeln!(
+                    out,
+                    "{:>8} {:<12} {:<9} {:<6} {:>13} {:>10} {:>10}",
+                    t.qp_num,
+                    t.device,
+                    t.backend.to_string(),
+                    t.state_name(),
+                    t.registrations,
+                    t.events,
+                    t.overflows
+                )?;
+            }
+            Ok(true)
+        }
+        XrcCommand::Create(hold) => {
+            let sock = bound_socket(hold.local)?;
+            let (registration, backend) = sock
+                .xrc_create()
+                .map_err(|err| extension(err, "getsockopt(RRDS_XRC_CREATE)"))?;
+            writeln!(
+                out,
+                "created qp_num={} backend={backend}",
+                registration.qp_num()
+            )?;
+            out.flush()?;
+            hold_and_watch(&sock, registration, hold, &mut out)
+        }
+        XrcCommand::Watch { hold, qp_num } => {
+            let sock = bound_socket(hold.local)?;
+            let registration = sock
+                .xrc_register(*qp_num)
+                .map_err(|err| extension(err, "setsockopt(RRDS_XRC_REGISTER)"))?;
+            writeln!(out, "registered qp_num={qp_num}")?;
+            out.flush()?;
+            hold_and_watch(&sock, registration, hold, &mut out)
+        }
+        XrcCommand::Inject {
+            local,
+            qp_num,
+            event,
+        } => {
+            let sock = bound_socket(*local)?;
+            let what = event.map_or(Inject::QpError, Inject::Event);
+            sock.xrc_inject(*qp_num, what)
+                .map_err(|err| extension(err, "setsockopt(RRDS_XRC_INJECT)"))?;
+            Ok(true)
+        }
+    }
+}
+
+/// Prints events until the count, the duration or a final event; then
+/// unregisters, unless the target is already gone.
+fn hold_and_watch(
+    sock: &RdsSocket,
+    registration: XrcRegistration<'_>,
+    hold: &HoldArgs,
+    out: &mut impl Write,
+) -> io::Result<bool> {
+    let end = hold
+        .duration
+        .map(|s| Instant::now() + Duration::from_secs(s));
+    let mut seen = 0u64;
+    let mut gone = false;
+    while hold.count.is_none_or(|c| seen < c) && !gone {
+        let left = match end {
+            Some(end) => match end.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => left,
+                _ => break,
+            },
+            None => Duration::from_secs(3600),
+        };
+        if let Some(event) = sock.recv_xrc_event(left.min(Duration::from_secs(1)))? {
+            writeln!(out, "event {event}")?;
+            out.flush()?;
+            seen += 1;
+            gone = event.last;
+        }
+    }
+    let qp_num = registration.qp_num();
+    if gone {
+        // The registration ended with the target.
+        registration.keep();
+        writeln!(out, "target qp_num={qp_num} gone")?;
+        return Ok(true);
+    }
+    registration
+        .unregister()
+        .map_err(|err| context(err, format_args!("unregister qp_num={qp_num}")))?;
+    writeln!(out, "unregistered qp_num={qp_num}")?;
+    Ok(true)
+}
