@@ -4,8 +4,14 @@
  * module, and the same commands against the in-tree rds module: they speak
  * only the RDS ABI, so both must answer alike.
  */
+#include <sched.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <linux/rds.h>
+
 #include "kselftest_harness.h"
 #include "rrds_test.h"
+#include "rds_socket.h"
 
 /* The rrds command, built by `make check` before the VM starts. */
 static const char *rrds_cmd(void)
@@ -87,6 +93,113 @@ TEST_F(impl, bench_runs_with_payload_verification)
 	EXPECT_NE(NULL, strstr(out, "\"type\":\"summary\""));
 	EXPECT_NE(NULL, strstr(out, "\"errors\":0"));
 	EXPECT_NE(NULL, strstr(out, variant->in_tree ? "\"impl\":\"rds\"" : "\"impl\":\"rrds\""));
+}
+
+/* The C example of the user guide (examples/rds_datagram.c). */
+TEST_F(impl, c_example_datagram)
+{
+	char out[1024];
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s/build/rds_datagram 2>&1", selftests_dir()))
+		TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "reply \"pong from b\""));
+}
+
+/* The tools over IB: rrds only (in-tree RDS/IB knows no namespaces nor iWARP). */
+FIXTURE(ib_tools) {
+	int unused;
+};
+
+FIXTURE_VARIANT(ib_tools) {
+	const char *kind;	/* fixtures.sh <kind>-up */
+	const char *local;	/* rrds-a's address */
+	const char *remote;	/* rrds-b's address */
+};
+
+FIXTURE_VARIANT_ADD(ib_tools, rxe) {
+	.kind = "rxe", .local = "10.254.1.1", .remote = "10.254.1.2",
+};
+
+FIXTURE_VARIANT_ADD(ib_tools, siw) {
+	.kind = "siw", .local = "10.254.2.1", .remote = "10.254.2.2",
+};
+
+static int enter_ns(const char *ns)
+{
+	char path[64];
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", ns);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	rc = setns(fd, CLONE_NEWNET) ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+FIXTURE_SETUP(ib_tools)
+{
+	struct stat st;
+	char up[16];
+
+	if (stat(rrds_cmd(), &st))
+		SKIP(return, "%s not built", rrds_cmd());
+	sh("rmmod rds_rdma rds 2>/dev/null");
+	snprintf(up, sizeof(up), "%s-up", variant->kind);
+	ASSERT_EQ(0, fixture(up));
+	if (!rrds_loaded())
+		ASSERT_EQ(0, rrds_load());
+	/* The test and the commands it runs live in rrds-a. */
+	ASSERT_EQ(0, enter_ns("rrds-a"));
+}
+
+FIXTURE_TEARDOWN(ib_tools)
+{
+}
+
+/* rrds bench between the two namespaces, payloads verified. */
+TEST_F(ib_tools, bench_across_namespaces_verified)
+{
+	char out[16384];
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out),
+			    "%s bench --addr %s --peer-addr %s --peer-netns rrds-b --transport ib "
+			    "--size 8192 --duration 5 --runs 1 --mode both --verify --json 2>&1",
+			    rrds_cmd(), variant->local, variant->remote)) TH_LOG("%s", out);
+	TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "\"type\":\"summary\""));
+	EXPECT_NE(NULL, strstr(out, "\"errors\":0"));
+	EXPECT_NE(NULL, strstr(out, "\"transport\":\"ib\""));
+}
+
+/* rrds ping gets pongs from the other namespace; rrds info shows the connection. */
+TEST_F(ib_tools, ping_and_info_show_the_connection)
+{
+	char out[8192], want[64];
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s ping -c 3 -i 100 -W 20000 -I %s %s 2>&1",
+			    rrds_cmd(), variant->local, variant->remote)) TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "3 pings sent, 3 pongs received")) TH_LOG("%s", out);
+	/* A socket kept open keeps the connection (and the namespace listening). */
+	{
+		int fd = bound_socket(variant->local, 0);
+		struct sockaddr_in to = sin4(variant->remote, 0);
+
+		ASSERT_LE(0, fd);
+		/* Port 0: a ping, answered by rrds-b's stack; sets the connection up. */
+		ASSERT_EQ(0, ERR(sendto(fd, "", 0, 0, (struct sockaddr *)&to, sizeof(to))));
+		ASSERT_EQ(0, sh_out(out, sizeof(out), "sleep 1; %s info connections 2>&1",
+				    rrds_cmd()));
+		TH_LOG("%s", out);
+		snprintf(want, sizeof(want), "%s", variant->remote);
+		EXPECT_NE(NULL, strstr(out, want));
+		EXPECT_NE(NULL, strstr(out, "infiniband"));
+		ASSERT_EQ(0, sh_out(out, sizeof(out), "%s info ib-connections 2>&1", rrds_cmd()));
+		TH_LOG("%s", out);
+		EXPECT_NE(NULL, strstr(out, variant->remote));
+		close(fd);
+	}
 }
 
 TEST_HARNESS_MAIN

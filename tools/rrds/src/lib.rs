@@ -2,7 +2,8 @@
 //!
 //! It works the same against the in-tree `rds` module and against rrds:
 //! both implement the one ABI described in [`sys`]. [`RdsSocket`] owns a
-//! socket and wraps its system calls; [`info`] decodes `RDS_INFO_*` tables.
+//! socket and wraps its system calls; [`info`] decodes `RDS_INFO_*` tables
+//! (counters, sockets, connections, queued messages, IB connections).
 //!
 //! ```no_run
 //! use rrds::RdsSocket;
@@ -28,7 +29,10 @@ pub mod xrc;
 
 use std::path::Path;
 
+pub use info::ConnectionInfo;
 pub use info::Counter;
+pub use info::IbConnectionInfo;
+pub use info::MessageInfo;
 pub use info::SocketInfo;
 pub use socket::RdsSocket;
 pub use socket::Received;

@@ -260,10 +260,27 @@ mod tests {
 
     #[test]
     fn info_names_a_table() {
+        use cmd::info::Table;
         let Command::Info(args) = parse(&["info", "sockets"]).unwrap().command else {
             panic!("not info");
         };
-        assert_eq!(args.table, cmd::info::Table::Sockets);
+        assert_eq!(args.table, Table::Sockets);
+        for (name, want) in [
+            ("counters", Table::Counters),
+            ("connections", Table::Connections),
+            ("send-messages", Table::SendMessages),
+            ("retrans-messages", Table::RetransMessages),
+            ("recv-messages", Table::RecvMessages),
+            ("ib-connections", Table::IbConnections),
+            ("xrc-targets", Table::XrcTargets),
+        ] {
+            let Command::Info(args) = parse(&["info", name]).unwrap().command else {
+                panic!("not info");
+            };
+            assert_eq!(args.table, want, "{name}");
+        }
         assert!(parse(&["info", "flows"]).is_err());
+        assert!(parse(&["info", "send_messages"]).is_err());
+        assert!(parse(&["info"]).is_err());
     }
 }

@@ -4,6 +4,7 @@ use core::mem::offset_of;
 use core::mem::size_of;
 use std::fmt;
 use std::io;
+use std::net::IpAddr;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::os::fd::AsRawFd;
@@ -27,6 +28,10 @@ const INFO_ATTEMPTS: usize = 8;
 /// Size of the first `RDS_INFO` buffer: enough for a few sockets, so the
 /// common small answer needs one call.
 const INFO_FIRST_LEN: usize = 256;
+
+/// A decoder of [`crate::info`]: an `RDS_INFO` result and its element size
+/// to records.
+type Decoder<T> = fn(&[u8], usize) -> io::Result<Vec<T>>;
 
 /// Maps a `-1` return to the calling thread's errno.
 fn cvt(ret: c_int) -> io::Result<c_int> {
@@ -537,6 +542,84 @@ impl RdsSocket {
     pub fn sockets(&self) -> io::Result<Vec<info::SocketInfo>> {
         let (buf, elem_size) = self.info(sys::RDS_INFO_SOCKETS)?;
         info::decode_sockets(&buf, elem_size)
+    }
+
+    /// Reads IPv4 table `v4` and its `RDS6_` twin `v6` and merges them as
+    /// [`info::merge_v4_v6`] describes. A kernel built without IPv6 has no
+    /// `RDS6_` tables (`ENOPROTOOPT`): then the IPv4 table alone.
+    fn info_v4_v6<T>(
+        &self,
+        (v4, decode_v4): (c_int, Decoder<T>),
+        (v6, decode_v6): (c_int, Decoder<T>),
+        local: fn(&T) -> IpAddr,
+    ) -> io::Result<Vec<T>> {
+        let (buf, elem_size) = self.info(v4)?;
+        let v4 = decode_v4(&buf, elem_size)?;
+        let v6 = match self.info(v6) {
+            Ok((buf, elem_size)) => decode_v6(&buf, elem_size)?,
+            Err(err) if err.raw_os_error() == Some(libc::ENOPROTOOPT) => Vec::new(),
+            Err(err) => return Err(err),
+        };
+        Ok(info::merge_v4_v6(v4, v6, local))
+    }
+
+    /// `RDS_INFO_CONNECTIONS` and `RDS6_INFO_CONNECTIONS`: the connections
+    /// of this network namespace, IPv4 ones first. The IPv6 table lists the
+    /// IPv4 connections again with v4-mapped addresses; those duplicates
+    /// are dropped for the IPv4 records, which carry `tos`, so only IPv6
+    /// connections have `tos` `None`.
+    pub fn connections(&self) -> io::Result<Vec<info::ConnectionInfo>> {
+        self.info_v4_v6(
+            (sys::RDS_INFO_CONNECTIONS, info::decode_connections),
+            (sys::RDS6_INFO_CONNECTIONS, info::decode_connections_v6),
+            |c| c.laddr,
+        )
+    }
+
+    /// Messages of a queue, from `RDS_INFO_*_MESSAGES` (`v4`) and its
+    /// `RDS6_` twin (`v6`), merged as for [`RdsSocket::connections`].
+    fn messages(&self, v4: c_int, v6: c_int) -> io::Result<Vec<info::MessageInfo>> {
+        self.info_v4_v6(
+            (v4, info::decode_messages),
+            (v6, info::decode_messages_v6),
+            |m| m.laddr,
+        )
+    }
+
+    /// `RDS_INFO_SEND_MESSAGES` and its `RDS6_` twin: the messages queued
+    /// on this namespace's connections and not yet sent.
+    pub fn send_messages(&self) -> io::Result<Vec<info::MessageInfo>> {
+        self.messages(sys::RDS_INFO_SEND_MESSAGES, sys::RDS6_INFO_SEND_MESSAGES)
+    }
+
+    /// `RDS_INFO_RETRANS_MESSAGES` and its `RDS6_` twin: the messages sent
+    /// on this namespace's connections and not yet acknowledged.
+    pub fn retrans_messages(&self) -> io::Result<Vec<info::MessageInfo>> {
+        self.messages(
+            sys::RDS_INFO_RETRANS_MESSAGES,
+            sys::RDS6_INFO_RETRANS_MESSAGES,
+        )
+    }
+
+    /// `RDS_INFO_RECV_MESSAGES` and its `RDS6_` twin: the messages waiting
+    /// in the receive queues of this namespace's sockets.
+    pub fn recv_messages(&self) -> io::Result<Vec<info::MessageInfo>> {
+        self.messages(sys::RDS_INFO_RECV_MESSAGES, sys::RDS6_INFO_RECV_MESSAGES)
+    }
+
+    /// `RDS_INFO_IB_CONNECTIONS` and `RDS6_INFO_IB_CONNECTIONS`: this
+    /// namespace's connections over IB, merged as for
+    /// [`RdsSocket::connections`]. `ENOPROTOOPT` if there is no IB
+    /// transport (in-tree: `rds_rdma` is not loaded).
+    pub fn ib_connections(&self) -> io::Result<Vec<info::IbConnectionInfo>> {
+        self.info_v4_v6(
+            (sys::RDS_INFO_IB_CONNECTIONS, info::decode_ib_connections),
+            (
+                sys::RDS6_INFO_IB_CONNECTIONS,
+                info::decode_ib_connections_v6,
+            ),
+            |c| c.src_addr,
+        )
     }
 }
 

@@ -3,9 +3,12 @@
 //! The values are those of the kernel's `include/uapi/linux/rds.h` (and
 //! `AF_RDS` from `include/linux/socket.h`), the ABI the in-tree `rds` module
 //! and rrds share. Generic socket constants (`SOL_SOCKET`, `SO_SNDBUF`, ...)
-//! come from `libc`. The `rds_info_*` structures are `__attribute__((packed))`
-//! in C; the tests at the bottom pin their sizes and field offsets, which the
-//! decoders in [`crate::info`] read with `offset_of!`.
+//! come from `libc`. The `rds_info_*` record structures are
+//! `__attribute__((packed))` in C, except the two `*_info_rdma_connection`
+//! ones, which have natural alignment (and two bytes of padding after `sl`);
+//! the tests at the bottom pin their sizes and field offsets (checked
+//! against the C header), which the decoders in [`crate::info`] read with
+//! `offset_of!`.
 
 #![allow(non_camel_case_types)]
 
@@ -91,6 +94,14 @@ pub const RDS_INFO_CONNECTION_FLAG_CONNECTED: u8 = 0x04;
 
 /// Length of the NUL-padded transport name in `rds_info_connection`.
 pub const TRANSNAMSIZ: usize = 16;
+
+// `rds_info_message::flags`. Defined by the header, but no producer sets
+// them: upstream and rrds always report 0.
+pub const RDS_INFO_MESSAGE_FLAG_ACK: u8 = 0x01;
+pub const RDS_INFO_MESSAGE_FLAG_FAST_ACK: u8 = 0x02;
+
+/// Length of the GIDs in `rds_info_rdma_connection`.
+pub const RDS_IB_GID_LEN: usize = 16;
 /// Length of the NUL-padded counter name in `rds_info_counter`.
 pub const RDS_INFO_COUNTER_NAME_LEN: usize = 32;
 
@@ -210,6 +221,75 @@ pub struct rds_info_message {
     pub tos: u8,
 }
 
+/// One RDS6_INFO_CONNECTIONS entry (65 bytes): `rds_info_connection` with
+/// IPv6 addresses (`struct in6_addr`, network byte order) and no `tos`. The
+/// table lists every connection, IPv4 ones with v4-mapped addresses.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug)]
+pub struct rds6_info_connection {
+    pub next_tx_seq: u64,
+    pub next_rx_seq: u64,
+    pub laddr: [u8; 16],
+    pub faddr: [u8; 16],
+    pub transport: [u8; TRANSNAMSIZ],
+    pub flags: u8,
+}
+
+/// One RDS6_INFO_{SEND,RETRANS,RECV}_MESSAGES entry (50 bytes):
+/// `rds_info_message` with IPv6 addresses.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug)]
+pub struct rds6_info_message {
+    pub seq: u64,
+    pub len: u32,
+    pub laddr: [u8; 16],
+    pub faddr: [u8; 16],
+    pub lport: [u8; 2],
+    pub fport: [u8; 2],
+    pub flags: u8,
+    pub tos: u8,
+}
+
+/// One RDS_INFO_IB_CONNECTIONS entry (68 bytes). Not packed in C: two bytes
+/// of padding follow `sl`. Addresses are in network byte order, GIDs are raw
+/// (`union ib_gid`), the counts in host byte order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rds_info_rdma_connection {
+    pub src_addr: [u8; 4],
+    pub dst_addr: [u8; 4],
+    pub src_gid: [u8; RDS_IB_GID_LEN],
+    pub dst_gid: [u8; RDS_IB_GID_LEN],
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub rdma_mr_max: u32,
+    pub rdma_mr_size: u32,
+    pub tos: u8,
+    pub sl: u8,
+    pub cache_allocs: u32,
+}
+
+/// One RDS6_INFO_IB_CONNECTIONS entry (92 bytes): `rds_info_rdma_connection`
+/// with IPv6 addresses. `struct in6_addr` is 4-aligned in C; the `u32`
+/// fields give this structure the same alignment, so the offsets agree.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rds6_info_rdma_connection {
+    pub src_addr: [u8; 16],
+    pub dst_addr: [u8; 16],
+    pub src_gid: [u8; RDS_IB_GID_LEN],
+    pub dst_gid: [u8; RDS_IB_GID_LEN],
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub rdma_mr_max: u32,
+    pub rdma_mr_size: u32,
+    pub tos: u8,
+    pub sl: u8,
+    pub cache_allocs: u32,
+}
+
 /// One RDS_INFO_SOCKETS entry (28 bytes). `sndbuf`, `rcvbuf` (the effective,
 /// halved values) and `inum` are in host byte order, addresses and ports in
 /// network byte order.
@@ -271,6 +351,65 @@ mod tests {
         assert_eq!(offset_of!(rds_info_message, fport), 22);
         assert_eq!(offset_of!(rds_info_message, flags), 24);
         assert_eq!(offset_of!(rds_info_message, tos), 25);
+    }
+
+    #[test]
+    fn rds6_info_connection_is_65_bytes() {
+        assert_eq!(size_of::<rds6_info_connection>(), 65);
+        assert_eq!(offset_of!(rds6_info_connection, next_rx_seq), 8);
+        assert_eq!(offset_of!(rds6_info_connection, laddr), 16);
+        assert_eq!(offset_of!(rds6_info_connection, faddr), 32);
+        assert_eq!(offset_of!(rds6_info_connection, transport), 48);
+        assert_eq!(offset_of!(rds6_info_connection, flags), 64);
+    }
+
+    #[test]
+    fn rds6_info_message_is_50_bytes() {
+        assert_eq!(size_of::<rds6_info_message>(), 50);
+        assert_eq!(offset_of!(rds6_info_message, len), 8);
+        assert_eq!(offset_of!(rds6_info_message, laddr), 12);
+        assert_eq!(offset_of!(rds6_info_message, faddr), 28);
+        assert_eq!(offset_of!(rds6_info_message, lport), 44);
+        assert_eq!(offset_of!(rds6_info_message, fport), 46);
+        assert_eq!(offset_of!(rds6_info_message, flags), 48);
+        assert_eq!(offset_of!(rds6_info_message, tos), 49);
+    }
+
+    #[test]
+    fn rds_info_rdma_connection_is_68_bytes_with_padding() {
+        type R = rds_info_rdma_connection;
+        assert_eq!(size_of::<R>(), 68);
+        assert_eq!(core::mem::align_of::<R>(), 4);
+        assert_eq!(offset_of!(R, dst_addr), 4);
+        assert_eq!(offset_of!(R, src_gid), 8);
+        assert_eq!(offset_of!(R, dst_gid), 24);
+        assert_eq!(offset_of!(R, max_send_wr), 40);
+        assert_eq!(offset_of!(R, max_recv_wr), 44);
+        assert_eq!(offset_of!(R, max_send_sge), 48);
+        assert_eq!(offset_of!(R, rdma_mr_max), 52);
+        assert_eq!(offset_of!(R, rdma_mr_size), 56);
+        assert_eq!(offset_of!(R, tos), 60);
+        assert_eq!(offset_of!(R, sl), 61);
+        // Not packed: padded to the u32's alignment.
+        assert_eq!(offset_of!(R, cache_allocs), 64);
+    }
+
+    #[test]
+    fn rds6_info_rdma_connection_is_92_bytes_with_padding() {
+        type R = rds6_info_rdma_connection;
+        assert_eq!(size_of::<R>(), 92);
+        assert_eq!(core::mem::align_of::<R>(), 4);
+        assert_eq!(offset_of!(R, dst_addr), 16);
+        assert_eq!(offset_of!(R, src_gid), 32);
+        assert_eq!(offset_of!(R, dst_gid), 48);
+        assert_eq!(offset_of!(R, max_send_wr), 64);
+        assert_eq!(offset_of!(R, max_recv_wr), 68);
+        assert_eq!(offset_of!(R, max_send_sge), 72);
+        assert_eq!(offset_of!(R, rdma_mr_max), 76);
+        assert_eq!(offset_of!(R, rdma_mr_size), 80);
+        assert_eq!(offset_of!(R, tos), 84);
+        assert_eq!(offset_of!(R, sl), 85);
+        assert_eq!(offset_of!(R, cache_allocs), 88);
     }
 
     #[test]

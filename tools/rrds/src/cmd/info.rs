@@ -2,9 +2,11 @@
 
 use std::io;
 use std::io::Write;
+use std::net::Ipv6Addr;
 
 use clap::Args;
 use clap::ValueEnum;
+use rrds::MessageInfo;
 
 use super::context;
 use super::new_socket;
@@ -15,6 +17,19 @@ pub enum Table {
     Counters,
     /// RDS_INFO_SOCKETS: sockets bound to IPv4 addresses.
     Sockets,
+    /// RDS_INFO_CONNECTIONS and RDS6_INFO_CONNECTIONS: connections, with
+    /// flags s (sending), c (connecting), C (connected).
+    Connections,
+    /// RDS_INFO_SEND_MESSAGES (and RDS6_): messages not yet sent.
+    SendMessages,
+    /// RDS_INFO_RETRANS_MESSAGES (and RDS6_): messages sent, not yet acked.
+    RetransMessages,
+    /// RDS_INFO_RECV_MESSAGES (and RDS6_): messages not yet read.
+    RecvMessages,
+    /// RDS_INFO_IB_CONNECTIONS (and RDS6_): connections over IB.
+    IbConnections,
+    /// RRDS_INFO_XRC_TARGETS: XRC target QPs (rrds only).
+    XrcTargets,
 }
 
 #[derive(Args, Debug)]
@@ -22,6 +37,75 @@ pub struct InfoArgs {
     /// Which table to print.
     #[arg(value_enum)]
     pub table: Table,
+}
+
+/// How a column's cells are padded.
+#[derive(Clone, Copy)]
+enum Align {
+    Left,
+    Right,
+}
+
+/// Writes a header line and `rows`, each column as wide as its widest cell
+/// (addresses vary from `0.0.0.0` to full IPv6), one space apart.
+fn write_table(
+    out: &mut impl Write,
+    columns: &[(&str, Align)],
+    rows: &[Vec<String>],
+) -> io::Result<()> {
+    let widths: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| {
+            rows.iter()
+                .filter_map(|row| row.get(i))
+                .map(String::len)
+                .fold(name.len(), usize::max)
+        })
+        .collect();
+    let header: Vec<String> = columns.iter().map(|(name, _)| name.to_string()).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (i, ((_, align), cell)) in columns.iter().zip(row).enumerate() {
+            if i > 0 {
+                line.push(' ');
+            }
+            let width = widths[i];
+            match align {
+                Align::Left => line.push_str(&format!("{cell:<width$}")),
+                Align::Right => line.push_str(&format!("{cell:>width$}")),
+            }
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
+}
+
+/// A queue's messages as rds-info prints them. (Their flags are always 0.)
+fn write_messages(out: &mut impl Write, messages: &[MessageInfo]) -> io::Result<()> {
+    let rows: Vec<Vec<String>> = messages
+        .iter()
+        .map(|m| {
+            vec![
+                m.local().to_string(),
+                m.foreign().to_string(),
+                m.tos.to_string(),
+                m.seq.to_string(),
+                m.len.to_string(),
+            ]
+        })
+        .collect();
+    write_table(
+        out,
+        &[
+            ("local", Align::Left),
+            ("remote", Align::Left),
+            ("tos", Align::Right),
+            ("seq", Align::Right),
+            ("bytes", Align::Right),
+        ],
+        &rows,
+    )
 }
 
 /// Prints the table.
@@ -58,6 +142,163 @@ pub fn run(args: &InfoArgs) -> io::Result<bool> {
                 )?;
             }
         }
+        Table::Connections => {
+            let conns = sock
+                .connections()
+                .map_err(|err| context(err, "getsockopt(RDS[6]_INFO_CONNECTIONS)"))?;
+            let rows: Vec<Vec<String>> = conns
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.laddr.to_string(),
+                        c.faddr.to_string(),
+                        // RDS6_INFO_CONNECTIONS has no tos.
+                        c.tos.map_or_else(|| "-".to_string(), |tos| tos.to_string()),
+                        c.transport.clone(),
+                        c.next_tx_seq.to_string(),
+                        c.next_rx_seq.to_string(),
+                        c.flag_letters(),
+                    ]
+                })
+                .collect();
+            write_table(
+                &mut out,
+                &[
+                    ("local", Align::Left),
+                    ("remote", Align::Left),
+                    ("tos", Align::Right),
+                    ("transport", Align::Left),
+                    ("next_tx", Align::Right),
+                    ("next_rx", Align::Right),
+                    ("flags", Align::Left),
+                ],
+                &rows,
+            )?;
+        }
+        Table::SendMessages => {
+            let messages = sock
+                .send_messages()
+                .map_err(|err| context(err, "getsockopt(RDS[6]_INFO_SEND_MESSAGES)"))?;
+            write_messages(&mut out, &messages)?;
+        }
+        Table::RetransMessages => {
+            let messages = sock
+                .retrans_messages()
+                .map_err(|err| context(err, "getsockopt(RDS[6]_INFO_RETRANS_MESSAGES)"))?;
+            write_messages(&mut out, &messages)?;
+        }
+        Table::RecvMessages => {
+            let messages = sock
+                .recv_messages()
+                .map_err(|err| context(err, "getsockopt(RDS[6]_INFO_RECV_MESSAGES)"))?;
+            write_messages(&mut out, &messages)?;
+        }
+        Table::IbConnections => {
+            let conns = sock.ib_connections().map_err(|err| {
+                if err.raw_os_error() == Some(libc::ENOPROTOOPT) {
+                    context(
+                        err,
+                        "getsockopt(RDS[6]_INFO_IB_CONNECTIONS) (no IB transport? in-tree: modprobe rds_rdma)",
+                    )
+                } else {
+                    context(err, "getsockopt(RDS[6]_INFO_IB_CONNECTIONS)")
+                }
+            })?;
+            let rows: Vec<Vec<String>> = conns
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.src_addr.to_string(),
+                        c.dst_addr.to_string(),
+                        c.tos.to_string(),
+                        c.sl.to_string(),
+                        // GIDs print as IPv6 addresses, as rds-info does.
+                        Ipv6Addr::from(c.src_gid).to_string(),
+                        Ipv6Addr::from(c.dst_gid).to_string(),
+                        c.max_send_wr.to_string(),
+                        c.max_recv_wr.to_string(),
+                        c.max_send_sge.to_string(),
+                        c.rdma_mr_max.to_string(),
+                        c.rdma_mr_size.to_string(),
+                        c.cache_allocs.to_string(),
+                    ]
+                })
+                .collect();
+            write_table(
+                &mut out,
+                &[
+                    ("local", Align::Left),
+                    ("remote", Align::Left),
+                    ("tos", Align::Right),
+                    ("sl", Align::Right),
+                    ("local_gid", Align::Left),
+                    ("remote_gid", Align::Left),
+                    ("send_wr", Align::Right),
+                    ("recv_wr", Align::Right),
+                    ("send_sge", Align::Right),
+                    ("mr_max", Align::Right),
+                    ("mr_size", Align::Right),
+                    ("cache_allocs", Align::Right),
+                ],
+                &rows,
+            )?;
+        }
+        Table::XrcTargets => super::xrc::list_targets(&mut out)?,
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_columns_fit_the_widest_cell() {
+        let mut out = Vec::new();
+        let rows = vec![
+            vec!["127.0.0.1".to_string(), "5".to_string(), "--C".to_string()],
+            vec![
+                "fd00::1".to_string(),
+                "123456".to_string(),
+                "s-C".to_string(),
+            ],
+        ];
+        write_table(
+            &mut out,
+            &[
+                ("local", Align::Left),
+                ("seq", Align::Right),
+                ("flags", Align::Left),
+            ],
+            &rows,
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "local        seq flags\n\
+             127.0.0.1      5 --C\n\
+             fd00::1   123456 s-C\n"
+        );
+    }
+
+    #[test]
+    fn message_table_shows_socket_addresses() {
+        let mut out = Vec::new();
+        let message = MessageInfo {
+            seq: 3,
+            len: 64,
+            laddr: "::1".parse().unwrap(),
+            faddr: "::1".parse().unwrap(),
+            lport: 4000,
+            fport: 4001,
+            flags: 0,
+            tos: 0,
+        };
+        write_messages(&mut out, &[message]).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(
+            out.lines().nth(1),
+            Some("[::1]:4000 [::1]:4001   0   3    64")
+        );
+    }
 }

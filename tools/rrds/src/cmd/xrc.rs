@@ -88,43 +88,53 @@ fn bound_socket(local: IpAddr) -> io::Result<RdsSocket> {
     Ok(sock)
 }
 
+/// Prefixes `err` with `what`; an `ENOPROTOOPT` (the in-tree `rds`, which
+/// has no XRC options) says so.
+fn extension(err: io::Error, what: &str) -> io::Error {
+    if err.raw_os_error() == Some(libc::ENOPROTOOPT) {
+        context(
+            err,
+            format_args!("{what} (not rrds? XRC targets are an rrds extension)"),
+        )
+    } else {
+        context(err, what)
+    }
+}
+
+/// Lists this namespace's target QPs as a table (`rrds xrc list`, `rrds
+/// info xrc-targets`).
+pub fn list_targets(out: &mut impl Write) -> io::Result<()> {
+    let sock = new_socket()?;
+    let targets = sock
+        .xrc_targets()
+        .map_err(|err| extension(err, "getsockopt(RRDS_INFO_XRC_TARGETS)"))?;
+    writeln!(
+        out,
+        "{:>8} {:<12} {:<9} {:<6} {:>13} {:>10} {:>10}",
+        "qp_num", "device", "backend", "state", "registrations", "events", "overflows"
+    )?;
+    for t in targets {
+        writeln!(
+            out,
+            "{:>8} {:<12} {:<9} {:<6} {:>13} {:>10} {:>10}",
+            t.qp_num,
+            t.device,
+            t.backend.to_string(),
+            t.state_name(),
+            t.registrations,
+            t.events,
+            t.overflows
+        )?;
+    }
+    Ok(())
+}
+
 /// Runs the subcommand.
 pub fn run(args: &XrcArgs) -> io::Result<bool> {
-    let extension = |err: io::Error, what: &str| {
-        if err.raw_os_error() == Some(libc::ENOPROTOOPT) {
-            context(
-                err,
-                format_args!("{what} (not rrds? XRC targets are an rrds extension)"),
-            )
-        } else {
-            context(err, what)
-        }
-    };
     let mut out = io::stdout().lock();
     match &args.command {
         XrcCommand::List => {
-            let sock = new_socket()?;
-            let targets = sock
-                .xrc_targets()
-                .map_err(|err| extension(err, "getsockopt(RRDS_INFO_XRC_TARGETS)"))?;
-            writeln!(
-                out,
-                "{:>8} {:<12} {:<9} {:<6} {:>13} {:>10} {:>10}",
-                "qp_num", "device", "backend", "state", "registrations", "events", "overflows"
-            )?;
-            for t in targets {
-                writeln!(
-                    out,
-                    "{:>8} {:<12} {:<9} {:<6} {:>13} {:>10} {:>10}",
-                    t.qp_num,
-                    t.device,
-                    t.backend.to_string(),
-                    t.state_name(),
-                    t.registrations,
-                    t.events,
-                    t.overflows
-                )?;
-            }
+            list_targets(&mut out)?;
             Ok(true)
         }
         XrcCommand::Create(hold) => {

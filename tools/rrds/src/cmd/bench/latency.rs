@@ -11,6 +11,7 @@ use rrds::RdsSocket;
 
 use super::context;
 use super::no_progress;
+use super::open_peer_socket;
 use super::open_socket;
 use super::pattern::Pattern;
 use super::run_pair;
@@ -30,7 +31,7 @@ struct Measured {
 
 /// One latency run.
 pub(super) fn run(cfg: &Config, size: usize, run: u32) -> io::Result<Sample> {
-    let server = open_socket(cfg, cfg.peer_addr, size)?;
+    let server = open_peer_socket(cfg, size)?;
     let client = open_socket(cfg, cfg.addr, size)?;
     let server_addr = server.local_addr()?;
     let client_addr = client.local_addr()?;

@@ -16,9 +16,13 @@ mod rate;
 mod report;
 
 use std::fmt;
+use std::fs::File;
 use std::io;
 use std::net::IpAddr;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
 use std::thread;
@@ -120,6 +124,11 @@ pub struct BenchArgs {
     /// socket sending to its own address uses loopback.
     #[arg(long, value_name = "ADDR")]
     pub peer_addr: Option<IpAddr>,
+    /// Network namespace to open the receiving end's socket in: a name as
+    /// `ip netns` gives it (/run/netns/NAME) or a path to a namespace file.
+    /// With --peer-addr, crosses between two namespaces of one machine.
+    #[arg(long, value_name = "NETNS")]
+    pub peer_netns: Option<String>,
     /// Transport of both sockets: `ib` pins IB with SO_RDS_TRANSPORT before
     /// bind, `loop` requires loopback addresses, `default` lets bind choose.
     #[arg(long, value_enum, value_name = "TRANSPORT", default_value_t = TransportArg::Default)]
@@ -223,6 +232,8 @@ struct Config {
     addr: IpAddr,
     /// The receiving end's address.
     peer_addr: IpAddr,
+    /// The receiving end's network namespace file, if not ours.
+    peer_netns: Option<PathBuf>,
     transport: TransportArg,
     duration: Duration,
     depth: u64,
@@ -346,6 +357,7 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
     let cfg = Config {
         addr: args.addr,
         peer_addr: args.peer_addr(),
+        peer_netns: args.peer_netns.as_deref().map(netns_path),
         transport: args.transport,
         duration: args.duration,
         depth: u64::from(args.depth),
@@ -466,10 +478,56 @@ fn bind(cfg: &Config, sock: &RdsSocket, addr: IpAddr) -> io::Result<()> {
     Ok(())
 }
 
+/// `ip netns`'s file for a namespace name; a path stays as it is.
+fn netns_path(name: &str) -> PathBuf {
+    if name.contains('/') {
+        PathBuf::from(name)
+    } else {
+        Path::new("/run/netns").join(name)
+    }
+}
+
+/// Creates a socket in the network namespace of the file `netns` (a socket
+/// stays in the namespace it was created in), then returns this thread to
+/// its own namespace.
+fn new_socket_in(netns: &Path) -> io::Result<RdsSocket> {
+    let own = File::open("/proc/thread-self/ns/net")
+        .map_err(|err| context(err, "open /proc/thread-self/ns/net"))?;
+    let target =
+        File::open(netns).map_err(|err| context(err, format_args!("open {}", netns.display())))?;
+    let enter = |ns: &File, what: &dyn std::fmt::Display| {
+        // SAFETY: setns takes a descriptor and a flag; ns stays open across the call.
+        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } < 0 {
+            return Err(context(
+                io::Error::last_os_error(),
+                format_args!("setns {what}"),
+            ));
+        }
+        Ok(())
+    };
+    enter(&target, &netns.display())?;
+    let sock = new_socket();
+    enter(&own, &"back")?;
+    sock
+}
+
+/// The receiving end's socket: like [`open_socket`], in `--peer-netns`.
+fn open_peer_socket(cfg: &Config, size: usize) -> io::Result<RdsSocket> {
+    let sock = match &cfg.peer_netns {
+        Some(netns) => new_socket_in(netns)?,
+        None => new_socket()?,
+    };
+    setup_socket(cfg, sock, cfg.peer_addr, size)
+}
+
 /// A non-blocking socket bound to `addr`, able to send `size`-byte
 /// messages.
 fn open_socket(cfg: &Config, addr: IpAddr, size: usize) -> io::Result<RdsSocket> {
-    let sock = new_socket()?;
+    setup_socket(cfg, new_socket()?, addr, size)
+}
+
+/// Buffers, bind, non-blocking and the send limit of a new socket.
+fn setup_socket(cfg: &Config, sock: RdsSocket, addr: IpAddr, size: usize) -> io::Result<RdsSocket> {
     set_buffers(&sock, buffer_bytes(size, cfg.depth))?;
     bind(cfg, &sock, addr)?;
     sock.set_nonblocking(true)?;

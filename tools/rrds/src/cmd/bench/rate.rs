@@ -19,6 +19,7 @@ use rrds::RdsSocket;
 use super::context;
 use super::is_transient;
 use super::no_progress;
+use super::open_peer_socket;
 use super::open_socket;
 use super::pattern::Pattern;
 use super::run_pair;
@@ -38,7 +39,7 @@ struct Counted {
 
 /// One rate run.
 pub(super) fn run(cfg: &Config, size: usize, run: u32) -> io::Result<Sample> {
-    let rx = open_socket(cfg, cfg.peer_addr, size)?;
+    let rx = open_peer_socket(cfg, size)?;
     let tx = open_socket(cfg, cfg.addr, size)?;
     let rx_addr = rx.local_addr()?;
     let tx_addr = tx.local_addr()?;
