@@ -144,6 +144,24 @@ mod tests {
         assert_eq!(args.depth, 32);
         assert!(!args.verify);
         assert!(!args.json);
+        assert_eq!(args.plot, None);
+    }
+
+    #[test]
+    fn bench_plot_takes_a_file() {
+        use std::path::PathBuf;
+        let cli = parse(&["bench", "--plot", "out/bench.svg", "--json"]).unwrap();
+        let Command::Bench(args) = cli.command else {
+            panic!("not bench");
+        };
+        assert_eq!(args.plot, Some(PathBuf::from("out/bench.svg")));
+        assert!(args.json);
+        let Command::Bench(args) = parse(&["bench", "--plot=/tmp/b.svg"]).unwrap().command else {
+            panic!("not bench");
+        };
+        assert_eq!(args.plot, Some(PathBuf::from("/tmp/b.svg")));
+        assert!(parse(&["bench", "--plot"]).is_err());
+        assert!(parse(&["bench", "--plot", ""]).is_err());
     }
 
     #[test]

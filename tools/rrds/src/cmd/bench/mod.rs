@@ -12,12 +12,15 @@
 
 mod latency;
 mod pattern;
+mod plot;
+mod progress;
 mod rate;
 mod report;
 
 use std::fmt;
 use std::fs::File;
 use std::io;
+use std::io::IsTerminal;
 use std::net::IpAddr;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -39,6 +42,8 @@ use rrds::Transport;
 use super::context;
 use super::is_transient;
 use super::new_socket;
+use progress::Progress;
+use progress::Step;
 use report::Report;
 
 /// Longest single `poll`, so the stop flag is seen promptly.
@@ -169,6 +174,11 @@ pub struct BenchArgs {
     /// One JSON object per line instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// After the runs, also write an SVG chart of the medians to this file:
+    /// message rate and latency (p50, p99) against message size, for the
+    /// modes measured. Standard output is the same with or without it.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
 }
 
 impl BenchArgs {
@@ -374,20 +384,36 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
              address go over loopback; give --peer-addr another RDMA address to cross IB"
         );
     }
+    if let Some(path) = &args.plot {
+        // A directory that is not there fails now, not after the runs.
+        plot::check(path)?;
+    }
     // Fail before printing anything if there is no RDS at all.
     drop(new_socket()?);
     let implementation = rrds::loaded_implementation().unwrap_or("none");
     let mut report = Report::new(io::stdout().lock(), args.json, implementation, args);
     report.header()?;
+    let progress = Progress::new(!args.json && io::stderr().is_terminal());
+    let steps = args.mode.kinds().len() * args.sizes.len() * args.runs as usize;
     let mut summaries = Vec::new();
     for &kind in args.mode.kinds() {
         for &size in &args.sizes {
             let mut samples = Vec::new();
             for run in 1..=args.runs {
+                progress.start(Step {
+                    kind,
+                    size,
+                    run,
+                    runs: args.runs,
+                    step: summaries.len() * args.runs as usize + run as usize,
+                    steps,
+                });
                 let measured = match kind {
                     Kind::Rate => rate::run(&cfg, size, run),
                     Kind::Latency => latency::run(&cfg, size, run),
                 };
+                // Erased before anything else is printed, errors included.
+                progress.stop();
                 let sample = measured.map_err(|err| {
                     context(
                         err,
@@ -402,7 +428,11 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
             summaries.push(summary);
         }
     }
+    drop(progress);
     report.finish(&summaries)?;
+    if let Some(path) = &args.plot {
+        plot::write(path, &plot::Meta::new(implementation, args), &summaries)?;
+    }
     Ok(summaries.iter().all(|s| s.errors == 0))
 }
 

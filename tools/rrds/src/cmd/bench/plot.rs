@@ -1,0 +1,960 @@
+//! `--plot`: an SVG chart of the medians the report prints, written by hand
+//! (no dependency).
+//!
+//! One panel per mode that was measured, side by side: message rate
+//! (msgs/s) and round-trip latency (p50 and p99, µs), each against the
+//! message size on a log2 axis. The y axis is linear from 0, or log10 when
+//! all values are positive and span more than [`LOG_RATIO`]. Missing values
+//! (a run that measured nothing) leave a gap in the line; nothing that is
+//! not a finite number reaches the file.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use super::context;
+use super::BenchArgs;
+use super::Kind;
+use super::Summary;
+
+/// A panel's size, and the plot area within it.
+const PANEL_W: f64 = 540.0;
+const PANEL_H: f64 = 380.0;
+const LEFT: f64 = 72.0;
+const RIGHT: f64 = PANEL_W - 24.0;
+const TOP: f64 = 44.0;
+const BOTTOM: f64 = PANEL_H - 58.0;
+/// Room for the title lines above the panels.
+const HEADER_H: f64 = 66.0;
+/// Space between the plot area's sides and the first and last size.
+const X_PAD: f64 = 14.0;
+/// The y axis is logarithmic when the largest value is more than this
+/// many times the smallest.
+const LOG_RATIO: f64 = 20.0;
+
+const BLUE: &str = "#1f77b4";
+const RED: &str = "#d62728";
+
+/// What the title says about the set-up.
+pub struct Meta {
+    pub implementation: String,
+    pub addr: String,
+    pub peer_addr: String,
+    pub transport: &'static str,
+    pub runs: u32,
+    pub duration_s: f64,
+    pub depth: u32,
+}
+
+impl Meta {
+    pub fn new(implementation: &str, args: &BenchArgs) -> Self {
+        Self {
+            implementation: implementation.to_string(),
+            addr: args.addr.to_string(),
+            peer_addr: args.peer_addr().to_string(),
+            transport: args.transport.as_str(),
+            runs: args.runs,
+            duration_s: args.duration.as_secs_f64(),
+            depth: args.depth,
+        }
+    }
+}
+
+/// Fails early if `path` cannot be created because its directory does not
+/// exist or it is a directory (so a long benchmark does not end in that
+/// error).
+pub fn check(path: &Path) -> io::Result<()> {
+    if path.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            format!("--plot {}: is a directory", path.display()),
+        ));
+    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    match fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            format!(
+                "--plot {}: {} is not a directory",
+                path.display(),
+                dir.display()
+            ),
+        )),
+        Err(err) => Err(context(
+            err,
+            format_args!("--plot {}: directory {}", path.display(), dir.display()),
+        )),
+    }
+}
+
+/// Writes the chart of `summaries` to `path`.
+pub fn write(path: &Path, meta: &Meta, summaries: &[Summary]) -> io::Result<()> {
+    fs::write(path, svg(meta, summaries))
+        .map_err(|err| context(err, format_args!("writing --plot {}", path.display())))
+}
+
+/// One line of a chart: a value per size (`None`: not measured).
+struct Series {
+    name: &'static str,
+    color: &'static str,
+    points: Vec<(usize, Option<f64>)>,
+}
+
+/// One panel.
+struct Chart {
+    title: &'static str,
+    y_title: &'static str,
+    unit: &'static str,
+    series: Vec<Series>,
+}
+
+impl Chart {
+    fn rate(summaries: &[&Summary]) -> Self {
+        Self {
+            title: "Message rate",
+            y_title: "messages/s",
+            unit: "msgs/s",
+            series: vec![Series {
+                name: "msgs/s",
+                color: BLUE,
+                points: summaries.iter().map(|s| (s.size, s.msgs_per_sec)).collect(),
+            }],
+        }
+    }
+
+    fn latency(summaries: &[&Summary]) -> Self {
+        Self {
+            title: "Round-trip latency",
+            y_title: "round trip (µs)",
+            unit: "µs",
+            series: vec![
+                Series {
+                    name: "p50",
+                    color: BLUE,
+                    points: summaries.iter().map(|s| (s.size, s.lat_p50_us)).collect(),
+                },
+                Series {
+                    name: "p99",
+                    color: RED,
+                    points: summaries.iter().map(|s| (s.size, s.lat_p99_us)).collect(),
+                },
+            ],
+        }
+    }
+
+    /// Every value that can be drawn.
+    fn values(&self) -> Vec<f64> {
+        self.series
+            .iter()
+            .flat_map(|s| s.points.iter().filter_map(|&(_, v)| valid(v)))
+            .collect()
+    }
+
+    fn sizes(&self) -> Vec<usize> {
+        self.series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|&(size, _)| size))
+            .collect()
+    }
+}
+
+/// A value that can be drawn: finite and not negative.
+fn valid(value: Option<f64>) -> Option<f64> {
+    value.filter(|v| v.is_finite() && *v >= 0.0)
+}
+
+/// The SVG document for `summaries`: a panel per kind present.
+pub fn svg(meta: &Meta, summaries: &[Summary]) -> String {
+    let of = |kind| -> Vec<&Summary> { summaries.iter().filter(|s| s.kind == kind).collect() };
+    let mut charts = Vec::new();
+    let rate = of(Kind::Rate);
+    if !rate.is_empty() {
+        charts.push(Chart::rate(&rate));
+    }
+    let latency = of(Kind::Latency);
+    if !latency.is_empty() {
+        charts.push(Chart::latency(&latency));
+    }
+    let width = PANEL_W * charts.len().max(1) as f64;
+    let height = HEADER_H + PANEL_H;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" \
+         viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"12\">",
+        w = num(width),
+        h = num(height)
+    );
+    out.push_str("<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+    text(
+        &mut out,
+        12.0,
+        22.0,
+        "start",
+        "font-size=\"15\" font-weight=\"bold\"",
+        &format!(
+            "rrds bench: impl={} transport={}",
+            meta.implementation, meta.transport
+        ),
+    );
+    text(
+        &mut out,
+        12.0,
+        40.0,
+        "start",
+        "",
+        &format!("addr={} peer_addr={}", meta.addr, meta.peer_addr),
+    );
+    text(
+        &mut out,
+        12.0,
+        56.0,
+        "start",
+        "fill=\"#555\"",
+        &format!(
+            "median of {} run{} of {} s per point, depth {}",
+            meta.runs,
+            if meta.runs == 1 { "" } else { "s" },
+            num_label(meta.duration_s),
+            meta.depth
+        ),
+    );
+    if charts.is_empty() {
+        text(
+            &mut out,
+            PANEL_W / 2.0,
+            HEADER_H + PANEL_H / 2.0,
+            "middle",
+            "",
+            "no data",
+        );
+    }
+    for (i, chart) in charts.iter().enumerate() {
+        panel(&mut out, chart, PANEL_W * i as f64, HEADER_H);
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+/// A coordinate: one decimal, and never NaN (0 instead; callers only pass
+/// finite numbers).
+fn num(v: f64) -> String {
+    if v.is_finite() {
+        let s = format!("{v:.1}");
+        s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
+    } else {
+        "0".to_string()
+    }
+}
+
+/// Escapes text for XML content and attribute values.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// A `<text>` element.
+fn text(out: &mut String, x: f64, y: f64, anchor: &str, attrs: &str, content: &str) {
+    let _ = writeln!(
+        out,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"{anchor}\"{}{attrs}>{}</text>",
+        num(x),
+        num(y),
+        if attrs.is_empty() { "" } else { " " },
+        escape(content)
+    );
+}
+
+/// A value with at most three significant digits and an SI suffix:
+/// 1.5M, 250k, 12.5, 0.25.
+fn num_label(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".to_string();
+    }
+    let (scaled, suffix) = match v.abs() {
+        a if a >= 1e9 => (v / 1e9, "G"),
+        a if a >= 1e6 => (v / 1e6, "M"),
+        a if a >= 1e3 => (v / 1e3, "k"),
+        _ => (v, ""),
+    };
+    let decimals = if scaled == 0.0 {
+        0
+    } else {
+        (2 - scaled.abs().log10().floor() as i32).clamp(0, 9) as usize
+    };
+    let mut s = format!("{scaled:.decimals$}");
+    if s.contains('.') {
+        s = s.trim_end_matches('0').trim_end_matches('.').to_string();
+    }
+    s + suffix
+}
+
+/// A message size in bytes, K and M being 1024 and 1024².
+fn size_label(size: usize) -> String {
+    if size >= 1 << 20 && size.is_multiple_of(1 << 20) {
+        format!("{}M", size >> 20)
+    } else if size >= 1 << 10 && size.is_multiple_of(1 << 10) {
+        format!("{}K", size >> 10)
+    } else {
+        size.to_string()
+    }
+}
+
+/// The x axis: log2 of the size, 0 bytes one tick left of the rest.
+struct XAxis {
+    lo: f64,
+    hi: f64,
+    zero_at: f64,
+    ticks: Vec<(f64, String)>,
+}
+
+impl XAxis {
+    fn new(sizes: &[usize]) -> Self {
+        let positive: Vec<f64> = sizes
+            .iter()
+            .filter(|&&s| s > 0)
+            .map(|&s| (s as f64).log2())
+            .collect();
+        let has_zero = sizes.contains(&0);
+        if positive.is_empty() {
+            return Self {
+                lo: -1.0,
+                hi: 1.0,
+                zero_at: 0.0,
+                ticks: vec![(0.0, "0".to_string())],
+            };
+        }
+        let min = positive.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = positive.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let (first, last) = if max - min < 1.0 {
+            // One size (or sizes within an octave): room either side.
+            ((min - 1.0).floor() as i32, (max + 1.0).ceil() as i32)
+        } else {
+            (min.floor() as i32, max.ceil() as i32)
+        };
+        // At most twelve labels: the powers of two whose exponent is a
+        // multiple of `step`.
+        let step = ((last - first) as f64 / 12.0).ceil().max(1.0) as i32;
+        let mut ticks: Vec<(f64, String)> = (first..=last)
+            .filter(|exp| exp.rem_euclid(step) == 0)
+            .map(|exp| {
+                let label = if (0..63).contains(&exp) {
+                    size_label(1usize << exp)
+                } else {
+                    format!("2^{exp}")
+                };
+                (f64::from(exp), label)
+            })
+            .collect();
+        let zero_at = f64::from(first - step);
+        if has_zero {
+            ticks.insert(0, (zero_at, "0".to_string()));
+        }
+        Self {
+            lo: if has_zero { zero_at } else { f64::from(first) },
+            hi: f64::from(last),
+            zero_at,
+            ticks,
+        }
+    }
+
+    fn pos(&self, size: usize) -> f64 {
+        if size == 0 {
+            self.zero_at
+        } else {
+            (size as f64).log2()
+        }
+    }
+
+    /// The x coordinate of an axis position.
+    fn px(&self, at: f64) -> f64 {
+        let span = self.hi - self.lo;
+        let frac = if span > 0.0 {
+            (at - self.lo) / span
+        } else {
+            0.5
+        };
+        LEFT + X_PAD + frac * (RIGHT - LEFT - 2.0 * X_PAD)
+    }
+}
+
+/// The y axis.
+enum YAxis {
+    /// From 0 to `hi`, ticks every `step`.
+    Linear { hi: f64, step: f64 },
+    /// From 10^lo to 10^hi.
+    Log { lo: i32, hi: i32 },
+}
+
+impl YAxis {
+    fn new(values: &[f64]) -> Self {
+        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = values.iter().copied().fold(0.0, f64::max);
+        if values.is_empty() || max <= 0.0 {
+            return Self::Linear { hi: 1.0, step: 0.2 };
+        }
+        if min > 0.0 && max / min > LOG_RATIO {
+            let lo = min.log10().floor() as i32;
+            let hi = (max.log10().ceil() as i32).max(lo + 1);
+            return Self::Log { lo, hi };
+        }
+        let step = nice_step(max * 1.05 / 5.0);
+        let hi = (max * 1.05 / step).ceil() * step;
+        if step.is_finite() && step > 0.0 && hi.is_finite() {
+            Self::Linear { hi, step }
+        } else {
+            Self::Linear { hi: 1.0, step: 0.2 }
+        }
+    }
+
+    /// Where `v` sits, from 0 (bottom) to 1 (top).
+    fn frac(&self, v: f64) -> f64 {
+        match *self {
+            Self::Linear { hi, .. } => v / hi,
+            Self::Log { lo, hi } => {
+                (v.max(f64::MIN_POSITIVE).log10() - f64::from(lo)) / f64::from(hi - lo)
+            }
+        }
+    }
+
+    fn py(&self, v: f64) -> f64 {
+        BOTTOM - self.frac(v) * (BOTTOM - TOP)
+    }
+
+    /// Labelled ticks, and whether each gets a full grid line.
+    fn ticks(&self) -> Vec<(f64, bool)> {
+        match *self {
+            Self::Linear { hi, step } => {
+                let n = (hi / step).round().clamp(0.0, 50.0) as u32;
+                (0..=n).map(|i| (f64::from(i) * step, true)).collect()
+            }
+            Self::Log { lo, hi } => {
+                let decades = hi - lo;
+                let step = ((decades as f64) / 6.0).ceil().max(1.0) as i32;
+                let mut ticks = Vec::new();
+                for exp in lo..=hi {
+                    let base = 10f64.powi(exp);
+                    if (exp - lo) % step == 0 {
+                        ticks.push((base, true));
+                    }
+                    if decades <= 2 && exp < hi {
+                        ticks.push((2.0 * base, false));
+                        ticks.push((5.0 * base, false));
+                    }
+                }
+                ticks
+            }
+        }
+    }
+
+    fn is_log(&self) -> bool {
+        matches!(self, Self::Log { .. })
+    }
+}
+
+/// 1, 2 or 5 times a power of ten, at least `raw`.
+fn nice_step(raw: f64) -> f64 {
+    if !(raw.is_finite() && raw > 0.0) {
+        return 1.0;
+    }
+    let mag = 10f64.powf(raw.log10().floor());
+    let f = raw / mag;
+    let n = if f <= 1.0 {
+        1.0
+    } else if f <= 2.0 {
+        2.0
+    } else if f <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    n * mag
+}
+
+/// One chart, its top left corner at (`x0`, `y0`).
+fn panel(out: &mut String, chart: &Chart, x0: f64, y0: f64) {
+    let xaxis = XAxis::new(&chart.sizes());
+    let values = chart.values();
+    let yaxis = YAxis::new(&values);
+    let _ = writeln!(out, "<g transform=\"translate({},{})\">", num(x0), num(y0));
+    text(
+        out,
+        LEFT,
+        TOP - 16.0,
+        "start",
+        "font-size=\"14\" font-weight=\"bold\"",
+        chart.title,
+    );
+    // Legend, right-aligned above the plot area.
+    let mut x = RIGHT;
+    for series in chart.series.iter().rev() {
+        let width = 34.0 + 7.0 * series.name.chars().count() as f64;
+        x -= width;
+        let _ = writeln!(
+            out,
+            "<line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{}\" stroke-width=\"2\"/>",
+            num(x),
+            num(x + 20.0),
+            series.color,
+            y = num(TOP - 20.0)
+        );
+        text(out, x + 24.0, TOP - 16.0, "start", "", series.name);
+    }
+    // Grid and y ticks.
+    for (v, major) in yaxis.ticks() {
+        let y = yaxis.py(v);
+        let _ = writeln!(
+            out,
+            "<line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{}\"/>",
+            num(LEFT),
+            num(RIGHT),
+            if major { "#ddd" } else { "#f0f0f0" },
+            y = num(y)
+        );
+        text(
+            out,
+            LEFT - 6.0,
+            y + 4.0,
+            "end",
+            "font-size=\"11\"",
+            &num_label(v),
+        );
+    }
+    // x ticks.
+    for (at, label) in &xaxis.ticks {
+        let x = xaxis.px(*at);
+        let _ = writeln!(
+            out,
+            "<line x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\" stroke=\"#ddd\"/>",
+            num(TOP),
+            num(BOTTOM + 4.0),
+            x = num(x)
+        );
+        text(out, x, BOTTOM + 17.0, "middle", "font-size=\"11\"", label);
+    }
+    let _ = writeln!(
+        out,
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>",
+        num(LEFT),
+        num(TOP),
+        num(RIGHT - LEFT),
+        num(BOTTOM - TOP)
+    );
+    text(
+        out,
+        (LEFT + RIGHT) / 2.0,
+        BOTTOM + 40.0,
+        "middle",
+        "",
+        "message size (bytes, log scale; K = 1024, M = 1024²)",
+    );
+    let y_title = if yaxis.is_log() {
+        match chart.y_title.strip_suffix(')') {
+            Some(open) => format!("{open}, log scale)"),
+            None => format!("{} (log scale)", chart.y_title),
+        }
+    } else {
+        chart.y_title.to_string()
+    };
+    let _ = writeln!(
+        out,
+        "<text transform=\"translate(18,{}) rotate(-90)\" text-anchor=\"middle\">{}</text>",
+        num((TOP + BOTTOM) / 2.0),
+        escape(&y_title)
+    );
+    if values.is_empty() {
+        text(
+            out,
+            (LEFT + RIGHT) / 2.0,
+            (TOP + BOTTOM) / 2.0,
+            "middle",
+            "fill=\"#888\"",
+            "no data",
+        );
+    }
+    for series in &chart.series {
+        line(out, series, chart.unit, &xaxis, &yaxis);
+    }
+    out.push_str("</g>\n");
+}
+
+/// A series: polylines through the runs of drawable values (sorted by
+/// size), and a marker with a tooltip on each value.
+fn line(out: &mut String, series: &Series, unit: &str, xaxis: &XAxis, yaxis: &YAxis) {
+    let mut points = series.points.clone();
+    points.sort_by_key(|&(size, _)| size);
+    let drawn: Vec<(usize, Option<f64>)> =
+        points.iter().map(|&(size, v)| (size, valid(v))).collect();
+    for run in drawn.split(|(_, v)| v.is_none()) {
+        if run.is_empty() {
+            continue;
+        }
+        let coords: Vec<String> = run
+            .iter()
+            .filter_map(|&(size, v)| {
+                let v = v?;
+                Some(format!(
+                    "{},{}",
+                    num(xaxis.px(xaxis.pos(size))),
+                    num(yaxis.py(v))
+                ))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" \
+             stroke-linejoin=\"round\"/>",
+            coords.join(" "),
+            series.color
+        );
+    }
+    for &(size, v) in &drawn {
+        let Some(v) = v else { continue };
+        let _ = writeln!(
+            out,
+            "<circle cx=\"{}\" cy=\"{}\" r=\"3.5\" fill=\"{}\"><title>{}</title></circle>",
+            num(xaxis.px(xaxis.pos(size))),
+            num(yaxis.py(v)),
+            series.color,
+            escape(&format!(
+                "{} bytes: {} {} {}",
+                size,
+                series.name,
+                num_label(v),
+                unit
+            ))
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta() -> Meta {
+        Meta {
+            implementation: "rrds".to_string(),
+            addr: "10.254.9.1".to_string(),
+            peer_addr: "10.254.9.2".to_string(),
+            transport: "ib",
+            runs: 3,
+            duration_s: 5.0,
+            depth: 32,
+        }
+    }
+
+    fn summary(kind: Kind, size: usize, rate: Option<f64>, p50: Option<f64>) -> Summary {
+        let latency = kind == Kind::Latency;
+        Summary {
+            kind,
+            size,
+            runs: 3,
+            msgs_per_sec: rate,
+            mb_per_sec: rate.map(|r| r * size as f64 / 1e6),
+            lat_mean_us: p50.filter(|_| latency),
+            lat_p50_us: p50.filter(|_| latency),
+            lat_p99_us: p50.filter(|_| latency).map(|p| p * 2.5),
+            errors: 0,
+        }
+    }
+
+    fn both(sizes: &[usize]) -> Vec<Summary> {
+        let rate = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &size)| summary(Kind::Rate, size, Some(900_000.0 / (i + 1) as f64), None));
+        let latency = sizes.iter().enumerate().map(|(i, &size)| {
+            summary(
+                Kind::Latency,
+                size,
+                Some(40_000.0),
+                Some(12.0 + 30.0 * i as f64),
+            )
+        });
+        rate.chain(latency).collect()
+    }
+
+    /// Checks that every element opened is closed, in order, and returns
+    /// the element names seen.
+    fn elements(svg: &str) -> Vec<String> {
+        let mut stack: Vec<String> = Vec::new();
+        let mut seen = Vec::new();
+        let mut rest = svg;
+        while let Some(open) = rest.find('<') {
+            let close = rest[open..].find('>').expect("unterminated tag") + open;
+            let tag = &rest[open + 1..close];
+            assert!(!tag.contains('<'), "'<' inside a tag: {tag}");
+            if let Some(name) = tag.strip_prefix('/') {
+                assert_eq!(stack.pop().as_deref(), Some(name), "unbalanced </{name}>");
+            } else {
+                let name = tag
+                    .split(|c: char| c.is_whitespace() || c == '/')
+                    .next()
+                    .unwrap()
+                    .to_string();
+                seen.push(name.clone());
+                if !tag.ends_with('/') {
+                    stack.push(name);
+                }
+            }
+            rest = &rest[close + 1..];
+        }
+        assert!(stack.is_empty(), "unclosed: {stack:?}");
+        seen
+    }
+
+    fn well_formed(svg: &str) -> Vec<String> {
+        assert!(svg.starts_with("<svg "), "{svg}");
+        assert!(svg.trim_end().ends_with("</svg>"), "{svg}");
+        for bad in ["NaN", "nan", "inf"] {
+            assert!(!svg.contains(bad), "{bad} in {svg}");
+        }
+        // No stray ampersands: every one starts an entity.
+        for (at, _) in svg.match_indices('&') {
+            let entity = &svg[at..svg[at..].find(';').unwrap() + at + 1];
+            assert!(
+                ["&amp;", "&lt;", "&gt;", "&quot;", "&apos;"].contains(&entity),
+                "{entity}"
+            );
+        }
+        let seen = elements(svg);
+        assert_eq!(seen.iter().filter(|n| *n == "svg").count(), 1);
+        seen
+    }
+
+    /// The point lists of the polylines, in order.
+    fn polylines(svg: &str) -> Vec<usize> {
+        svg.lines()
+            .filter(|l| l.starts_with("<polyline "))
+            .map(|l| {
+                let points = l.split("points=\"").nth(1).unwrap();
+                let points = &points[..points.find('"').unwrap()];
+                points.split_whitespace().count()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn several_sizes_both_modes() {
+        let sizes = [64, 512, 4096, 8192, 65536, 1 << 20];
+        let svg = svg(&meta(), &both(&sizes));
+        let seen = well_formed(&svg);
+        assert!(seen.iter().any(|n| n == "polyline"));
+        // Rate, then p50 and p99: each one line through every size.
+        assert_eq!(polylines(&svg), vec![6, 6, 6]);
+        assert_eq!(seen.iter().filter(|n| *n == "circle").count(), 18);
+        for label in [
+            "Message rate",
+            "Round-trip latency",
+            "messages/s",
+            "round trip (µs",
+            "message size (bytes",
+            "p50",
+            "p99",
+            ">64<",
+            ">1K<",
+            ">1M<",
+            "impl=rrds transport=ib",
+            "addr=10.254.9.1 peer_addr=10.254.9.2",
+        ] {
+            assert!(svg.contains(label), "no {label} in {svg}");
+        }
+        assert!(svg.contains("width=\"1080\""));
+        // The rate spans 6x: linear; latency 12..402 µs: log.
+        assert!(!svg.contains("messages/s (log scale)"));
+        assert!(svg.contains("round trip (µs, log scale)"));
+    }
+
+    #[test]
+    fn one_size() {
+        let svg = svg(&meta(), &both(&[8192]));
+        well_formed(&svg);
+        assert_eq!(polylines(&svg), vec![1, 1, 1]);
+        // The size sits between a tick either side.
+        assert!(svg.contains(">4K<") && svg.contains(">8K<") && svg.contains(">16K<"));
+    }
+
+    #[test]
+    fn rate_only() {
+        let summaries: Vec<Summary> = both(&[64, 8192])
+            .into_iter()
+            .filter(|s| s.kind == Kind::Rate)
+            .collect();
+        let svg = svg(&meta(), &summaries);
+        well_formed(&svg);
+        assert_eq!(polylines(&svg), vec![2]);
+        assert!(svg.contains("Message rate") && svg.contains("messages/s"));
+        assert!(!svg.contains("Round-trip latency"));
+        assert!(svg.contains("width=\"540\""));
+    }
+
+    #[test]
+    fn latency_only() {
+        let summaries: Vec<Summary> = both(&[64, 8192, 1 << 20])
+            .into_iter()
+            .filter(|s| s.kind == Kind::Latency)
+            .collect();
+        let svg = svg(&meta(), &summaries);
+        well_formed(&svg);
+        assert_eq!(polylines(&svg), vec![3, 3]);
+        assert!(svg.contains("Round-trip latency") && svg.contains("round trip (µs)"));
+        assert!(!svg.contains("Message rate"));
+    }
+
+    #[test]
+    fn missing_and_odd_values_do_not_reach_the_file() {
+        let mut summaries = both(&[0, 64, 1000, 8192, 65536]);
+        summaries[1].msgs_per_sec = None;
+        summaries[2].msgs_per_sec = Some(f64::NAN);
+        summaries[3].msgs_per_sec = Some(0.0);
+        summaries[4].msgs_per_sec = Some(f64::INFINITY);
+        summaries[5].lat_p50_us = Some(0.0);
+        summaries[6].lat_p99_us = None;
+        summaries[7].lat_p50_us = Some(-1.0);
+        let svg = svg(&meta(), &summaries);
+        well_formed(&svg);
+        assert!(svg.contains(">0<"), "size 0 has a tick");
+        // Rate: 0 B and 8192 B alone; p50: a gap at 1000; p99: at 64.
+        assert_eq!(polylines(&svg), vec![1, 1, 2, 2, 1, 3]);
+    }
+
+    #[test]
+    fn nothing_measured() {
+        let none = vec![
+            summary(Kind::Rate, 64, None, None),
+            summary(Kind::Latency, 64, None, None),
+        ];
+        let svg = svg(&meta(), &none);
+        well_formed(&svg);
+        assert!(polylines(&svg).is_empty());
+        assert_eq!(svg.matches("no data").count(), 2);
+        let empty = super::svg(&meta(), &[]);
+        well_formed(&empty);
+        assert!(empty.contains("no data"));
+    }
+
+    #[test]
+    fn text_is_escaped() {
+        let mut odd = meta();
+        odd.implementation = "a<b>&\"c\"".to_string();
+        let svg = svg(&odd, &both(&[64]));
+        well_formed(&svg);
+        assert!(svg.contains("impl=a&lt;b&gt;&amp;&quot;c&quot;"));
+    }
+
+    #[test]
+    fn file_errors_name_the_file() {
+        let missing = Path::new("/nonexistent-rrds-dir/bench.svg");
+        let err = check(missing).unwrap_err();
+        assert!(
+            err.to_string().contains("/nonexistent-rrds-dir/bench.svg"),
+            "{err}"
+        );
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        let err = write(missing, &meta(), &both(&[64])).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("writing --plot /nonexistent-rrds-dir/bench.svg: "),
+            "{err}"
+        );
+        let dir = std::env::temp_dir();
+        assert!(check(&dir).is_err());
+        assert!(check(&dir.join("bench.svg")).is_ok());
+        assert!(check(Path::new("bench.svg")).is_ok());
+    }
+
+    #[test]
+    fn labels() {
+        assert_eq!(num_label(0.0), "0");
+        assert_eq!(num_label(12.5), "12.5");
+        assert_eq!(num_label(0.25), "0.25");
+        assert_eq!(num_label(250_000.0), "250k");
+        assert_eq!(num_label(1_500_000.0), "1.5M");
+        assert_eq!(num_label(1000.0), "1k");
+        assert_eq!(num_label(f64::NAN), "-");
+        assert_eq!(size_label(64), "64");
+        assert_eq!(size_label(1000), "1000");
+        assert_eq!(size_label(8192), "8K");
+        assert_eq!(size_label(1 << 20), "1M");
+        assert_eq!(num(f64::NAN), "0");
+        assert_eq!(num(12.0), "12");
+        assert_eq!(num(12.34), "12.3");
+    }
+
+    #[test]
+    fn axes() {
+        // Linear from 0 with a nice step.
+        let YAxis::Linear { hi, step } = YAxis::new(&[100.0, 430.0]) else {
+            panic!("not linear");
+        };
+        assert_eq!((hi, step), (500.0, 100.0));
+        assert!(matches!(
+            YAxis::new(&[10.0, 1000.0]),
+            YAxis::Log { lo: 1, hi: 3 }
+        ));
+        // Zero forces linear; all zero or none gives a unit axis.
+        assert!(matches!(YAxis::new(&[0.0, 1000.0]), YAxis::Linear { .. }));
+        assert!(matches!(
+            YAxis::new(&[0.0]),
+            YAxis::Linear { hi, .. } if hi == 1.0
+        ));
+        assert!(matches!(
+            YAxis::new(&[]),
+            YAxis::Linear { hi, .. } if hi == 1.0
+        ));
+        // Many sizes: at most twelve x labels.
+        let sizes: Vec<usize> = (0..=20).map(|e| 1 << e).collect();
+        let x = XAxis::new(&sizes);
+        assert!(x.ticks.len() <= 12, "{:?}", x.ticks);
+        assert_eq!(x.ticks[0].1, "1");
+        assert_eq!(x.ticks.last().unwrap().1, "1M");
+        assert!(x.px(x.pos(1)) >= LEFT && x.px(x.pos(1 << 20)) <= RIGHT);
+    }
+
+    /// Renders a sample chart for a look: cargo test -- --ignored
+    /// plot_sample (writes /tmp/rrds-plot-sample.svg).
+    #[test]
+    #[ignore]
+    fn plot_sample() {
+        let sizes = [64, 256, 1024, 4096, 8192, 65536, 1 << 20];
+        let summaries: Vec<Summary> = sizes
+            .iter()
+            .map(|&size| {
+                let rate = 450_000.0 / (1.0 + size as f64 / 4096.0);
+                summary(Kind::Rate, size, Some(rate), None)
+            })
+            .chain(sizes.iter().map(|&size| {
+                let p50 = 14.0 + size as f64 / 2500.0;
+                summary(Kind::Latency, size, Some(1e6 / p50), Some(p50))
+            }))
+            .collect();
+        let path = Path::new("/tmp/rrds-plot-sample.svg");
+        write(path, &meta(), &summaries).unwrap();
+        let one: Vec<Summary> = summaries
+            .iter()
+            .filter(|s| s.size == 8192 && s.kind == Kind::Rate)
+            .cloned()
+            .collect();
+        write(Path::new("/tmp/rrds-plot-sample-one.svg"), &meta(), &one).unwrap();
+        let mut gaps = both(&[0, 64, 1000, 8192, 65536]);
+        gaps[1].msgs_per_sec = None;
+        gaps[7].lat_p50_us = Some(f64::NAN);
+        gaps[8].lat_p99_us = Some(600.0);
+        write(Path::new("/tmp/rrds-plot-sample-gaps.svg"), &meta(), &gaps).unwrap();
+    }
+}
