@@ -84,15 +84,23 @@ TEST_F(impl, info_counters_show_the_pings)
 
 TEST_F(impl, bench_runs_with_payload_verification)
 {
+	static char svg[1 << 20];
 	char out[16384];
 
 	ASSERT_EQ(0, sh_out(out, sizeof(out),
 			    "%s bench --addr 127.0.0.1 --size 64 --size 65536 --duration 2 --runs 1 "
-			    "--mode both --verify --json 2>&1", rrds_cmd()));
+			    "--mode both --verify --json --plot /tmp/rrds-bench.svg 2>&1", rrds_cmd()));
 	TH_LOG("%s", out);
 	EXPECT_NE(NULL, strstr(out, "\"type\":\"summary\""));
 	EXPECT_NE(NULL, strstr(out, "\"errors\":0"));
 	EXPECT_NE(NULL, strstr(out, variant->in_tree ? "\"impl\":\"rds\"" : "\"impl\":\"rrds\""));
+	/* --plot: an SVG with a rate line and a latency line over the two sizes. */
+	ASSERT_LT(0, read_file("/tmp/rrds-bench.svg", svg, sizeof(svg)));
+	EXPECT_EQ(0, strncmp(svg, "<svg", 4));
+	EXPECT_NE(NULL, strstr(svg, "</svg>"));
+	EXPECT_NE(NULL, strstr(svg, "<polyline"));
+	EXPECT_NE(NULL, strstr(svg, variant->in_tree ? "impl=rds" : "impl=rrds"));
+	unlink("/tmp/rrds-bench.svg");
 }
 
 /* The C example of the user guide (examples/rds_datagram.c). */
