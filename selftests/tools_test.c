@@ -185,7 +185,17 @@ TEST_F(ib_tools, bench_across_namespaces_verified)
 TEST_F(ib_tools, ping_and_info_show_the_connection)
 {
 	char out[8192], want[64];
+	int peer;
 
+	/*
+	 * rrds listens in a namespace while a socket there is bound to an RDMA
+	 * address: hold one in rrds-b (bound from rrds-b, where its listener
+	 * must live).
+	 */
+	ASSERT_EQ(0, enter_ns("rrds-b"));
+	peer = bound_socket(variant->remote, 0);
+	ASSERT_EQ(0, enter_ns("rrds-a"));
+	ASSERT_LE(0, peer);
 	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s ping -c 3 -i 100 -W 20000 -I %s %s 2>&1",
 			    rrds_cmd(), variant->local, variant->remote)) TH_LOG("%s", out);
 	EXPECT_NE(NULL, strstr(out, "3 pings sent, 3 pongs received")) TH_LOG("%s", out);
@@ -208,6 +218,7 @@ TEST_F(ib_tools, ping_and_info_show_the_connection)
 		EXPECT_NE(NULL, strstr(out, variant->remote));
 		close(fd);
 	}
+	close(peer);
 }
 
 TEST_HARNESS_MAIN

@@ -733,6 +733,7 @@ TEST_F(xrc, cli_lifecycle)
 
 /* Shared by the stress test's processes. */
 struct stress_shared {
+	int stop;		/* set by the test: processes exit */
 	int ops;		/* operations done by every process */
 	int failures;		/* unexpected results */
 	char why[128];
@@ -760,7 +761,8 @@ static void __attribute__((noreturn)) stress_child(const char *ip, const uint32_
 	struct rrds_xrc_event ev;
 	int fd = xsock(ip);
 
-	while (__atomic_load_n(&sh_->ops, __ATOMIC_RELAXED) < goal) {
+	(void)goal;
+	while (!__atomic_load_n(&sh_->stop, __ATOMIC_RELAXED)) {
 		uint64_t r = next64(&seed);
 		int i = r % STRESS_TARGETS, rc, want;
 
@@ -809,7 +811,7 @@ TEST_F_TIMEOUT(xrc, stress_random_processes, 900)
 	struct stress_shared *shared;
 	uint32_t qps[STRESS_TARGETS];
 	pid_t kids[STRESS_PROCS];
-	const int goal = 10000;
+	const int goal = 10000, min_kills = 16;
 	uint64_t seed = 0x5eed;
 	int fd, kills = 0, n;
 	double limit = now() + 600;
@@ -827,7 +829,9 @@ TEST_F_TIMEOUT(xrc, stress_random_processes, 900)
 		if (kids[i] == 0)
 			stress_child(variant->local, qps, shared, goal, 0x9e3779b97f4a7c15ull * (i + 1));
 	}
-	while (__atomic_load_n(&shared->ops, __ATOMIC_RELAXED) < goal && now() < limit) {
+	/* Until both enough operations and enough kills happened. */
+	while ((__atomic_load_n(&shared->ops, __ATOMIC_RELAXED) < goal || kills < min_kills) &&
+	       now() < limit) {
 		uint64_t r = next64(&seed);
 		int k = r % STRESS_PROCS;
 
@@ -852,12 +856,14 @@ TEST_F_TIMEOUT(xrc, stress_random_processes, 900)
 				;
 		}
 	}
+	__atomic_store_n(&shared->stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < STRESS_PROCS; i++) {
 		kill(kids[i], SIGKILL);
 		waitpid(kids[i], NULL, 0);
 	}
 	TH_LOG("%d operations, %d processes killed", shared->ops, kills);
 	EXPECT_LE(goal, shared->ops);
+	EXPECT_LE(min_kills, kills);
 	EXPECT_EQ(0, shared->failures) TH_LOG("%s", shared->why);
 	/* Only the test's own registration is left on each target. */
 	for (int i = 0; i < STRESS_TARGETS; i++) {

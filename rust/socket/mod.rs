@@ -740,7 +740,16 @@ fn set_option(state: ArcBorrow<'_, RdsSock>, sk: &Sock, name: u32, value: SockOp
         }
         bindings::RRDS_XRC_REGISTER | bindings::RRDS_XRC_UNREGISTER => {
             let args = read_xrc_qp(&value)?;
-            let (device, _) = xrc_device(&state)?;
+            let (device, _) = xrc_device(&state).map_err(|e| {
+                // Unregistering through a socket whose device is gone: every
+                // registration on that device ended with it.
+                let device_gone = e != errno::enotconn() && e != errno::eopnotsupp();
+                if name == bindings::RRDS_XRC_UNREGISTER && device_gone {
+                    ENOENT
+                } else {
+                    e
+                }
+            })?;
             if name == bindings::RRDS_XRC_REGISTER {
                 let registration = xrc::register(state.into(), &device, args.qp_num)?;
                 if let Err(e) = state.xrc.lock().push(registration.clone(), GFP_KERNEL) {

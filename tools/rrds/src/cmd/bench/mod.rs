@@ -129,8 +129,9 @@ pub struct BenchArgs {
     /// socket sending to its own address uses loopback.
     #[arg(long, value_name = "ADDR")]
     pub peer_addr: Option<IpAddr>,
-    /// Network namespace to open the receiving end's socket in: a name as
-    /// `ip netns` gives it (/run/netns/NAME) or a path to a namespace file.
+    /// Network namespace to create and bind the receiving end's socket in: a
+    /// name as `ip netns` gives it (/run/netns/NAME) or a path to a
+    /// namespace file.
     /// With --peer-addr, crosses between two namespaces of one machine.
     #[arg(long, value_name = "NETNS")]
     pub peer_netns: Option<String>,
@@ -517,10 +518,12 @@ fn netns_path(name: &str) -> PathBuf {
     }
 }
 
-/// Creates a socket in the network namespace of the file `netns` (a socket
-/// stays in the namespace it was created in), then returns this thread to
-/// its own namespace.
-fn new_socket_in(netns: &Path) -> io::Result<RdsSocket> {
+/// Runs `f` with this thread in the network namespace of the file `netns`,
+/// then returns the thread to its own namespace. A socket stays in the
+/// namespace it was created in; binding it there too matters: rrds starts
+/// the namespace's RDMA listener at bind, and an iWARP (siw) listener is a
+/// TCP socket of the binding task's namespace.
+fn in_netns<T>(netns: &Path, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
     let own = File::open("/proc/thread-self/ns/net")
         .map_err(|err| context(err, "open /proc/thread-self/ns/net"))?;
     let target =
@@ -536,18 +539,17 @@ fn new_socket_in(netns: &Path) -> io::Result<RdsSocket> {
         Ok(())
     };
     enter(&target, &netns.display())?;
-    let sock = new_socket();
+    let result = f();
     enter(&own, &"back")?;
-    sock
+    result
 }
 
 /// The receiving end's socket: like [`open_socket`], in `--peer-netns`.
 fn open_peer_socket(cfg: &Config, size: usize) -> io::Result<RdsSocket> {
-    let sock = match &cfg.peer_netns {
-        Some(netns) => new_socket_in(netns)?,
-        None => new_socket()?,
-    };
-    setup_socket(cfg, sock, cfg.peer_addr, size)
+    match &cfg.peer_netns {
+        Some(netns) => in_netns(netns, || open_socket(cfg, cfg.peer_addr, size)),
+        None => open_socket(cfg, cfg.peer_addr, size),
+    }
 }
 
 /// A non-blocking socket bound to `addr`, able to send `size`-byte
