@@ -243,16 +243,25 @@ impl RdsSock {
         self.xrc_pending.load(Relaxed) != 0
     }
 
+    /// Takes a new registration made through this socket, before it is
+    /// attached to its target.
+    pub(crate) fn xrc_adopt(&self, registration: &Arc<xrc::Registration>) -> Result {
+        self.xrc.lock().push(registration.clone(), GFP_KERNEL)?;
+        Ok(())
+    }
+
     /// Forgets a registration that ended without a final event (its process
     /// exited, or it unregistered): what it queued is dropped.
     pub(crate) fn xrc_forget(&self, registration: &Arc<xrc::Registration>) {
+        // Empty first: the pending count never covers a registration that
+        // recvmsg cannot find on the list.
+        registration.discard();
         let gone = {
             let mut list = self.xrc.lock();
             list.iter()
                 .position(|r| Arc::ptr_eq(r, registration))
                 .and_then(|i| list.remove(i).ok())
         };
-        registration.discard();
         drop(gone);
     }
 
@@ -751,11 +760,7 @@ fn set_option(state: ArcBorrow<'_, RdsSock>, sk: &Sock, name: u32, value: SockOp
                 }
             })?;
             if name == bindings::RRDS_XRC_REGISTER {
-                let registration = xrc::register(state.into(), &device, args.qp_num)?;
-                if let Err(e) = state.xrc.lock().push(registration.clone(), GFP_KERNEL) {
-                    registration.detach();
-                    return Err(e.into());
-                }
+                xrc::register(state.into(), &device, args.qp_num)?;
             } else {
                 let registration = xrc::unregister(state.net, &device, args.qp_num)?;
                 registration.sock().xrc_forget(&registration);
@@ -833,11 +838,7 @@ fn xrc_create(state: ArcBorrow<'_, RdsSock>, value: UserSlice, len: usize) -> Re
     let mut out = [0u8; LEN];
     out[..4].copy_from_slice(&qp_num.to_ne_bytes());
     out[4..].copy_from_slice(&backend.uapi().to_ne_bytes());
-    let kept = state.xrc.lock().push(registration.clone(), GFP_KERNEL);
-    if let Err(e) = kept
-        .map_err(Error::from)
-        .and_then(|()| value.writer().write_slice(&out))
-    {
+    if let Err(e) = value.writer().write_slice(&out) {
         if registration.detach() {
             state.xrc_forget(&registration);
         }

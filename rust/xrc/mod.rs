@@ -464,6 +464,8 @@ pub(crate) fn create(
         GFP_KERNEL,
     )?;
     let registration = Registration::new(target.clone(), sock)?;
+    // On the socket before any event can reach it (see `register`).
+    registration.sock.xrc_adopt(&registration)?;
     let mut first = KVec::with_capacity(1, GFP_KERNEL)?;
     first.push(registration.clone(), GFP_KERNEL)?;
     // Under the PD lock: device removal (which takes the PD first) either finds
@@ -513,6 +515,7 @@ pub(crate) fn create(
             target.fanout.lock().closed = true;
             registration.exit_watch.disarm();
             target.destroy();
+            registration.sock.xrc_forget(&registration);
         })?;
     Ok(registration)
 }
@@ -525,7 +528,10 @@ pub(crate) fn register(
 ) -> Result<Arc<Registration>> {
     let target = find(sock.net(), device, qp_num)?;
     let registration = Registration::new(target.clone(), sock)?;
-    {
+    // On the socket before any event can reach it: what poll and recvmsg
+    // count is always there to read.
+    registration.sock.xrc_adopt(&registration)?;
+    let attached = (|| {
         let mut fanout = target.fanout.lock();
         if fanout.closed {
             return Err(ENOENT);
@@ -541,6 +547,11 @@ pub(crate) fn register(
             .registrations
             .push(registration.clone(), GFP_ATOMIC)?;
         watch_exit(&registration);
+        Ok(())
+    })();
+    if let Err(e) = attached {
+        registration.sock.xrc_forget(&registration);
+        return Err(e);
     }
     Ok(registration)
 }
