@@ -72,14 +72,6 @@ static int congest(int tx, const struct sockaddr_in *to)
 	return 0;
 }
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 TEST_F(flow, congested_port_gets_enobufs_when_nonblocking)
 {
 	int other = bound_socket("127.0.0.1", 0);

@@ -140,44 +140,11 @@ FIXTURE_TEARDOWN(ib)
 		netem(variant, "");
 }
 
-/*
- * RC QPs on the pair's devices, per rdma(8): in the test VM only rrds makes
- * them (through rdma_cm, so rdma(8) shows them as "comm [rdma_cm]"). -1 if
- * rdma fails.
- */
-static int rc_qps(const char *kind)
-{
-	char out[32];
-
-	if (sh_out(out, sizeof(out),
-		   "qps=$(rdma resource show qp) || exit 2; "
-		   "echo \"$qps\" | grep -E '^link %s_[ab]/' | grep -c ' type RC '; exit 0", kind))
-		return -1;
-	return atoi(out);
-}
-
-/* Evaluates @cond every 100 ms until it holds or @secs pass; whether it held. */
-#define WAIT_FOR(secs, cond) ({						\
-	double __end = now() + (secs);					\
-	bool __held;							\
-	while (!(__held = (cond)) && now() < __end)			\
-		usleep(100000);						\
-	__held;								\
-})
-
 static long env_long(const char *name, long def)
 {
 	const char *v = getenv(name);
 
 	return v && *v ? strtol(v, NULL, 0) : def;
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* splitmix64: the finaliser, and the generator on top of it. */
@@ -296,8 +263,7 @@ struct kid {
 static pid_t spawn_in(struct kid *k, const char *ns, const char *name)
 {
 	pid_t parent = getpid(), pid;
-	char path[64];
-	int fd;
+	int rc;
 
 	snprintf(k->name, sizeof(k->name), "%s", name);
 	fflush(NULL);
@@ -311,11 +277,9 @@ static pid_t spawn_in(struct kid *k, const char *ns, const char *name)
 	if (getppid() != parent)
 		_exit(1);
 	snprintf(who, sizeof(who), "%s", name);
-	snprintf(path, sizeof(path), "/run/netns/%s", ns);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || setns(fd, CLONE_NEWNET))
-		die("entering %s: %s", ns, strerror(errno));
-	close(fd);
+	rc = enter_ns(ns);
+	if (rc)
+		die("entering %s: %s", ns, strerror(-rc));
 	return 0;
 }
 

@@ -93,14 +93,6 @@ static long env_long(const char *name, long def)
 	return v && *v ? strtol(v, NULL, 0) : def;
 }
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* splitmix64: the finaliser, and the generator on top of it. */
 static inline uint64_t mix64(uint64_t x)
 {

@@ -8,6 +8,8 @@
 #define RRDS_TEST_H
 
 #include <errno.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <time.h>
 
 #define RRDS_DEBUGFS "/sys/kernel/debug/rrds"
 
@@ -89,6 +92,55 @@ static inline ssize_t read_file(const char *path, char *buf, size_t size)
 	if (len >= 0)
 		buf[len] = '\0';
 	return len;
+}
+
+/* Monotonic seconds. */
+static inline double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Evaluates @cond every 100 ms until it holds or @secs pass; whether it held. */
+#define WAIT_FOR(secs, cond) ({						\
+	double __end = now() + (secs);					\
+	bool __held;							\
+	while (!(__held = (cond)) && now() < __end)			\
+		usleep(100000);						\
+	__held;								\
+})
+
+/* Moves the calling thread into network namespace @ns (/run/netns/@ns); 0 or -errno. */
+static inline int enter_ns(const char *ns)
+{
+	char path[64];
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", ns);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	rc = setns(fd, CLONE_NEWNET) ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+/*
+ * RC QPs on the devices <kind>_a and <kind>_b, per rdma(8): in the test VM
+ * only rrds makes them (connections through rdma_cm, XRC targets itself).
+ * -1 if rdma fails.
+ */
+static inline int rc_qps(const char *kind)
+{
+	char out[32];
+
+	if (sh_out(out, sizeof(out),
+		   "qps=$(rdma resource show qp) || exit 2; "
+		   "echo \"$qps\" | grep -E '^link %s_[ab]/' | grep -c ' type RC '; exit 0", kind))
+		return -1;
+	return atoi(out);
 }
 
 static inline const char *rrds_ko(void)

@@ -132,20 +132,6 @@ FIXTURE_VARIANT_ADD(ib_tools, siw) {
 	.kind = "siw", .local = "10.254.2.1", .remote = "10.254.2.2",
 };
 
-static int enter_ns(const char *ns)
-{
-	char path[64];
-	int fd, rc;
-
-	snprintf(path, sizeof(path), "/run/netns/%s", ns);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	rc = setns(fd, CLONE_NEWNET) ? -errno : 0;
-	close(fd);
-	return rc;
-}
-
 FIXTURE_SETUP(ib_tools)
 {
 	struct stat st;

@@ -48,48 +48,6 @@ FIXTURE_VARIANT_ADD(xrc, siw) {
 	.kind = "siw", .local = "10.254.2.1", .remote = "10.254.2.2", .real_error_event = false,
 };
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-#define WAIT_FOR(secs, cond) ({						\
-	double __end = now() + (secs);					\
-	bool __held;							\
-	while (!(__held = (cond)) && now() < __end)			\
-		usleep(100000);						\
-	__held;								\
-})
-
-/* RC QPs on <kind>_a and <kind>_b per rdma(8); -1 if rdma fails. */
-static int rc_qps(const char *kind)
-{
-	char out[32];
-
-	if (sh_out(out, sizeof(out),
-		   "qps=$(rdma resource show qp) || exit 2; "
-		   "echo \"$qps\" | grep -E '^link %s_[ab]/' | grep -c ' type RC '; exit 0", kind))
-		return -1;
-	return atoi(out);
-}
-
-static int enter_ns(const char *ns)
-{
-	char path[64];
-	int fd, rc;
-
-	snprintf(path, sizeof(path), "/run/netns/%s", ns);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	rc = setns(fd, CLONE_NEWNET) ? -errno : 0;
-	close(fd);
-	return rc;
-}
-
 FIXTURE_SETUP(xrc)
 {
 	char up[16];
