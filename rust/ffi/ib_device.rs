@@ -247,8 +247,7 @@ impl DeviceName {
 
 impl fmt::Display for DeviceName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let len = self.0.iter().position(|&b| b == 0).unwrap_or(self.0.len());
-        for &b in &self.0[..len] {
+        for &b in self.as_bytes() {
             // Device names are printable ASCII (ib_core's name check); be safe anyway.
             let c = if b.is_ascii_graphic() { b as char } else { '?' };
             write!(f, "{c}")?;

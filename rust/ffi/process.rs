@@ -23,7 +23,8 @@ pub(crate) struct ProcessRef(NonNull<bindings::pid>);
 
 // SAFETY: A `struct pid` reference may be dropped from any thread.
 unsafe impl Send for ProcessRef {}
-// SAFETY: Shared access only compares pointers or reads through ib_core-style accessors.
+// SAFETY: Shared access only compares the pointer or asks the kernel about the pid
+// (`rrds_thread_group_exited`, which takes the RCU read lock itself).
 unsafe impl Sync for ProcessRef {}
 
 impl ProcessRef {

@@ -832,9 +832,9 @@ fn xrc_create(state: ArcBorrow<'_, RdsSock>, value: UserSlice, len: usize) -> Re
         return Err(EINVAL);
     }
     let (device, port) = xrc_device(&state)?;
-    let backend = xrc::Backend::of(&device);
     let registration = xrc::create(state.into(), device, port)?;
-    let qp_num = registration.target().qp_num();
+    let target = registration.target();
+    let (qp_num, backend) = (target.qp_num(), target.backend());
     let mut out = [0u8; LEN];
     out[..4].copy_from_slice(&qp_num.to_ne_bytes());
     out[4..].copy_from_slice(&backend.uapi().to_ne_bytes());

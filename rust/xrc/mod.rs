@@ -105,7 +105,7 @@ pub(crate) enum Backend {
 
 impl Backend {
     /// The backend of `device`, fixed when the device is added.
-    pub(crate) fn of(device: &RdmaDevice) -> Self {
+    fn of(device: &RdmaDevice) -> Self {
         if device.caps().xrc {
             Self::Xrc
         } else {
@@ -120,7 +120,7 @@ impl Backend {
         }
     }
 
-    pub(crate) fn name(self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
             Self::Xrc => "xrc",
             Self::Emulated => "emulated",
@@ -179,8 +179,6 @@ pub(crate) struct Target {
     net: NetRef,
     device: Arc<RdmaDevice>,
     backend: Backend,
-    /// The driver raises LAST_WQE_REACHED when the QP enters error (not iWARP).
-    raises_last_wqe: bool,
     port: u32,
     qp_num: Atomic<u32>,
     #[pin]
@@ -219,6 +217,16 @@ impl QpEventHandler for Target {
 impl Target {
     pub(crate) fn qp_num(&self) -> u32 {
         self.qp_num.load(Relaxed)
+    }
+
+    pub(crate) fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Whether the driver raises LAST_WQE_REACHED when the QP enters error:
+    /// every transport but iWARP, whose verbs define no such event.
+    fn raises_last_wqe(&self) -> bool {
+        self.device.caps().transport != crate::ffi::ib_device::Transport::Iwarp
     }
 
     /// Queues `event` on every registration (any context).
@@ -440,7 +448,6 @@ pub(crate) fn create(
     port: u32,
 ) -> Result<Arc<Registration>> {
     let backend = Backend::of(&device);
-    let raises_last_wqe = device.caps().transport != crate::ffi::ib_device::Transport::Iwarp;
     let net = sock.net();
     let target_device = device.clone();
     let target = Arc::pin_init(
@@ -448,7 +455,6 @@ pub(crate) fn create(
             net,
             device: target_device,
             backend,
-            raises_last_wqe,
             port,
             qp_num: Atomic::new(0),
             resources <- new_mutex!(None),
@@ -592,7 +598,7 @@ pub(crate) fn inject(net: NetRef, device: &RdmaDevice, args: &bindings::rrds_xrc
         bindings::RRDS_XRC_INJECT_QP_ERROR => {
             let resources = target.resources.lock();
             let qp = resources.as_ref().ok_or(ENOENT)?.qp();
-            if target.raises_last_wqe {
+            if target.raises_last_wqe() {
                 // Only a transition raises the event: from error, start over.
                 if qp.query_state()? == QPS_ERR {
                     qp.modify_state(QPS_RESET, 0)?;

@@ -261,22 +261,24 @@ pub(crate) fn net_put(net: NetRef, ep: &Endpoint) {
 /// Whether `addr` is an address of an RDMA device in `net` (upstream's
 /// `rds_ib_laddr_check`, without its refusal of iWARP).
 pub(crate) fn is_rdma_address(net: NetRef, addr: &Endpoint) -> bool {
-    let Ok(id) = CmId::create::<Cm>(net, core::ptr::null()) else {
-        return false;
-    };
-    let mut raw = [0u8; 28];
-    let len = Endpoint { port: 0, ..*addr }.write_sockaddr(&mut raw);
-    id.bind(&SockAddr::new(&raw[..len])).is_ok() && !id.device().is_null()
+    bound_probe(net, addr).is_ok_and(|id| !id.device().is_null())
 }
 
 /// The RDMA device and port of the local address `addr` in `net`.
 pub(crate) fn device_of(net: NetRef, addr: &Endpoint) -> Result<(Arc<RdmaDevice>, u32)> {
+    let id = bound_probe(net, addr)?;
+    let device = crate::device::find(id.device()).ok_or(ENODEV)?;
+    Ok((device, id.port()))
+}
+
+/// An rdma_cm id bound to `addr` (any port) in `net`: rdma_cm resolves the
+/// address to its device and port.
+fn bound_probe(net: NetRef, addr: &Endpoint) -> Result<CmId> {
     let id = CmId::create::<Cm>(net, core::ptr::null())?;
     let mut raw = [0u8; 28];
     let len = Endpoint { port: 0, ..*addr }.write_sockaddr(&mut raw);
     id.bind(&SockAddr::new(&raw[..len]))?;
-    let device = crate::device::find(id.device()).ok_or(ENODEV)?;
-    Ok((device, id.port()))
+    Ok(id)
 }
 
 /// Seconds without a send completing, sends outstanding, before a link is
