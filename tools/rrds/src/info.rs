@@ -167,7 +167,7 @@ pub struct IbConnectionInfo {
 }
 
 /// Splits `buf` into `elem_size`-byte records of at least `min` bytes.
-fn records<'a>(
+pub(crate) fn records<'a>(
     buf: &'a [u8],
     elem_size: usize,
     min: usize,
@@ -209,17 +209,17 @@ fn port(rec: &[u8], off: usize) -> u16 {
 }
 
 /// A host-order `__u32` field.
-fn u32_at(rec: &[u8], off: usize) -> u32 {
+pub(crate) fn u32_at(rec: &[u8], off: usize) -> u32 {
     u32::from_ne_bytes(field(rec, off))
 }
 
 /// A host-order `__u64` field.
-fn u64_at(rec: &[u8], off: usize) -> u64 {
+pub(crate) fn u64_at(rec: &[u8], off: usize) -> u64 {
     u64::from_ne_bytes(field(rec, off))
 }
 
 /// A NUL-padded C string field.
-fn c_string(bytes: &[u8]) -> String {
+pub(crate) fn c_string(bytes: &[u8]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }

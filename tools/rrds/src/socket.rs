@@ -249,6 +249,11 @@ impl RdsSocket {
     /// Receives one datagram (or notification) into `buf`, with its length,
     /// truncation, sender and timestamp.
     pub fn recv_msg(&self, buf: &mut [u8]) -> io::Result<Received> {
+        self.recv_msg_flags(buf, 0)
+    }
+
+    /// [`Self::recv_msg`] with extra `recvmsg` flags (`MSG_DONTWAIT`).
+    pub(crate) fn recv_msg_flags(&self, buf: &mut [u8], flags: c_int) -> io::Result<Received> {
         let mut name = RawAddr::empty();
         let mut control = ControlBuf([0; 128]);
         let mut iov = libc::iovec {
@@ -268,7 +273,7 @@ impl RdsSocket {
         // SAFETY: msg points to name (msg_namelen bytes), one iovec over buf
         // (buf.len() bytes) and control (msg_controllen bytes), all of which
         // live across the call; the kernel writes within those lengths.
-        let len = cvt_len(unsafe { libc::recvmsg(self.raw(), &mut msg, libc::MSG_TRUNC) })?;
+        let len = cvt_len(unsafe { libc::recvmsg(self.raw(), &mut msg, libc::MSG_TRUNC | flags) })?;
         let from = if msg.msg_namelen == 0 {
             None
         } else {
@@ -336,15 +341,25 @@ impl RdsSocket {
     }
 
     fn setsockopt_int(&self, level: c_int, name: c_int, value: c_int) -> io::Result<()> {
-        // SAFETY: value is a live int and the length passed is its size; the
-        // kernel only reads it.
+        self.setsockopt_value(level, name, &value)
+    }
+
+    /// Sets an option whose value is the plain-data `value` (an int or a C struct).
+    pub(crate) fn setsockopt_value<T: Copy>(
+        &self,
+        level: c_int,
+        name: c_int,
+        value: &T,
+    ) -> io::Result<()> {
+        // SAFETY: value is a live plain-data value and the length passed is its
+        // size; the kernel only reads it.
         cvt(unsafe {
             libc::setsockopt(
                 self.raw(),
                 level,
                 name,
-                (&value as *const c_int).cast(),
-                size_of::<c_int>() as socklen_t,
+                (value as *const T).cast(),
+                size_of::<T>() as socklen_t,
             )
         })?;
         Ok(())

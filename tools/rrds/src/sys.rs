@@ -131,6 +131,8 @@ pub const RRDS_XRC_EVENT_SYNTHESIZED: u32 = 0x1;
 pub const RRDS_XRC_EVENT_FINAL: u32 = 0x2;
 pub const RRDS_XRC_EVENT_OVERFLOW: u32 = 0x4;
 pub const RRDS_XRC_EVENT_QUEUE_LEN: usize = 64;
+/// Length of the NUL-padded device name in `rrds_info_xrc_target`.
+pub const RRDS_XRC_DEVICE_NAME_LEN: usize = 64;
 
 /// `struct rrds_xrc_create`: `RRDS_XRC_CREATE`'s getsockopt value (out).
 #[repr(C)]
@@ -178,7 +180,7 @@ pub struct rrds_info_xrc_target {
     pub registrations: u32,
     pub events: u64,
     pub overflows: u64,
-    pub device: [u8; 64],
+    pub device: [u8; RRDS_XRC_DEVICE_NAME_LEN],
 }
 
 /// Largest message `sendmsg` accepts (`RDS_MAX_MSG_SIZE`, `net/rds/rds.h`).

@@ -25,6 +25,7 @@
 //!
 //! Against the in-tree `rds` module every call here fails with `ENOPROTOOPT`.
 
+use core::mem::offset_of;
 use std::fmt;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -32,7 +33,7 @@ use std::time::Duration;
 
 use libc::socklen_t;
 
-use crate::socket::find_cmsg;
+use crate::info;
 use crate::sys;
 use crate::RdsSocket;
 
@@ -235,39 +236,21 @@ impl TargetInfo {
 
 /// Decodes `RRDS_INFO_XRC_TARGETS` records.
 pub fn decode_targets(buf: &[u8], elem_size: usize) -> io::Result<Vec<TargetInfo>> {
-    const SIZE: usize = size_of::<sys::rrds_info_xrc_target>();
-    if elem_size < SIZE || !buf.len().is_multiple_of(elem_size) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "XRC target records of {elem_size} bytes, {} in all",
-                buf.len()
-            ),
-        ));
-    }
-    let u32_at =
-        |r: &[u8], off: usize| u32::from_ne_bytes([r[off], r[off + 1], r[off + 2], r[off + 3]]);
-    let u64_at = |r: &[u8], off: usize| {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&r[off..off + 8]);
-        u64::from_ne_bytes(b)
-    };
-    Ok(buf
-        .chunks_exact(elem_size)
-        .map(|r| {
-            let name = &r[32..96];
-            let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-            TargetInfo {
-                qp_num: u32_at(r, 0),
-                backend: Backend::from_raw(u32_at(r, 4)),
-                qp_state: u32_at(r, 8),
-                registrations: u32_at(r, 12),
-                events: u64_at(r, 16),
-                overflows: u64_at(r, 24),
-                device: String::from_utf8_lossy(&name[..len]).into_owned(),
-            }
-        })
-        .collect())
+    type T = sys::rrds_info_xrc_target;
+    let device = offset_of!(T, device);
+    Ok(
+        info::records(buf, elem_size, size_of::<T>(), "RRDS_INFO_XRC_TARGETS")?
+            .map(|r| TargetInfo {
+                qp_num: info::u32_at(r, offset_of!(T, qp_num)),
+                backend: Backend::from_raw(info::u32_at(r, offset_of!(T, backend))),
+                qp_state: info::u32_at(r, offset_of!(T, qp_state)),
+                registrations: info::u32_at(r, offset_of!(T, registrations)),
+                events: info::u64_at(r, offset_of!(T, events)),
+                overflows: info::u64_at(r, offset_of!(T, overflows)),
+                device: info::c_string(&r[device..device + sys::RRDS_XRC_DEVICE_NAME_LEN]),
+            })
+            .collect(),
+    )
 }
 
 /// What [`RdsSocket::xrc_inject`] does (needs `CAP_NET_ADMIN`; for tests).
@@ -324,25 +307,7 @@ impl RdsSocket {
             qp_num,
             reserved: 0,
         };
-        self.setsockopt_struct(op, &value)
-    }
-
-    fn setsockopt_struct<T>(&self, name: libc::c_int, value: &T) -> io::Result<()> {
-        // SAFETY: value is a live plain-data struct and the length passed is its
-        // size; the kernel only reads it.
-        let ret = unsafe {
-            libc::setsockopt(
-                self.as_raw_fd(),
-                sys::SOL_RDS,
-                name,
-                (value as *const T).cast(),
-                size_of::<T>() as socklen_t,
-            )
-        };
-        if ret < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        self.setsockopt_value(sys::SOL_RDS, op, &value)
     }
 
     /// Creates a target QP on the RDMA device of the socket's bound address
@@ -403,7 +368,7 @@ impl RdsSocket {
             event,
             reserved: 0,
         };
-        self.setsockopt_struct(sys::RRDS_XRC_INJECT, &value)
+        self.setsockopt_value(sys::SOL_RDS, sys::RRDS_XRC_INJECT, &value)
     }
 
     /// `RRDS_INFO_XRC_TARGETS`: the live targets of this network namespace.
@@ -413,41 +378,29 @@ impl RdsSocket {
     }
 
     /// Waits up to `timeout` for an XRC event of a registration made through
-    /// this socket; `None` on timeout. Datagrams are left queued unless one
-    /// arrives first, which is then an `InvalidData` error (read it with
-    /// [`RdsSocket::recv_msg`], which also reports events).
+    /// this socket; `None` on timeout. A datagram or another notification that
+    /// comes first is consumed and reported as `InvalidData` (read with
+    /// [`RdsSocket::recv_msg`] where both can arrive: it reports events too).
     pub fn recv_xrc_event(&self, timeout: Duration) -> io::Result<Option<XrcEvent>> {
         if !self.wait_readable(timeout)? {
             return Ok(None);
         }
-        let mut control = [0u64; 8];
-        // SAFETY: all-zero is a valid msghdr (null pointers, zero lengths).
-        let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = size_of_val(&control) as _;
-        // SAFETY: msg points to control (msg_controllen bytes), alive across the
-        // call; no name, no iovec.
-        let len = unsafe { libc::recvmsg(self.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
-        if len < 0 {
-            let err = io::Error::last_os_error();
-            return match err.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
-                _ => Err(err),
-            };
-        }
-        // SAFETY: control is plain bytes; view it as such.
-        let bytes = unsafe {
-            core::slice::from_raw_parts(control.as_ptr().cast::<u8>(), size_of_val(&control))
-        };
-        let used = (msg.msg_controllen as usize).min(bytes.len());
-        match find_cmsg(&bytes[..used], sys::SOL_RDS, sys::RRDS_CMSG_XRC_EVENT) {
-            Some(data) => XrcEvent::decode(data)
-                .map(Some)
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "malformed XRC event")),
-            None => Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "received a datagram or another notification, not an XRC event",
-            )),
+        match self.recv_msg_flags(&mut [], libc::MSG_DONTWAIT) {
+            Ok(received) => received.xrc_event.map(Some).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "received a datagram or another notification, not an XRC event",
+                )
+            }),
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(err) => Err(err),
         }
     }
 }
