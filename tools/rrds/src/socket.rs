@@ -680,7 +680,7 @@ fn cmsg_align(len: usize) -> usize {
 
 /// Walks the control messages in `control` (what `recvmsg` returned in
 /// `msg_control`) for the first of `level` and `kind`; returns its data.
-pub(crate) fn find_cmsg(control: &[u8], level: c_int, kind: c_int) -> Option<&[u8]> {
+fn find_cmsg(control: &[u8], level: c_int, kind: c_int) -> Option<&[u8]> {
     let len_size = field_size(|h: &libc::cmsghdr| &h.cmsg_len);
     let level_off = offset_of!(libc::cmsghdr, cmsg_level);
     let type_off = offset_of!(libc::cmsghdr, cmsg_type);
