@@ -23,6 +23,9 @@
 #include <linux/wait.h>
 #include <linux/spinlock.h>
 #include <linux/capability.h>
+#include <linux/mm.h>
+#include <linux/scatterlist.h>
+#include <linux/sched/mm.h>
 #include <uapi/linux/rrds.h>
 
 /*
@@ -92,6 +95,16 @@ bool rrds_thread_group_exited(struct pid *pid);
 void rrds_init_waitqueue_func_entry(struct wait_queue_entry *entry, wait_queue_func_t func);
 bool rrds_capable_net_admin(void);
 bool rrds_module_get(void);
+int rrds_ib_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents,
+		       enum dma_data_direction direction);
+void rrds_ib_dma_unmap_sg(struct ib_device *dev, struct scatterlist *sg, int nents,
+			  enum dma_data_direction direction);
+void rrds_sg_set_page(struct scatterlist *sg, struct page *page, unsigned int len,
+		      unsigned int offset);
+struct mm_struct *rrds_current_mm_grab(void);
+void rrds_mmdrop(struct mm_struct *mm);
+s64 rrds_mm_pinned_add(struct mm_struct *mm, s64 pages);
+u64 rrds_rlimit_memlock(void);
 void rrds_module_put(void);
 
 #endif /* RRDS_BINDINGS_H */

@@ -59,6 +59,9 @@ pub(crate) struct RdmaDevice {
     /// holder of the record can keep it past the device.
     #[pin]
     pd: Mutex<Option<ProtectionDomain>>,
+    /// Registration QPs, the MR pool and the MRs registered on the device.
+    #[pin]
+    mrs: Mutex<crate::mr::DeviceMrs>,
 }
 
 // SAFETY: `device` is only compared (identity), never dereferenced through the
@@ -76,6 +79,7 @@ impl RdmaDevice {
                 caps: ib_device.caps(),
                 name <- kernel::new_mutex!(ib_device.name()),
                 pd <- kernel::new_mutex!(Some(domain)),
+                mrs <- kernel::new_mutex!(crate::mr::DeviceMrs::default()),
             }),
             GFP_KERNEL,
         )
@@ -98,6 +102,10 @@ impl RdmaDevice {
     /// Whether this is the record of `raw`.
     pub(crate) fn is(&self, raw: *mut bindings::ib_device) -> bool {
         self.device == raw
+    }
+
+    pub(crate) fn mrs(&self) -> &Mutex<crate::mr::DeviceMrs> {
+        &self.mrs
     }
 
     /// Whether the device is still there (its PD not yet taken by `remove`).
@@ -155,6 +163,10 @@ impl IbClientOps for DeviceClient {
         crate::transport::ib::device_removed(device.as_raw());
         // Registered processes get a final event; the target QPs go before the PD.
         crate::xrc::device_removed(device.as_raw());
+        // Registration QPs and every MR go before the PD they live in.
+        if let Some(record) = &record {
+            crate::mr::device_removed(record);
+        }
         drop(pd);
         let mut devices = DEVICES.lock();
         // INVARIANT: the record leaves the table before ib_core lets the device go.

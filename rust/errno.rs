@@ -25,6 +25,7 @@ macro_rules! errno_fns {
 errno_fns! {
     eaddrinuse => EADDRINUSE,
     ealready => EALREADY,
+    econnrefused => ECONNREFUSED,
     eaddrnotavail => EADDRNOTAVAIL,
     eafnosupport => EAFNOSUPPORT,
     edestaddrreq => EDESTADDRREQ,

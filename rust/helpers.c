@@ -280,3 +280,47 @@ bool rrds_capable_net_admin(void)
 {
 	return capable(CAP_NET_ADMIN);
 }
+
+int rrds_ib_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents,
+		       enum dma_data_direction direction)
+{
+	return ib_dma_map_sg(dev, sg, nents, direction);
+}
+
+void rrds_ib_dma_unmap_sg(struct ib_device *dev, struct scatterlist *sg, int nents,
+			  enum dma_data_direction direction)
+{
+	ib_dma_unmap_sg(dev, sg, nents, direction);
+}
+
+void rrds_sg_set_page(struct scatterlist *sg, struct page *page, unsigned int len,
+		      unsigned int offset)
+{
+	sg_set_page(sg, page, len, offset);
+}
+
+/* The caller's mm, counted (mmgrab), or NULL for a kernel thread. */
+struct mm_struct *rrds_current_mm_grab(void)
+{
+	struct mm_struct *mm = current->mm;
+
+	if (mm)
+		mmgrab(mm);
+	return mm;
+}
+
+void rrds_mmdrop(struct mm_struct *mm)
+{
+	mmdrop(mm);
+}
+
+/* Long-term pinned pages are charged to mm->pinned_vm, as ib_umem does. */
+s64 rrds_mm_pinned_add(struct mm_struct *mm, s64 pages)
+{
+	return atomic64_add_return(pages, &mm->pinned_vm);
+}
+
+u64 rrds_rlimit_memlock(void)
+{
+	return rlimit(RLIMIT_MEMLOCK);
+}

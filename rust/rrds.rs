@@ -14,6 +14,7 @@ mod errno;
 mod ffi;
 mod fifo;
 mod message;
+mod mr;
 mod socket;
 mod stats;
 mod transport;

@@ -65,6 +65,18 @@ counters! {
     // same way): messages dropped because the peer lost its connection
     // state (a new incarnation) after they were handed to the old one.
     IbPeerRestartDrops => "ib_peer_restart_drops",
+    // Memory registration (rust/mr): REG_MRs and LOCAL_INVs completed, pool
+    // hits and misses, MRs deregistered because a REG or INV failed or
+    // their device went, pages pinned and unpinned (the difference is what
+    // is pinned now), registration QPs re-created after a failure.
+    MrRegistered => "mr_registered",
+    MrInvalidated => "mr_invalidated",
+    MrPoolHit => "mr_pool_hit",
+    MrPoolMiss => "mr_pool_miss",
+    MrStale => "mr_stale",
+    MrPagesPinned => "mr_pages_pinned",
+    MrPagesUnpinned => "mr_pages_unpinned",
+    MrQpRecreated => "mr_qp_recreated",
 }
 
 const COUNT: usize = NAMES.len();

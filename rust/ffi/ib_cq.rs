@@ -60,7 +60,7 @@ impl<T: CompletionHandler> Cqe<T> {
         }
     }
 
-    fn as_raw(&self) -> *mut bindings::ib_cqe {
+    pub(super) fn as_raw(&self) -> *mut bindings::ib_cqe {
         self.raw.get()
     }
 }

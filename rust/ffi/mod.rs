@@ -9,6 +9,7 @@ pub(crate) mod bindings;
 pub(crate) mod ib_client;
 pub(crate) mod ib_cq;
 pub(crate) mod ib_device;
+pub(crate) mod ib_mr;
 pub(crate) mod ib_pd;
 pub(crate) mod ib_qp;
 pub(crate) mod irq_lock;

@@ -286,6 +286,20 @@ impl CmIdRef {
         u32::from(family) == bindings::AF_INET
     }
 
+    /// The local port of a bound id (the one rdma_cm chose for port 0).
+    pub(crate) fn src_port(&self) -> u16 {
+        // SAFETY: `sockaddr_in` and `sockaddr_in6` both keep the big-endian port at
+        // bytes 2..4; the storage is part of the live id.
+        let port = unsafe {
+            core::ptr::addr_of!(self.0.route.addr.src_addr)
+                .cast::<u8>()
+                .add(2)
+                .cast::<[u8; 2]>()
+                .read()
+        };
+        u16::from_be_bytes(port)
+    }
+
     /// The QP created on the id, or null.
     pub(crate) fn qp(&self) -> *mut bindings::ib_qp {
         self.0.qp

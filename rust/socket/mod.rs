@@ -61,6 +61,10 @@ use crate::{
         Header,
         Message, //
     },
+    mr::{
+        MrRequest,
+        SocketMrs, //
+    },
     transport::{
         ib,
         loopback::LOOPBACK,
@@ -153,8 +157,8 @@ struct SockState {
     /// the destination address and TOS stay the same.
     route: Option<Arc<Connection>>,
     /// The RDMA device and port of the bound address, resolved on first XRC
-    /// use (an rdma_cm bind costs milliseconds) and again once it is removed.
-    xrc_device: Option<(Arc<crate::device::RdmaDevice>, u32)>,
+    /// or MR use (an rdma_cm bind costs milliseconds) and again once it is removed.
+    rdma_device: Option<(Arc<crate::device::RdmaDevice>, u32)>,
 }
 
 /// What the send side's spinlock protects.
@@ -217,6 +221,9 @@ pub(crate) struct RdsSock {
     xrc: Mutex<KVec<Arc<xrc::Registration>>>,
     /// Events queued on those registrations, for poll and recvmsg.
     xrc_pending: Atomic<u32>,
+    /// The MRs registered with `RDS_GET_MR`; taken before `state`.
+    #[pin]
+    mrs: Mutex<SocketMrs>,
 }
 
 impl RdsSock {
@@ -357,6 +364,7 @@ impl SocketFamily for RdsFamily {
         if sock_type != bindings::sock_type_SOCK_SEQPACKET as i32 || protocol != 0 {
             return Err(errno::esocktnosupport());
         }
+        let mrs = SocketMrs::new()?;
         let sock = Arc::pin_init(
             try_pin_init!(RdsSock {
                 net,
@@ -366,6 +374,7 @@ impl SocketFamily for RdsFamily {
                 wait <- kernel::new_poll_condvar!("rrds_sock_wait"),
                 xrc <- new_mutex!(KVec::new()),
                 xrc_pending: Atomic::new(0),
+                mrs <- new_mutex!(mrs),
             }),
             GFP_KERNEL,
         )?;
@@ -394,6 +403,9 @@ impl SocketFamily for RdsFamily {
             r.discard();
         }
         drop(registrations);
+        // Every MR is freed and invalidated; the last socket of the namespace
+        // on a device takes its registration QP down.
+        state.mrs.lock().release();
         let refused = state.tx.lock().cong_refused.take();
         drop(refused);
         let (bound, conns, route, ib_net) = {
@@ -654,27 +666,33 @@ fn read_int(value: &SockOptValue) -> Result<i32> {
 fn set_option(state: ArcBorrow<'_, RdsSock>, sk: &Sock, name: u32, value: SockOptValue) -> Result {
     match name {
         bindings::RDS_CANCEL_SENT_TO => cancel_sent_to(&state, value),
-        bindings::RDS_GET_MR | bindings::RDS_GET_MR_FOR_DEST => {
-            let want = if name == bindings::RDS_GET_MR {
-                core::mem::size_of::<bindings::rds_get_mr_args>()
-            } else {
-                core::mem::size_of::<bindings::rds_get_mr_for_dest_args>()
-            };
-            if value.len() != want {
-                return Err(EINVAL);
-            }
-            if state.endpoint().is_none() {
-                return Err(errno::enotconn());
-            }
-            // The loopback transport registers no memory (upstream: no get_mr).
-            Err(errno::eopnotsupp())
-        }
+        bindings::RDS_GET_MR | bindings::RDS_GET_MR_FOR_DEST => get_mr(&state, name, &value),
         bindings::RDS_FREE_MR => {
             if value.len() != core::mem::size_of::<bindings::rds_free_mr_args>() {
                 return Err(EINVAL);
             }
-            // No transport of a loopback socket knows any key, nor can flush.
-            Err(EINVAL)
+            let raw = value.read::<16>()?;
+            let cookie = u64::from_ne_bytes([
+                raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
+            ]);
+            let flags = u64::from_ne_bytes([
+                raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15],
+            ]);
+            // Only a transport that registers memory can free or flush
+            // (upstream: EINVAL without `free_mr` / `flush_mrs`).
+            let registers = state
+                .state
+                .lock()
+                .transport
+                .is_some_and(|t| t.kind() == ib::TRANS_IB);
+            if !registers {
+                return Err(EINVAL);
+            }
+            let mut mrs = state.mrs.lock();
+            if cookie == 0 {
+                return mrs.flush();
+            }
+            mrs.free(cookie, flags & u64::from(bindings::RDS_RDMA_INVALIDATE) != 0)
         }
         bindings::RDS_RECVERR => {
             let v = read_int(&value)?;
@@ -749,7 +767,7 @@ fn set_option(state: ArcBorrow<'_, RdsSock>, sk: &Sock, name: u32, value: SockOp
         }
         bindings::RRDS_XRC_REGISTER | bindings::RRDS_XRC_UNREGISTER => {
             let args = read_xrc_qp(&value)?;
-            let (device, _) = xrc_device(&state).map_err(|e| {
+            let (device, _) = bound_device(&state).map_err(|e| {
                 // Unregistering through a socket whose device is gone: every
                 // registration on that device ended with it.
                 let device_gone = e != errno::enotconn() && e != errno::eopnotsupp();
@@ -783,7 +801,7 @@ fn set_option(state: ArcBorrow<'_, RdsSock>, sk: &Sock, name: u32, value: SockOp
                 event: word(8),
                 reserved: word(12),
             };
-            let (device, _) = xrc_device(&state)?;
+            let (device, _) = bound_device(&state)?;
             xrc::inject(state.net, &device, &args)
         }
         _ => Err(errno::enoprotoopt()),
@@ -806,12 +824,60 @@ fn read_xrc_qp(value: &SockOptValue) -> Result<bindings::rrds_xrc_qp> {
     Ok(args)
 }
 
+/// `RDS_GET_MR` / `RDS_GET_MR_FOR_DEST` (upstream's `rds_get_mr*`: the
+/// destination of the latter is not used).
+fn get_mr(state: &RdsSock, name: u32, value: &SockOptValue) -> Result {
+    const GET_MR_LEN: usize = core::mem::size_of::<bindings::rds_get_mr_args>();
+    const FOR_DEST_LEN: usize = core::mem::size_of::<bindings::rds_get_mr_for_dest_args>();
+    let want = if name == bindings::RDS_GET_MR {
+        GET_MR_LEN
+    } else {
+        FOR_DEST_LEN
+    };
+    if value.len() != want {
+        return Err(EINVAL);
+    }
+    let raw = value.read::<FOR_DEST_LEN>().or_else(|_| {
+        // RDS_GET_MR: the same fields without the leading destination.
+        let short = value.read::<GET_MR_LEN>()?;
+        let mut raw = [0u8; FOR_DEST_LEN];
+        raw[FOR_DEST_LEN - GET_MR_LEN..].copy_from_slice(&short);
+        Ok::<_, Error>(raw)
+    })?;
+    let field = |i: usize| {
+        let at = FOR_DEST_LEN - GET_MR_LEN + 8 * i;
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&raw[at..at + 8]);
+        u64::from_ne_bytes(b)
+    };
+    let req = MrRequest {
+        addr: field(0),
+        bytes: field(1),
+        flags: field(3),
+    };
+    let cookie_addr = field(2);
+    let ep = state.endpoint().ok_or_else(errno::enotconn)?;
+    let (device, _) = bound_device(state)?;
+    state
+        .mrs
+        .lock()
+        .get(state.net, &device, &ep, &req, |cookie| {
+            if cookie_addr == 0 {
+                return Ok(());
+            }
+            UserSlice::new(UserPtr::from_addr(cookie_addr as usize), 8)
+                .writer()
+                .write_slice(&cookie.to_ne_bytes())
+        })
+        .map(|_| ())
+}
+
 /// The RDMA device (and port) of the socket's bound address: ENOTCONN when
 /// unbound (as upstream's `RDS_GET_MR`), EOPNOTSUPP on a loopback socket.
-fn xrc_device(state: &RdsSock) -> Result<(Arc<crate::device::RdmaDevice>, u32)> {
+fn bound_device(state: &RdsSock) -> Result<(Arc<crate::device::RdmaDevice>, u32)> {
     let (ep, transport, cached) = {
         let s = state.state.lock();
-        (s.bound, s.transport, s.xrc_device.clone())
+        (s.bound, s.transport, s.rdma_device.clone())
     };
     let ep = ep.ok_or_else(errno::enotconn)?;
     if transport.is_none_or(|t| t.kind() != ib::TRANS_IB) {
@@ -821,7 +887,7 @@ fn xrc_device(state: &RdsSock) -> Result<(Arc<crate::device::RdmaDevice>, u32)> 
         return Ok(cached);
     }
     let found = ib::device_of(state.net, &ep)?;
-    state.state.lock().xrc_device = Some(found.clone());
+    state.state.lock().rdma_device = Some(found.clone());
     Ok(found)
 }
 
@@ -831,7 +897,7 @@ fn xrc_create(state: ArcBorrow<'_, RdsSock>, value: UserSlice, len: usize) -> Re
     if len != LEN {
         return Err(EINVAL);
     }
-    let (device, port) = xrc_device(&state)?;
+    let (device, port) = bound_device(&state)?;
     let registration = xrc::create(state.into(), device, port)?;
     let target = registration.target();
     let (qp_num, backend) = (target.qp_num(), target.backend());

@@ -1,0 +1,691 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory registration: `RDS_GET_MR` / `RDS_FREE_MR` through the
+//! registration QP of the socket's device (Documentation/design.rst,
+//! "Memory registration").
+//!
+//! An MR moves through `Registering` (REG_MR posted) to `Valid`, then
+//! `Invalidating` (LOCAL_INV posted) to `Released`, its fast-reg MR back in
+//! the device's pool. A REG or INV that fails or is flushed leaves the MR in
+//! an unknown state: it becomes `Stale` and is deregistered, never reused.
+//! Completions only record the outcome; unmapping, unpinning and pool
+//! returns run on the module's workqueue.
+
+mod regqp;
+
+use kernel::{
+    impl_has_work, new_condvar, new_mutex, new_work,
+    page::PAGE_SIZE,
+    prelude::*,
+    rbtree::RBTree,
+    sync::{
+        Arc,
+        CondVar,
+        Mutex, //
+    },
+    time::msecs_to_jiffies,
+    workqueue::{
+        Work,
+        WorkItem, //
+    },
+};
+
+use crate::{
+    device::RdmaDevice,
+    ffi::{
+        bindings,
+        ib_cq::{
+            CompletionHandler,
+            Cqe,
+            WorkCompletion, //
+        },
+        ib_mr::{
+            FastRegMr,
+            MappedSg,
+            PinnedPages,
+            SgDirection,
+            ACCESS_REMOTE_READ,
+            ACCESS_REMOTE_WRITE, //
+        },
+        net::NetRef,
+        workqueue,
+    },
+    message::MAX_MSG_SIZE,
+    socket::addr::Endpoint,
+    stats::{
+        self,
+        Stat, //
+    },
+    wait::wait_until,
+};
+use regqp::RegQp;
+
+/// Pages of the largest MR: a full message plus the partial page of an
+/// unaligned start (upstream's limit).
+pub(crate) const MAX_PAGES: usize = MAX_MSG_SIZE / PAGE_SIZE + 1;
+/// The pool's size classes, in pages (each clamped to the device's limit).
+const CLASSES: [usize; 3] = [16, 64, MAX_PAGES];
+/// Free MRs kept per class and device.
+const POOL_KEEP: usize = 64;
+/// How long a REG_MR or LOCAL_INV may take before the caller gives up.
+const COMPLETION_TIMEOUT_MS: u32 = 10_000;
+
+const TAG_REG: u32 = 0;
+const TAG_INV: u32 = 1;
+
+/// The cookie of an MR: rkey in the low 32 bits, the offset of the
+/// registered range in its first page above (upstream's encoding).
+pub(crate) fn make_cookie(rkey: u32, offset: u32) -> u64 {
+    u64::from(rkey) | (u64::from(offset) << 32)
+}
+
+/// The rkey of a cookie.
+pub(crate) fn cookie_key(cookie: u64) -> u32 {
+    cookie as u32
+}
+
+/// A registration QP in one namespace, and how many sockets use it.
+struct QpSlot {
+    net: NetRef,
+    users: usize,
+    qp: Option<Arc<RegQp>>,
+}
+
+/// The MR state of one device, in its record.
+#[derive(Default)]
+pub(crate) struct DeviceMrs {
+    pool: [KVec<FastRegMr>; CLASSES.len()],
+    qps: KVec<QpSlot>,
+    /// Every MR holding verbs objects of the device, by serial number.
+    live: KVec<Arc<Mr>>,
+    next_serial: u64,
+    /// The device is being removed: nothing goes back to the pool.
+    gone: bool,
+}
+
+/// Where an MR is in its life.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    Registering,
+    Valid,
+    /// The REG_MR failed: the caller frees it.
+    Failed,
+    Invalidating,
+    Released,
+    Stale,
+}
+
+/// The verbs objects of an MR. Field order: the key goes before the mapping.
+struct Hw {
+    mr: FastRegMr,
+    sg: MappedSg,
+}
+
+struct MrInner {
+    state: State,
+    hw: Option<Hw>,
+    /// Unpinned after `hw` is unmapped.
+    pages: Option<Pinned>,
+    qp: Option<Arc<RegQp>>,
+    /// The registering caller gave up waiting: the completion releases it.
+    abandoned: bool,
+}
+
+/// Pinned pages, counted in the statistics while pinned.
+struct Pinned(PinnedPages);
+
+impl Pinned {
+    fn pin(start: u64, count: usize) -> Result<Self> {
+        let pages = PinnedPages::pin(start, count, true)?;
+        stats::add(Stat::MrPagesPinned, count as u64);
+        Ok(Self(pages))
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        stats::add(Stat::MrPagesUnpinned, self.0.count() as u64);
+    }
+}
+
+/// Pages of a new MR and their mapping; fields drop in order (unmap, then unpin).
+struct Mapping {
+    sg: MappedSg,
+    pages: Pinned,
+}
+
+/// What a socket waits on: REG_MR completions and its MRs' invalidations.
+#[pin_data]
+pub(crate) struct Owner {
+    /// MRs freed by the socket and not yet invalid and released.
+    #[pin]
+    pending: Mutex<u32>,
+    #[pin]
+    changed: CondVar,
+}
+
+/// One registered MR.
+///
+/// # Invariants
+///
+/// While a work request posted with `reg_cqe` or `inv_cqe` is outstanding,
+/// one strong reference is held for it (leaked at post, taken back by the
+/// completion).
+#[pin_data]
+pub(crate) struct Mr {
+    device: Arc<RdmaDevice>,
+    owner: Arc<Owner>,
+    serial: u64,
+    rkey: u32,
+    offset: u32,
+    use_once: bool,
+    invalidate: bool,
+    #[pin]
+    inner: Mutex<MrInner>,
+    reg_cqe: Cqe<Mr>,
+    inv_cqe: Cqe<Mr>,
+    #[pin]
+    work: Work<Mr>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Mr { self.work }
+}
+
+/// What `RDS_GET_MR` asks for.
+pub(crate) struct MrRequest {
+    pub(crate) addr: u64,
+    pub(crate) bytes: u64,
+    pub(crate) flags: u64,
+}
+
+/// The MRs of one socket, by rkey, and the registration QP they use.
+pub(crate) struct SocketMrs {
+    owner: Arc<Owner>,
+    keys: RBTree<u32, Arc<Mr>>,
+    /// The device and namespace whose registration QP this socket holds a use of.
+    user: Option<(Arc<RdmaDevice>, NetRef)>,
+}
+
+impl SocketMrs {
+    pub(crate) fn new() -> Result<Self> {
+        let owner = Arc::pin_init(
+            pin_init!(Owner {
+                pending <- new_mutex!(0),
+                changed <- new_condvar!("rrds_mr_owner"),
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Self {
+            owner,
+            keys: RBTree::new(),
+            user: None,
+        })
+    }
+
+    /// `RDS_GET_MR`: registers `req` on `device` (the bound address `addr`
+    /// of `net` is on it) and returns the cookie, which `publish` hands to
+    /// the user before the MR becomes known (upstream's order: if that
+    /// fails, the MR is freed again).
+    pub(crate) fn get(
+        &mut self,
+        net: NetRef,
+        device: &Arc<RdmaDevice>,
+        addr: &Endpoint,
+        req: &MrRequest,
+        publish: impl FnOnce(u64) -> Result,
+    ) -> Result<u64> {
+        let pages = pages_in(req.addr, req.bytes)?;
+        if pages > device.caps().max_fast_reg_page_list_len as usize {
+            return Err(EMSGSIZE);
+        }
+        let qp = self.registration_qp(net, device, addr)?;
+        let offset = (req.addr as usize) % PAGE_SIZE;
+        let pinned = Pinned::pin(req.addr - offset as u64, pages)?;
+        let sg = MappedSg::map(
+            device.as_raw(),
+            &pinned.0,
+            offset,
+            req.bytes as usize,
+            SgDirection::Bidirectional,
+        )?;
+        let mapping = Mapping { sg, pages: pinned };
+        let mr = Mr::register(device, &self.owner, qp, mapping, offset, req.flags)?;
+        let cookie = make_cookie(mr.rkey, mr.offset);
+        if let Err(e) = publish(cookie) {
+            Mr::free(&mr);
+            return Err(e);
+        }
+        // Keys of live MRs are distinct; a stale one with this key goes first.
+        if let Some(old) = self.keys.remove(&mr.rkey) {
+            Mr::free(&old);
+        }
+        if let Err(e) = self.keys.try_create_and_insert(mr.rkey, mr.clone(), GFP_KERNEL) {
+            Mr::free(&mr);
+            return Err(e.into());
+        }
+        Ok(cookie)
+    }
+
+    /// `RDS_FREE_MR` of `cookie` (non-zero): EINVAL for an unknown one. With
+    /// `invalidate` (or an MR registered with `RDS_RDMA_INVALIDATE`), returns
+    /// once every MR the socket freed is invalid.
+    pub(crate) fn free(&mut self, cookie: u64, invalidate: bool) -> Result {
+        let mr = self.keys.remove(&cookie_key(cookie)).ok_or(EINVAL)?;
+        Mr::free(&mr);
+        if invalidate || mr.invalidate {
+            self.wait_invalid()?;
+        }
+        Ok(())
+    }
+
+    /// `RDS_FREE_MR` of cookie 0: waits until every MR the socket freed is
+    /// invalid, and releases the free MRs pooled on the socket's device.
+    pub(crate) fn flush(&mut self) -> Result {
+        self.wait_invalid()?;
+        if let Some((device, _)) = &self.user {
+            let mut d = device.mrs().lock();
+            for class in d.pool.iter_mut() {
+                class.clear();
+            }
+        }
+        Ok(())
+    }
+
+    fn wait_invalid(&self) -> Result {
+        let mut timeo = msecs_to_jiffies(COMPLETION_TIMEOUT_MS) as isize;
+        let mut pending = self.owner.pending.lock();
+        wait_until(&self.owner.changed, &mut pending, &mut timeo, |p| *p == 0)
+    }
+
+    /// The registration QP of `device` in `net`, connected if needed; the
+    /// socket holds a use of it until it closes.
+    fn registration_qp(
+        &mut self,
+        net: NetRef,
+        device: &Arc<RdmaDevice>,
+        addr: &Endpoint,
+    ) -> Result<Arc<RegQp>> {
+        if let Some((used, _)) = &self.user {
+            if !Arc::ptr_eq(used, device) {
+                // The bound address moved to another device: leave the old one.
+                self.leave();
+            }
+        }
+        let joined = self.user.is_some();
+        let mut d = device.mrs().lock();
+        if d.gone {
+            return Err(ENODEV);
+        }
+        let i = match d.qps.iter().position(|s| s.net == net) {
+            Some(i) => i,
+            None => {
+                d.qps.push(
+                    QpSlot {
+                        net,
+                        users: 0,
+                        qp: None,
+                    },
+                    GFP_KERNEL,
+                )?;
+                d.qps.len() - 1
+            }
+        };
+        if !joined {
+            d.qps[i].users += 1;
+            self.user = Some((device.clone(), net));
+        }
+        if let Some(qp) = d.qps[i].qp.as_ref().filter(|qp| qp.is_up()) {
+            return Ok(qp.clone());
+        }
+        // Connect (or reconnect after a failure) with the device lock dropped:
+        // the connection's handlers take it. Sockets racing here may each
+        // connect; the first to finish is kept.
+        let failed = d.qps[i].qp.take();
+        drop(d);
+        if let Some(failed) = failed {
+            stats::inc(Stat::MrQpRecreated);
+            failed.shut_down();
+        }
+        let qp = RegQp::connect(net, device.clone(), addr)?;
+        let mut d = device.mrs().lock();
+        if d.gone {
+            drop(d);
+            qp.shut_down();
+            return Err(ENODEV);
+        }
+        let slot = d.qps.iter_mut().find(|s| s.net == net).ok_or(ENODEV)?;
+        if let Some(other) = slot.qp.as_ref().filter(|q| q.is_up()) {
+            let other = other.clone();
+            drop(d);
+            qp.shut_down();
+            return Ok(other);
+        }
+        let stale = slot.qp.replace(qp.clone());
+        drop(d);
+        if let Some(stale) = stale {
+            stale.shut_down();
+        }
+        Ok(qp)
+    }
+
+    /// Gives up the socket's use of its registration QP; the last user of a
+    /// namespace's QP shuts it down.
+    fn leave(&mut self) {
+        let Some((device, net)) = self.user.take() else {
+            return;
+        };
+        let mut d = device.mrs().lock();
+        let Some(i) = d.qps.iter().position(|s| s.net == net) else {
+            return;
+        };
+        d.qps[i].users -= 1;
+        if d.qps[i].users > 0 {
+            return;
+        }
+        let Ok(slot) = d.qps.remove(i) else {
+            return;
+        };
+        drop(d);
+        if let Some(qp) = slot.qp {
+            qp.shut_down();
+        }
+    }
+
+    /// The socket closes: frees every MR, waits (bounded) for their
+    /// invalidation, then leaves the registration QP.
+    pub(crate) fn release(&mut self) {
+        while let Some(key) = self.keys.cursor_front().map(|c| *c.current().0) {
+            if let Some(mr) = self.keys.remove(&key) {
+                Mr::free(&mr);
+            }
+        }
+        let _ = self.wait_invalid();
+        self.leave();
+    }
+}
+
+/// Pages spanned by `bytes` from `addr`, as upstream's `__rds_rdma_map`
+/// checks them: EINVAL for an empty, wrapping or over-4-GiB range,
+/// EMSGSIZE past a message's worth.
+pub(crate) fn pages_in(addr: u64, bytes: u64) -> Result<usize> {
+    if bytes == 0 || bytes > u64::from(u32::MAX) {
+        return Err(EINVAL);
+    }
+    let end = addr.checked_add(bytes).ok_or(EINVAL)?;
+    let page = PAGE_SIZE as u64;
+    let end = end.checked_add(page - 1).ok_or(EINVAL)? / page;
+    let pages = (end - addr / page) as usize;
+    if pages > MAX_PAGES {
+        return Err(EMSGSIZE);
+    }
+    Ok(pages)
+}
+
+impl Mr {
+    /// Registers `sg` (over `pages`) through `qp` and waits for the REG_MR.
+    fn register(
+        device: &Arc<RdmaDevice>,
+        owner: &Arc<Owner>,
+        qp: Arc<RegQp>,
+        mapping: Mapping,
+        offset: usize,
+        flags: u64,
+    ) -> Result<Arc<Mr>> {
+        let count = mapping.pages.0.count();
+        let mut d = device.mrs().lock();
+        if d.gone {
+            return Err(ENODEV);
+        }
+        let (mut fast, hit) = match take_pooled(&mut d, device, count) {
+            Some(mr) => (mr, true),
+            None => (
+                device.with_pd(|pd| FastRegMr::alloc(pd, class_pages(device, count)))?,
+                false,
+            ),
+        };
+        stats::inc(if hit { Stat::MrPoolHit } else { Stat::MrPoolMiss });
+        fast.next_key();
+        fast.map(&mapping.sg, offset as u64)?;
+        let serial = d.next_serial;
+        d.next_serial += 1;
+        let rkey = fast.rkey();
+        let flags = flags as u32;
+        let registered_on = qp.clone();
+        let mr = Arc::pin_init(
+            try_pin_init!(&this in Mr {
+                device: device.clone(),
+                owner: owner.clone(),
+                serial,
+                rkey,
+                offset: offset as u32,
+                use_once: flags & bindings::RDS_RDMA_USE_ONCE != 0,
+                invalidate: flags & bindings::RDS_RDMA_INVALIDATE != 0,
+                inner <- new_mutex!(MrInner {
+                    state: State::Registering,
+                    hw: Some(Hw { mr: fast, sg: mapping.sg }),
+                    pages: Some(mapping.pages),
+                    qp: Some(registered_on),
+                    abandoned: false,
+                }),
+                reg_cqe: Cqe::new(this, TAG_REG),
+                inv_cqe: Cqe::new(this, TAG_INV),
+                work <- new_work!("rrds_mr_release"),
+            }),
+            GFP_KERNEL,
+        )?;
+        d.live.push(mr.clone(), GFP_KERNEL)?;
+        drop(d);
+
+        let posted = {
+            let inner = mr.inner.lock();
+            match &inner.hw {
+                // Removed with the device in the meantime.
+                None => Err(ENODEV),
+                Some(hw) => {
+                    let raw = Arc::into_raw(mr.clone());
+                    let posted = qp.with_qp(|q| {
+                        q.post_reg_mr(&mr.reg_cqe, &hw.mr, ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE)
+                    });
+                    if posted.is_err() {
+                        // SAFETY: Leaked just above for a request that was not posted.
+                        drop(unsafe { Arc::from_raw(raw) });
+                    }
+                    posted
+                }
+            }
+        };
+        if let Err(e) = posted {
+            mr.inner.lock().state = State::Failed;
+            release(mr);
+            return Err(e);
+        }
+        let mut timeo = msecs_to_jiffies(COMPLETION_TIMEOUT_MS) as isize;
+        let outcome = {
+            let mut pending = owner.pending.lock();
+            wait_until(&owner.changed, &mut pending, &mut timeo, |_| {
+                mr.inner.lock().state != State::Registering
+            })
+        };
+        let state = mr.inner.lock().state;
+        match (outcome, state) {
+            (Ok(()), State::Valid) => {
+                stats::inc(Stat::MrRegistered);
+                Ok(mr)
+            }
+            // Still registering: the completion (or the QP's flush) releases it.
+            (Err(e), State::Registering) => {
+                mr.inner.lock().abandoned = true;
+                if e == ETIMEDOUT {
+                    qp.failed();
+                }
+                Err(e)
+            }
+            _ => {
+                release(mr);
+                Err(EIO)
+            }
+        }
+    }
+
+    /// Frees the MR: posts its LOCAL_INV, or releases it at once when there
+    /// is nothing valid to invalidate or the registration QP is gone (then
+    /// deregistration invalidates the key).
+    fn free(this: &Arc<Mr>) {
+        // Counted before the LOCAL_INV can complete; undone if nothing is posted.
+        *this.owner.pending.lock() += 1;
+        let mut inner = this.inner.lock();
+        match inner.state {
+            State::Valid => {
+                if let (Some(qp), Some(_)) = (&inner.qp, &inner.hw) {
+                    let raw = Arc::into_raw(this.clone());
+                    let posted = qp.with_qp(|q| q.post_local_inv(&this.inv_cqe, this.rkey));
+                    if posted.is_ok() {
+                        inner.state = State::Invalidating;
+                        return;
+                    }
+                    // SAFETY: Leaked just above for a request that was not posted.
+                    drop(unsafe { Arc::from_raw(raw) });
+                }
+                inner.state = State::Stale;
+            }
+            // Its device was removed: only the pages are left.
+            State::Stale => {}
+            _ => {
+                drop(inner);
+                let mut pending = this.owner.pending.lock();
+                *pending = pending.saturating_sub(1);
+                return;
+            }
+        }
+        drop(inner);
+        release(this.clone());
+    }
+}
+
+/// A free MR of the pool that fits `pages`, if there is one.
+fn take_pooled(d: &mut DeviceMrs, device: &RdmaDevice, pages: usize) -> Option<FastRegMr> {
+    let class = CLASSES.iter().position(|&c| c >= pages)?;
+    let fits = class_pages(device, pages) as usize >= pages;
+    d.pool[class].pop().filter(|_| fits)
+}
+
+/// The page count MRs of the class holding `pages` are allocated with.
+fn class_pages(device: &RdmaDevice, pages: usize) -> u32 {
+    let class = CLASSES
+        .iter()
+        .copied()
+        .find(|&c| c >= pages)
+        .unwrap_or(MAX_PAGES);
+    class.min(device.caps().max_fast_reg_page_list_len as usize) as u32
+}
+
+/// Releases a finished MR: unmaps it, returns its fast-reg MR to the pool if
+/// it was invalidated cleanly (deregisters it otherwise), unpins the pages
+/// and tells the owner. Process context.
+fn release(mr: Arc<Mr>) {
+    let mut d = mr.device.mrs().lock();
+    let (state, hw, pages) = {
+        let mut inner = mr.inner.lock();
+        inner.qp = None;
+        (inner.state, inner.hw.take(), inner.pages.take())
+    };
+    if let Some(i) = d.live.iter().position(|m| m.serial == mr.serial) {
+        let _ = d.live.remove(i);
+    }
+    if let Some(Hw { mr: fast, sg }) = hw {
+        drop(sg);
+        let class = CLASSES.iter().position(|&c| c as u32 >= fast.max_pages());
+        match class {
+            Some(c) if state == State::Released && !d.gone && d.pool[c].len() < POOL_KEEP => {
+                // Nothing to do if the pool cannot grow: the MR is deregistered.
+                let _ = d.pool[c].push(fast, GFP_KERNEL);
+            }
+            _ => drop(fast),
+        }
+    }
+    drop(d);
+    if matches!(state, State::Stale | State::Failed) {
+        stats::inc(Stat::MrStale);
+    }
+    drop(pages);
+    let mut pending = mr.owner.pending.lock();
+    if matches!(state, State::Released | State::Stale) {
+        *pending = pending.saturating_sub(1);
+    }
+    // Under the lock waiters check their condition with: no lost wake-up.
+    mr.owner.changed.notify_all();
+}
+
+impl CompletionHandler for Mr {
+    fn completed(&self, tag: u32, wc: &WorkCompletion<'_>) {
+        // SAFETY: The post leaked one reference for this request (type invariant);
+        // `self` is that Arc's value.
+        let this = unsafe { Arc::from_raw(self) };
+        let ok = wc.is_success();
+        let (qp, abandoned) = {
+            let mut inner = this.inner.lock();
+            inner.state = match (tag, ok) {
+                // Nobody takes an abandoned registration: deregistration invalidates it.
+                (TAG_REG, _) if inner.abandoned => State::Stale,
+                (TAG_REG, true) => State::Valid,
+                (TAG_REG, false) => State::Failed,
+                (_, true) => State::Released,
+                (_, false) => State::Stale,
+            };
+            (inner.qp.clone(), inner.abandoned)
+        };
+        if !ok {
+            pr_debug!("MR {:#x}: work request status {}\n", this.rkey, wc.status());
+            if let Some(qp) = qp {
+                qp.failed();
+            }
+        }
+        if tag == TAG_REG && !abandoned {
+            // Under the lock the waiter checks the state with: no lost wake-up.
+            let _pending = this.owner.pending.lock();
+            this.owner.changed.notify_all();
+            return;
+        }
+        if ok && tag == TAG_INV {
+            stats::inc(Stat::MrInvalidated);
+        }
+        // Unpinning may sleep and returns to the pool take locks: leave the CQ's context.
+        let _ = workqueue::queue().enqueue(this);
+    }
+}
+
+impl WorkItem for Mr {
+    type Pointer = Arc<Mr>;
+
+    fn run(this: Arc<Mr>) {
+        release(this);
+    }
+}
+
+/// The device is going: shuts down its registration QPs (flushing every
+/// outstanding request), then unmaps and deregisters every MR on it. The
+/// sockets keep their MRs (stale, pages pinned) until they free them.
+pub(crate) fn device_removed(device: &Arc<RdmaDevice>) {
+    let qps = {
+        let mut d = device.mrs().lock();
+        d.gone = true;
+        core::mem::take(&mut d.qps)
+    };
+    for slot in qps.iter() {
+        if let Some(qp) = &slot.qp {
+            qp.shut_down();
+        }
+    }
+    let mut d = device.mrs().lock();
+    for mr in d.live.iter() {
+        let mut inner = mr.inner.lock();
+        if inner.hw.take().is_some() {
+            inner.state = State::Stale;
+            stats::inc(Stat::MrStale);
+        }
+    }
+    for class in d.pool.iter_mut() {
+        class.clear();
+    }
+}

@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The registration QP: an RC QP owned by rrds that carries every
+//! `IB_WR_REG_MR` and `IB_WR_LOCAL_INV` of one device in one namespace, and
+//! never data (Documentation/design.rst, "Memory registration").
+//!
+//! Both drivers rrds runs on refuse work requests on a QP that is not in
+//! RTS, and an iWARP QP reaches RTS only through a real connection. So the
+//! QP is one end of an rdma_cm connection from the device's own address to
+//! itself: a listener on an ephemeral port, an active id that connects to
+//! it, and the passive id the listener hands over, whose QP stays idle.
+//! The connection is made by the user task that first needs it, because
+//! siw opens its TCP sockets in the calling task's namespace.
+
+use kernel::{
+    new_condvar, new_mutex, new_spinlock,
+    prelude::*,
+    sync::{
+        Arc,
+        ArcBorrow,
+        CondVar,
+        Mutex,
+        SpinLock, //
+    },
+    time::msecs_to_jiffies,
+};
+
+use crate::{
+    device::RdmaDevice,
+    ffi::{
+        bindings,
+        ib_cq::{
+            CompletionQueue,
+            QpRef, //
+        },
+        net::NetRef,
+        rdma_cm::{
+            CmEvent,
+            CmEventKind,
+            CmHandler,
+            CmId,
+            CmIdRef,
+            ConnParam,
+            SockAddr, //
+        },
+    },
+    socket::addr::Endpoint,
+    wait::wait_until,
+};
+
+/// Outstanding work requests: REG_MR and LOCAL_INV of every socket on the device.
+pub(super) const SEND_DEPTH: u32 = 512;
+const RESOLVE_TIMEOUT_MS: u32 = 2000;
+/// How long the connection to itself may take, under TCG included.
+const SETUP_TIMEOUT_MS: u32 = 10_000;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+enum Phase {
+    #[default]
+    Resolving,
+    RouteResolved,
+    Connecting,
+    Up,
+    Failed,
+}
+
+/// The rdma_cm ids and CQs of the connection. Field order is drop order:
+/// ids (with their QPs) before the CQs those QPs use.
+#[derive(Default)]
+struct Link {
+    phase: Phase,
+    /// The active id, by address, for its handler to recognise it.
+    active_id: usize,
+    active: Option<CmId>,
+    passive: Option<CmId>,
+    listener: Option<CmId>,
+    cq: Option<CompletionQueue>,
+    passive_cq: Option<CompletionQueue>,
+}
+
+/// One registration QP.
+///
+/// # Invariants
+///
+/// Events of its ids carry a pointer to the `RegQp` as context; the ids live
+/// in `link` and are destroyed (by `shut_down` or drop) before the `RegQp`
+/// is freed. `post` is `Some` only while the active QP is in RTS and alive.
+#[pin_data]
+pub(crate) struct RegQp {
+    net: NetRef,
+    device: Arc<RdmaDevice>,
+    #[pin]
+    link: Mutex<Link>,
+    #[pin]
+    changed: CondVar,
+    /// The QP to post on; taken (under this lock) before the QP is drained.
+    #[pin]
+    post: SpinLock<Option<QpRef>>,
+}
+
+impl RegQp {
+    /// Connects a registration QP on `device` through its local address
+    /// `addr` of `net`. Process context, in a task of `net`.
+    pub(super) fn connect(net: NetRef, device: Arc<RdmaDevice>, addr: &Endpoint) -> Result<Arc<Self>> {
+        let this = Arc::pin_init(
+            pin_init!(Self {
+                net,
+                device,
+                link <- new_mutex!(Link::default()),
+                changed <- new_condvar!("rrds_regqp"),
+                post <- new_spinlock!(None),
+            }),
+            GFP_KERNEL,
+        )?;
+        if let Err(e) = this.establish(addr) {
+            this.shut_down();
+            return Err(e);
+        }
+        Ok(this)
+    }
+
+    fn context(self: &Arc<Self>) -> *const c_void {
+        Arc::as_ptr(self).cast()
+    }
+
+    fn establish(self: &Arc<Self>, addr: &Endpoint) -> Result {
+        // Ours until connected; dropped here (ids before the CQ) on failure.
+        let mut own = Link::default();
+        let listener = CmId::create::<RegCm>(self.net, self.context())?;
+        let mut raw = [0u8; 28];
+        let len = Endpoint { port: 0, ..*addr }.write_sockaddr(&mut raw);
+        let src = SockAddr::new(&raw[..len]);
+        listener.bind(&src)?;
+        listener.listen(1)?;
+        let port = listener.src_port();
+        own.listener = Some(listener);
+
+        let active = CmId::create::<RegCm>(self.net, self.context())?;
+        self.link.lock().active_id = core::ptr::from_ref::<CmIdRef>(&active) as usize;
+        let len = Endpoint { port, ..*addr }.write_sockaddr(&mut raw);
+        let active = own.active.insert(active);
+        active.resolve_addr(&src, &SockAddr::new(&raw[..len]), RESOLVE_TIMEOUT_MS)?;
+        self.wait_for(Phase::RouteResolved)?;
+
+        let cq = own.cq.insert(CompletionQueue::alloc(
+            self.device.as_raw(),
+            SEND_DEPTH + 2,
+        )?);
+        let mut attr = qp_attr(cq, SEND_DEPTH);
+        self.device.with_pd(|pd| active.create_qp(pd, &mut attr))?;
+        self.link.lock().phase = Phase::Connecting;
+        active.connect_unlocked(&conn_param())?;
+        self.wait_for(Phase::Up)?;
+
+        // SAFETY: The QP of the active id, live until `shut_down` destroys the id,
+        // after taking it back from `post`.
+        let qp = unsafe { QpRef::from_raw(active.qp()) }.ok_or_else(crate::errno::enotconn)?;
+        let mut link = self.link.lock();
+        link.active = own.active.take();
+        link.listener = own.listener.take();
+        link.cq = own.cq.take();
+        drop(link);
+        *self.post.lock() = Some(qp);
+        Ok(())
+    }
+
+    /// Waits (uninterruptibly bounded) until the connection reaches `phase`.
+    fn wait_for(&self, phase: Phase) -> Result {
+        let mut timeo = msecs_to_jiffies(SETUP_TIMEOUT_MS) as isize;
+        let mut link = self.link.lock();
+        let reached = wait_until(&self.changed, &mut link, &mut timeo, |l| {
+            l.phase == phase || l.phase == Phase::Failed
+        });
+        match reached {
+            Ok(()) if link.phase == phase => Ok(()),
+            Ok(()) => Err(crate::errno::econnrefused()),
+            Err(e) => {
+                link.phase = Phase::Failed;
+                Err(e)
+            }
+        }
+    }
+
+    fn set_phase(&self, phase: Phase) {
+        let mut link = self.link.lock();
+        // Failure is final: a late event does not revive the connection.
+        if link.phase != Phase::Failed {
+            link.phase = phase;
+        }
+        drop(link);
+        if phase == Phase::Failed {
+            // No new work requests; `shut_down` drains what was posted.
+            *self.post.lock() = None;
+        }
+        self.changed.notify_all();
+    }
+
+    /// Whether work requests can still be posted.
+    pub(super) fn is_up(&self) -> bool {
+        self.post.lock().is_some()
+    }
+
+    /// Runs `post` on the QP while it is up; ENOTCONN once it failed.
+    pub(super) fn with_qp<R>(&self, post: impl FnOnce(&QpRef) -> Result<R>) -> Result<R> {
+        let guard = self.post.lock();
+        let qp = guard.as_ref().ok_or_else(crate::errno::enotconn)?;
+        let result = post(qp);
+        if result.is_err() {
+            drop(guard);
+            self.set_phase(Phase::Failed);
+        }
+        result
+    }
+
+    /// The QP failed (a flushed or failed completion).
+    pub(super) fn failed(&self) {
+        self.set_phase(Phase::Failed);
+    }
+
+    /// Stops posting, flushes every outstanding request (their completions
+    /// run first) and destroys the connection. Process context; not from
+    /// this QP's completion or event handlers.
+    pub(super) fn shut_down(&self) {
+        let qp = self.post.lock().take();
+        // Only a QP that was up has requests to flush.
+        if let Some(qp) = qp {
+            qp.drain();
+        }
+        let link = {
+            let mut l = self.link.lock();
+            l.phase = Phase::Failed;
+            core::mem::take(&mut *l)
+        };
+        self.changed.notify_all();
+        // Outside `link`: destroying an id waits for its running handler.
+        drop(link);
+    }
+}
+
+fn conn_param() -> ConnParam<'static> {
+    ConnParam {
+        private_data: &[],
+        responder_resources: 0,
+        initiator_depth: 0,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        flow_control: 0,
+    }
+}
+
+fn qp_attr(cq: &CompletionQueue, send_depth: u32) -> bindings::ib_qp_init_attr {
+    bindings::ib_qp_init_attr {
+        send_cq: cq.as_raw(),
+        recv_cq: cq.as_raw(),
+        cap: bindings::ib_qp_cap {
+            max_send_wr: send_depth,
+            // ib_drain_qp posts one receive.
+            max_recv_wr: 1,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            ..Default::default()
+        },
+        sq_sig_type: bindings::ib_sig_type_IB_SIGNAL_REQ_WR,
+        qp_type: bindings::ib_qp_type_IB_QPT_RC,
+        ..Default::default()
+    }
+}
+
+/// The rdma_cm handler of registration-QP ids.
+struct RegCm;
+
+impl RegCm {
+    /// # Safety
+    ///
+    /// `id` must be an id of a `RegQp` (its context was set to one), and the
+    /// borrow must not outlive the handler call.
+    unsafe fn owner<'a>(id: &CmIdRef) -> Option<ArcBorrow<'a, RegQp>> {
+        let context = id.context().cast::<RegQp>();
+        if context.is_null() {
+            return None;
+        }
+        // SAFETY: The `RegQp` outlives its ids (type invariant), which outlive the
+        // handler call.
+        Some(unsafe { ArcBorrow::from_raw(context) })
+    }
+}
+
+impl CmHandler for RegCm {
+    fn connect_request(id: CmId, _event: &CmEvent<'_>) -> core::result::Result<(), CmId> {
+        // SAFETY: The new id inherits the listener's context, a `RegQp`.
+        let Some(owner) = (unsafe { Self::owner(&id) }) else {
+            return Err(id);
+        };
+        let mut link = owner.link.lock();
+        if link.passive.is_some() || link.phase != Phase::Connecting {
+            return Err(id);
+        }
+        let Ok(cq) = CompletionQueue::alloc(owner.device.as_raw(), 2) else {
+            return Err(id);
+        };
+        let mut attr = qp_attr(&cq, 1);
+        let accepted = owner
+            .device
+            .with_pd(|pd| id.create_qp(pd, &mut attr))
+            .and_then(|()| {
+                id.accept(&conn_param())
+            });
+        if accepted.is_err() {
+            // rdma_cm destroys the id (and its QP) when we hand it back; the CQ after.
+            drop(link);
+            owner.set_phase(Phase::Failed);
+            return Err(id);
+        }
+        link.passive = Some(id);
+        link.passive_cq = Some(cq);
+        Ok(())
+    }
+
+    fn event(id: &CmIdRef, event: &CmEvent<'_>) {
+        // SAFETY: Every id `RegCm` handles has a `RegQp` context (created above).
+        let Some(owner) = (unsafe { Self::owner(id) }) else {
+            return;
+        };
+        let is_active = owner.link.lock().active_id == core::ptr::from_ref(id) as usize;
+        match event.kind() {
+            CmEventKind::AddrResolved if is_active => {
+                if id.resolve_route(RESOLVE_TIMEOUT_MS).is_err() {
+                    owner.set_phase(Phase::Failed);
+                }
+            }
+            CmEventKind::RouteResolved if is_active => owner.set_phase(Phase::RouteResolved),
+            CmEventKind::Established if is_active => owner.set_phase(Phase::Up),
+            CmEventKind::Established | CmEventKind::TimewaitExit | CmEventKind::Other(_) => {}
+            _ => {
+                pr_debug!("registration QP: event {}\n", event.number());
+                owner.set_phase(Phase::Failed);
+            }
+        }
+    }
+}
