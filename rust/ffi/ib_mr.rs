@@ -268,7 +268,11 @@ impl FastRegMr {
     pub(crate) fn alloc(pd: &ProtectionDomain, max_pages: u32) -> Result<Self> {
         // SAFETY: `pd` is live.
         let mr = unsafe {
-            bindings::ib_alloc_mr(pd.as_raw(), bindings::ib_mr_type_IB_MR_TYPE_MEM_REG, max_pages)
+            bindings::ib_alloc_mr(
+                pd.as_raw(),
+                bindings::ib_mr_type_IB_MR_TYPE_MEM_REG,
+                max_pages,
+            )
         };
         let mr = from_err_ptr(mr)?;
         // INVARIANT: allocated just above on `pd`.

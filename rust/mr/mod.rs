@@ -260,9 +260,12 @@ impl SocketMrs {
         if let Some(old) = self.keys.remove(&mr.rkey) {
             Mr::free(&old);
         }
-        if let Err(e) = self.keys.try_create_and_insert(mr.rkey, mr.clone(), GFP_KERNEL) {
+        if let Err(e) = self
+            .keys
+            .try_create_and_insert(mr.rkey, mr.clone(), GFP_KERNEL)
+        {
             Mr::free(&mr);
-            return Err(e.into());
+            return Err(e);
         }
         Ok(cookie)
     }
@@ -444,7 +447,11 @@ impl Mr {
                 false,
             ),
         };
-        stats::inc(if hit { Stat::MrPoolHit } else { Stat::MrPoolMiss });
+        stats::inc(if hit {
+            Stat::MrPoolHit
+        } else {
+            Stat::MrPoolMiss
+        });
         fast.next_key();
         fast.map(&mapping.sg, offset as u64)?;
         let serial = d.next_serial;
@@ -485,7 +492,11 @@ impl Mr {
                 Some(hw) => {
                     let raw = Arc::into_raw(mr.clone());
                     let posted = qp.with_qp(|q| {
-                        q.post_reg_mr(&mr.reg_cqe, &hw.mr, ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE)
+                        q.post_reg_mr(
+                            &mr.reg_cqe,
+                            &hw.mr,
+                            ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE,
+                        )
                     });
                     if posted.is_err() {
                         // SAFETY: Leaked just above for a request that was not posted.

@@ -101,7 +101,11 @@ pub(crate) struct RegQp {
 impl RegQp {
     /// Connects a registration QP on `device` through its local address
     /// `addr` of `net`. Process context, in a task of `net`.
-    pub(super) fn connect(net: NetRef, device: Arc<RdmaDevice>, addr: &Endpoint) -> Result<Arc<Self>> {
+    pub(super) fn connect(
+        net: NetRef,
+        device: Arc<RdmaDevice>,
+        addr: &Endpoint,
+    ) -> Result<Arc<Self>> {
         let this = Arc::pin_init(
             pin_init!(Self {
                 net,
@@ -302,9 +306,7 @@ impl CmHandler for RegCm {
         let accepted = owner
             .device
             .with_pd(|pd| id.create_qp(pd, &mut attr))
-            .and_then(|()| {
-                id.accept(&conn_param())
-            });
+            .and_then(|()| id.accept(&conn_param()));
         if accepted.is_err() {
             // rdma_cm destroys the id (and its QP) when we hand it back; the CQ after.
             drop(link);

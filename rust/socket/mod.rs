@@ -692,7 +692,10 @@ fn set_option(state: ArcBorrow<'_, RdsSock>, sk: &Sock, name: u32, value: SockOp
             if cookie == 0 {
                 return mrs.flush();
             }
-            mrs.free(cookie, flags & u64::from(bindings::RDS_RDMA_INVALIDATE) != 0)
+            mrs.free(
+                cookie,
+                flags & u64::from(bindings::RDS_RDMA_INVALIDATE) != 0,
+            )
         }
         bindings::RDS_RECVERR => {
             let v = read_int(&value)?;
