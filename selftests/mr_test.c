@@ -292,6 +292,33 @@ TEST_F(mr, close_releases_everything)
 	EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
 }
 
+/*
+ * Removing the device deregisters every MR on it at once; sockets keep the
+ * pinned pages until they free or close, and the module unloads after.
+ */
+TEST_F(mr, device_removal_deregisters_and_frees_on_close)
+{
+	int fd = bound_socket(variant->local, 0);
+	long long stale0 = counter("mr_stale");
+	uint64_t cookie[3];
+
+	ASSERT_LE(0, fd);
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(0, get_mr(fd, self->buf + i * 4 * PAGE, 4 * PAGE, 0, &cookie[i]));
+	ASSERT_EQ(12, pinned_now());
+	ASSERT_EQ(0, sh("rdma link del %s_a", variant->kind));
+	EXPECT_LE(stale0 + 3, counter("mr_stale"));
+	EXPECT_EQ(12, pinned_now());
+	EXPECT_EQ(0, free_mr(fd, cookie[0], RDS_RDMA_INVALIDATE));
+	EXPECT_EQ(8, pinned_now());
+	EXPECT_NE(0, get_mr(fd, self->buf, PAGE, 0, &cookie[0]));
+	close(fd);
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
+	/* Bring the pair back for the next test, and unload cleanly. */
+	ASSERT_EQ(0, fixture(variant->kind[0] == 'r' ? "rxe-up" : "siw-up"));
+	ASSERT_EQ(0, rrds_unload());
+}
+
 /* Many processes register and free at once: every cookie is theirs, nothing is left. */
 TEST_F_TIMEOUT(mr, processes_register_at_once, 600)
 {

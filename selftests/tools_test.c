@@ -167,6 +167,21 @@ TEST_F(ib_tools, bench_across_namespaces_verified)
 	EXPECT_NE(NULL, strstr(out, "\"transport\":\"ib\""));
 }
 
+/* rrds mr: the crate's MemoryRegion registers and frees, a new key each time. */
+TEST_F(ib_tools, mr_registers_and_frees)
+{
+	char out[4096];
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s mr -c 50 -s 65536 --invalidate --json %s 2>&1",
+			    rrds_cmd(), variant->local)) TH_LOG("%s", out);
+	TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "\"count\":50,"));
+	EXPECT_NE(NULL, strstr(out, "\"distinct_keys\":50,"));
+	/* Unbound to an RDMA address: the kernel's errno comes through. */
+	EXPECT_NE(0, sh_out(out, sizeof(out), "%s mr -c 1 127.0.0.1 2>&1", rrds_cmd()));
+	EXPECT_NE(NULL, strstr(out, "RDS_GET_MR #1")) TH_LOG("%s", out);
+}
+
 /* rrds ping gets pongs from the other namespace; rrds info shows the connection. */
 TEST_F(ib_tools, ping_and_info_show_the_connection)
 {

@@ -23,6 +23,7 @@
 
 mod addr;
 pub mod info;
+pub mod mr;
 mod socket;
 pub mod sys;
 pub mod xrc;
@@ -34,6 +35,7 @@ pub use info::Counter;
 pub use info::IbConnectionInfo;
 pub use info::MessageInfo;
 pub use info::SocketInfo;
+pub use mr::MemoryRegion;
 pub use socket::RdsSocket;
 pub use socket::Received;
 pub use socket::Transport;

@@ -28,6 +28,9 @@ enum Command {
     Info(cmd::info::InfoArgs),
     /// rrds's XRC target QPs: list, create, watch events, inject (rrds only).
     Xrc(cmd::xrc::XrcArgs),
+    /// Register and free memory regions (RDS_GET_MR / RDS_FREE_MR) through a
+    /// socket bound to LOCAL_ADDR, timing each call. Exits 0 if all succeed.
+    Mr(cmd::mr::MrArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::Info(args) => cmd::info::run(args),
         Command::Xrc(args) => cmd::xrc::run(args),
+        Command::Mr(args) => cmd::mr::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

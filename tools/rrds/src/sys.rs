@@ -183,6 +183,40 @@ pub struct rrds_info_xrc_target {
     pub device: [u8; RRDS_XRC_DEVICE_NAME_LEN],
 }
 
+// Flags of `rds_get_mr_args`, `rds_free_mr_args` and `rds_rdma_args`.
+pub const RDS_RDMA_READWRITE: u64 = 0x0001;
+pub const RDS_RDMA_FENCE: u64 = 0x0002;
+pub const RDS_RDMA_INVALIDATE: u64 = 0x0004;
+pub const RDS_RDMA_USE_ONCE: u64 = 0x0008;
+pub const RDS_RDMA_DONTWAIT: u64 = 0x0010;
+pub const RDS_RDMA_NOTIFY_ME: u64 = 0x0020;
+pub const RDS_RDMA_SILENT: u64 = 0x0040;
+
+/// `struct rds_iovec`: a user buffer (address, length).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct rds_iovec {
+    pub addr: u64,
+    pub bytes: u64,
+}
+
+/// `struct rds_get_mr_args`: the value of `RDS_GET_MR`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct rds_get_mr_args {
+    pub vec: rds_iovec,
+    pub cookie_addr: u64,
+    pub flags: u64,
+}
+
+/// `struct rds_free_mr_args`: the value of `RDS_FREE_MR`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct rds_free_mr_args {
+    pub cookie: u64,
+    pub flags: u64,
+}
+
 /// Largest message `sendmsg` accepts (`RDS_MAX_MSG_SIZE`, `net/rds/rds.h`).
 pub const RDS_MAX_MSG_SIZE: usize = 1 << 20;
 
@@ -430,6 +464,15 @@ mod tests {
         assert_eq!(size_of::<rds6_info_socket>(), 52);
         assert_eq!(offset_of!(rds6_info_socket, bound_port), 36);
         assert_eq!(offset_of!(rds6_info_socket, inum), 44);
+    }
+
+    #[test]
+    fn mr_args_match_the_c_layout() {
+        assert_eq!(size_of::<rds_iovec>(), 16);
+        assert_eq!(size_of::<rds_get_mr_args>(), 32);
+        assert_eq!(offset_of!(rds_get_mr_args, cookie_addr), 16);
+        assert_eq!(offset_of!(rds_get_mr_args, flags), 24);
+        assert_eq!(size_of::<rds_free_mr_args>(), 16);
     }
 
     #[test]

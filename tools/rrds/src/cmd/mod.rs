@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod info;
 pub mod json;
+pub mod mr;
 pub mod ping;
 pub mod stats;
 pub mod xrc;

@@ -1,0 +1,104 @@
+//! `rrds mr`: register and free memory regions (`RDS_GET_MR` /
+//! `RDS_FREE_MR`) through a socket bound to an RDMA address, timing each
+//! call. Against in-tree RDS on an FRWR device (rxe, siw) the first
+//! registration fails with its `EOPNOTSUPP`.
+
+use std::io;
+use std::io::Write;
+use std::net::IpAddr;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use clap::value_parser;
+use clap::Args;
+
+use super::context;
+use super::new_socket;
+use super::stats::Latency;
+
+#[derive(Args, Debug)]
+pub struct MrArgs {
+    /// Registrations (each followed by its free).
+    #[arg(short = 'c', long, default_value_t = 1000, value_parser = value_parser!(u32).range(1..))]
+    pub count: u32,
+    /// Bytes per registration (at most 1 MiB).
+    #[arg(short = 's', long, default_value_t = 4096, value_parser = value_parser!(u64).range(1..=1 << 20))]
+    pub bytes: u64,
+    /// Free with RDS_RDMA_INVALIDATE: each free waits for the invalidation.
+    #[arg(long)]
+    pub invalidate: bool,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Local RDMA address to bind.
+    #[arg(value_name = "LOCAL_ADDR")]
+    pub local: IpAddr,
+}
+
+/// Runs the registrations; `Ok(true)` when all of them succeeded.
+pub fn run(args: &MrArgs) -> io::Result<bool> {
+    let sock = new_socket()?;
+    sock.bind(SocketAddr::new(args.local, 0))
+        .map_err(|e| context(e, format!("bind {}", args.local)))?;
+    let mut buf = vec![0u8; args.bytes as usize];
+    let (mut get_ns, mut free_ns) = (Vec::new(), Vec::new());
+    let mut keys = std::collections::HashSet::new();
+    for i in 0..args.count {
+        let start = Instant::now();
+        let region = sock
+            .register_memory(&mut buf, 0)
+            .map_err(|e| context(e, format!("RDS_GET_MR #{}", i + 1)))?;
+        get_ns.push(start.elapsed().as_nanos() as u64);
+        keys.insert(rrds::mr::cookie_rkey(region.cookie()));
+        let start = Instant::now();
+        region
+            .free(args.invalidate)
+            .map_err(|e| context(e, format!("RDS_FREE_MR #{}", i + 1)))?;
+        free_ns.push(start.elapsed().as_nanos() as u64);
+    }
+    let (get, free) = (Latency::from_nanos(&get_ns), Latency::from_nanos(&free_ns));
+    let mut out = io::stdout().lock();
+    match (get, free, args.json) {
+        (Some(g), Some(f), true) => writeln!(
+            out,
+            "{{\"count\":{},\"bytes\":{},\"invalidate\":{},\"distinct_keys\":{},\
+             \"get_mr_us\":{{\"mean\":{:.1},\"p50\":{:.1},\"p99\":{:.1}}},\
+             \"free_mr_us\":{{\"mean\":{:.1},\"p50\":{:.1},\"p99\":{:.1}}}}}",
+            args.count,
+            args.bytes,
+            args.invalidate,
+            keys.len(),
+            g.mean_us,
+            g.p50_us,
+            g.p99_us,
+            f.mean_us,
+            f.p50_us,
+            f.p99_us
+        )?,
+        (Some(g), Some(f), false) => {
+            writeln!(
+                out,
+                "{} registrations of {} bytes on {}, {} distinct keys",
+                args.count,
+                args.bytes,
+                args.local,
+                keys.len()
+            )?;
+            writeln!(
+                out,
+                "RDS_GET_MR  us: mean {:.1} p50 {:.1} p99 {:.1}",
+                g.mean_us, g.p50_us, g.p99_us
+            )?;
+            writeln!(
+                out,
+                "RDS_FREE_MR us: mean {:.1} p50 {:.1} p99 {:.1}{}",
+                f.mean_us,
+                f.p50_us,
+                f.p99_us,
+                if args.invalidate { " (invalidate)" } else { "" }
+            )?;
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}

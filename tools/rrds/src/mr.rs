@@ -1,0 +1,108 @@
+//! Memory regions: user memory registered for the peer's RDMA
+//! (`RDS_GET_MR` / `RDS_FREE_MR`).
+//!
+//! A [`MemoryRegion`] borrows its buffer mutably for as long as it is
+//! registered, so the buffer can be neither freed nor moved while the peer
+//! may still reach it; dropping the region frees it.
+
+use std::io;
+use std::marker::PhantomData;
+
+use crate::socket::RdsSocket;
+use crate::sys;
+
+/// The cookie's rkey (its low 32 bits).
+pub fn cookie_rkey(cookie: u64) -> u32 {
+    cookie as u32
+}
+
+/// The cookie's offset of the registered buffer in its first page.
+pub fn cookie_offset(cookie: u64) -> u32 {
+    (cookie >> 32) as u32
+}
+
+/// A registered buffer; dropping it frees the registration.
+#[derive(Debug)]
+pub struct MemoryRegion<'a> {
+    sock: &'a RdsSocket,
+    cookie: u64,
+    active: bool,
+    _buf: PhantomData<&'a mut [u8]>,
+}
+
+impl MemoryRegion<'_> {
+    /// The cookie to hand to the peer (`rkey | offset << 32`).
+    pub fn cookie(&self) -> u64 {
+        self.cookie
+    }
+
+    /// Frees the registration now; with `invalidate`
+    /// (`RDS_RDMA_INVALIDATE`), returns once every region the socket freed
+    /// is invalid on the device.
+    pub fn free(mut self, invalidate: bool) -> io::Result<()> {
+        self.active = false;
+        let flags = if invalidate {
+            sys::RDS_RDMA_INVALIDATE
+        } else {
+            0
+        };
+        self.sock.free_mr(self.cookie, flags)
+    }
+}
+
+impl Drop for MemoryRegion<'_> {
+    fn drop(&mut self) {
+        if self.active {
+            // Nothing to report to: a failure means the socket already lost it.
+            let _ = self.sock.free_mr(self.cookie, 0);
+        }
+    }
+}
+
+impl RdsSocket {
+    /// Registers `buf` for the peer's RDMA READ and WRITE (`RDS_GET_MR`)
+    /// with `flags` (`RDS_RDMA_USE_ONCE`, `RDS_RDMA_INVALIDATE`, ...). The
+    /// socket must be bound to an RDMA address (`ENOTCONN` unbound,
+    /// `EOPNOTSUPP` on loopback).
+    pub fn register_memory<'a>(
+        &'a self,
+        buf: &'a mut [u8],
+        flags: u64,
+    ) -> io::Result<MemoryRegion<'a>> {
+        let mut cookie = 0u64;
+        let args = sys::rds_get_mr_args {
+            vec: sys::rds_iovec {
+                addr: buf.as_mut_ptr() as u64,
+                bytes: buf.len() as u64,
+            },
+            cookie_addr: &mut cookie as *mut u64 as u64,
+            flags,
+        };
+        self.setsockopt_value(sys::SOL_RDS, sys::RDS_GET_MR, &args)?;
+        Ok(MemoryRegion {
+            sock: self,
+            cookie,
+            active: true,
+            _buf: PhantomData,
+        })
+    }
+
+    /// `RDS_FREE_MR` of a raw cookie; cookie 0 flushes (waits for every
+    /// freed region's invalidation and releases the device's unused MRs).
+    pub fn free_mr(&self, cookie: u64, flags: u64) -> io::Result<()> {
+        let args = sys::rds_free_mr_args { cookie, flags };
+        self.setsockopt_value(sys::SOL_RDS, sys::RDS_FREE_MR, &args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookie_splits_into_rkey_and_offset() {
+        let cookie = 0x0000_0123_89ab_cdefu64;
+        assert_eq!(cookie_rkey(cookie), 0x89ab_cdef);
+        assert_eq!(cookie_offset(cookie), 0x123);
+    }
+}
