@@ -445,6 +445,7 @@ impl Connection {
     /// `also` is a message the transport posted (some of) while it was not
     /// counted as handed over (upstream has no such window).
     pub(crate) fn reset_for_retransmit(&self, also: Option<u64>) {
+        self.drop_posted_rdma();
         let mut st = self.state.lock();
         let sent = st.sent;
         for i in 0..st.queue.len() {
@@ -459,6 +460,38 @@ impl Connection {
             }
         }
         st.sent = 0;
+    }
+
+    /// The link failed: a message whose RDMA operation was posted (on that
+    /// link, or an earlier one) is not sent again, since its data must not
+    /// arrive without the RDMA having run. It is dropped whole and the op
+    /// reported `RDS_RDMA_DROPPED` if it had no outcome yet, as upstream's
+    /// `rds_send_xmit` does with retransmitted RDMA messages.
+    fn drop_posted_rdma(&self) {
+        loop {
+            let removed = {
+                let mut st = self.state.lock();
+                let at = st
+                    .queue
+                    .position(|out| out.message.rdma().is_some_and(|op| op.was_posted()));
+                match at {
+                    Some(i) => {
+                        if i < st.sent {
+                            st.sent -= 1;
+                        }
+                        st.queue.remove(i)
+                    }
+                    None => None,
+                }
+            };
+            let Some(out) = removed else {
+                break;
+            };
+            if let Some(op) = out.message.rdma() {
+                op.dropped();
+            }
+            out.release();
+        }
     }
 
     /// The peer lost its connection state (its namespace's last socket closed,

@@ -269,6 +269,8 @@ pub(crate) struct Message {
     len: usize,
     inline: [Option<Page>; INLINE_PAGES],
     more: KVec<Page>,
+    /// The RDMA operation posted ahead of the message (`RDS_CMSG_RDMA_ARGS`).
+    rdma: Option<crate::rdma::RdmaOp>,
 }
 
 impl Message {
@@ -279,13 +281,18 @@ impl Message {
                 len: 0,
                 inline: [const { None }; INLINE_PAGES],
                 more: KVec::new(),
+                rdma: None,
             },
             GFP_KERNEL,
         )?)
     }
 
     /// A message of the next `len` bytes of a sendmsg caller's data.
-    pub(crate) fn from_user(msg: &mut MsgHdr, len: usize) -> Result<Arc<Self>> {
+    pub(crate) fn from_user(
+        msg: &mut MsgHdr,
+        len: usize,
+        rdma: Option<crate::rdma::RdmaOp>,
+    ) -> Result<Arc<Self>> {
         if len > MAX_MSG_SIZE {
             return Err(EMSGSIZE);
         }
@@ -307,7 +314,15 @@ impl Message {
             left -= chunk;
         }
         // INVARIANT: `count` pages, inline first, in order.
-        Ok(Arc::new(Message { len, inline, more }, GFP_KERNEL)?)
+        Ok(Arc::new(
+            Message {
+                len,
+                inline,
+                more,
+                rdma,
+            },
+            GFP_KERNEL,
+        )?)
     }
 
     /// A message holding a copy of `bytes` (congestion maps). Process context.
@@ -337,6 +352,11 @@ impl Message {
             at += n;
         }
         Ok(())
+    }
+
+    /// The RDMA operation the message carries, if any.
+    pub(crate) fn rdma(&self) -> Option<&crate::rdma::RdmaOp> {
+        self.rdma.as_ref()
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -422,6 +442,7 @@ impl Assembly {
                 len: self.len,
                 inline: self.inline,
                 more: self.more,
+                rdma: None,
             },
             GFP_KERNEL,
         )?)

@@ -15,6 +15,7 @@ mod ffi;
 mod fifo;
 mod message;
 mod mr;
+mod rdma;
 mod socket;
 mod stats;
 mod transport;

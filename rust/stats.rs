@@ -77,6 +77,9 @@ counters! {
     MrPagesPinned => "mr_pages_pinned",
     MrPagesUnpinned => "mr_pages_unpinned",
     MrQpRecreated => "mr_qp_recreated",
+    // RDMA operations (rust/rdma.rs): status notifications lost for want
+    // of memory.
+    RdmaNotifyLost => "rdma_notify_lost",
 }
 
 const COUNT: usize = NAMES.len();

@@ -271,6 +271,7 @@ static int send_with_cmsg(int fd, const struct sockaddr_in *to, int level, int t
 TEST_F(rds, send_cmsgs_are_checked_as_upstream)
 {
 	struct rds_rdma_args args = { 0 };
+	struct rds_iovec vec;
 	uint64_t cookie = 0;
 	int fd = 0;
 	char buf[8];
@@ -279,9 +280,17 @@ TEST_F(rds, send_cmsgs_are_checked_as_upstream)
 	EXPECT_EQ(-EINVAL, send_with_cmsg(self->a, &self->to, SOL_RDS, 99, &cookie, 8, 0));
 	EXPECT_EQ(-EINVAL, send_with_cmsg(self->a, &self->to, SOL_RDS, RDS_CMSG_RDMA_ARGS,
 					  &args, sizeof(args) - 8, 0));
+	/* RDMA args are checked first: no local iovec is EINVAL, as upstream. */
+	EXPECT_EQ(-EINVAL, send_with_cmsg(self->a, &self->to, SOL_RDS, RDS_CMSG_RDMA_ARGS,
+					  &args, sizeof(args), 0));
 	/* Well-formed RDMA cmsgs: the loopback transport has no RDMA. */
 	EXPECT_EQ(-EOPNOTSUPP, send_with_cmsg(self->a, &self->to, SOL_RDS, RDS_CMSG_RDMA_DEST,
 					      &cookie, sizeof(cookie), 0));
+	vec.addr = (uintptr_t)buf;
+	vec.bytes = sizeof(buf);
+	args.local_vec_addr = (uintptr_t)&vec;
+	args.nr_local = 1;
+	args.remote_vec.bytes = sizeof(buf);
 	EXPECT_EQ(-EOPNOTSUPP, send_with_cmsg(self->a, &self->to, SOL_RDS, RDS_CMSG_RDMA_ARGS,
 					      &args, sizeof(args), 0));
 	/* MSG_ZEROCOPY without a cookie cmsg. */

@@ -21,6 +21,9 @@
 #include "rds_socket.h"
 
 #define NS_A	"rrds-a"
+#define NS_B	"rrds-b"
+#define PORT_A	4001
+#define PORT_B	4002
 #define MIB	(1u << 20)
 #define PAGE	4096u
 
@@ -33,15 +36,18 @@ FIXTURE(mr) {
 FIXTURE_VARIANT(mr) {
 	const char *kind;	/* fixtures.sh <kind>-up; devices <kind>_a, <kind>_b */
 	const char *local;	/* rrds-a's address, on <kind>_a */
+	const char *remote;	/* rrds-b's address, on <kind>_b */
 	unsigned int max_pages;	/* the device's fast-reg page list limit */
+	bool atomics;		/* the device has (plain) atomics */
 };
 
 FIXTURE_VARIANT_ADD(mr, rxe) {
-	.kind = "rxe", .local = "10.254.1.1", .max_pages = 512,
+	.kind = "rxe", .local = "10.254.1.1", .remote = "10.254.1.2", .max_pages = 512,
+	.atomics = true,
 };
 
 FIXTURE_VARIANT_ADD(mr, siw) {
-	.kind = "siw", .local = "10.254.2.1", .max_pages = 256,
+	.kind = "siw", .local = "10.254.2.1", .remote = "10.254.2.2", .max_pages = 256,
 };
 
 FIXTURE_SETUP(mr)
@@ -317,6 +323,356 @@ TEST_F(mr, device_removal_deregisters_and_frees_on_close)
 	/* Bring the pair back for the next test, and unload cleanly. */
 	ASSERT_EQ(0, fixture(variant->kind[0] == 'r' ? "rxe-up" : "siw-up"));
 	ASSERT_EQ(0, rrds_unload());
+}
+
+/*
+ * sendmsg with RDS_CMSG_RDMA_ARGS from @fd to @ip:@port: the operation on
+ * @cookie (+@roff, @rlen bytes), the local @iov, then @len bytes of @data.
+ */
+static int rdma_send(int fd, const char *ip, int port, uint64_t cookie, uint64_t roff,
+		     uint64_t rlen, struct rds_iovec *iov, uint64_t n, uint64_t flags,
+		     uint64_t token, const void *data, size_t len)
+{
+	struct rds_rdma_args args = {
+		.cookie = cookie,
+		.remote_vec = { .addr = roff, .bytes = rlen },
+		.local_vec_addr = (uintptr_t)iov,
+		.nr_local = n,
+		.flags = flags,
+		.user_token = token,
+	};
+	char control[CMSG_SPACE(sizeof(args))];
+	struct sockaddr_in to = sin4(ip, port);
+	struct iovec v = { .iov_base = (void *)data, .iov_len = len };
+	struct msghdr msg = {
+		.msg_name = &to, .msg_namelen = sizeof(to), .msg_iov = &v, .msg_iovlen = 1,
+		.msg_control = control, .msg_controllen = sizeof(control),
+	};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+
+	memset(control, 0, sizeof(control));
+	c->cmsg_level = SOL_RDS;
+	c->cmsg_type = RDS_CMSG_RDMA_ARGS;
+	c->cmsg_len = CMSG_LEN(sizeof(args));
+	memcpy(CMSG_DATA(c), &args, sizeof(args));
+	return sendmsg(fd, &msg, 0) < 0 ? -errno : 0;
+}
+
+/* The next RDMA status on @fd: 1 with *@token and *@status, 0 if none in 20 s, -errno. */
+static int rdma_status(int fd, uint64_t *token, int *status)
+{
+	struct rds_rdma_notify n;
+	char control[CMSG_SPACE(sizeof(n)) + 64], data[64];
+	struct iovec v = { .iov_base = data, .iov_len = sizeof(data) };
+	struct msghdr msg = {
+		.msg_iov = &v, .msg_iovlen = 1,
+		.msg_control = control, .msg_controllen = sizeof(control),
+	};
+	struct cmsghdr *c;
+	ssize_t got = recvmsg(fd, &msg, 0);
+
+	if (got < 0)
+		return errno == EAGAIN ? 0 : -errno;
+	for (c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level == SOL_RDS && c->cmsg_type == RDS_CMSG_RDMA_STATUS &&
+		    c->cmsg_len == CMSG_LEN(sizeof(n))) {
+			memcpy(&n, CMSG_DATA(c), sizeof(n));
+			*token = n.user_token;
+			*status = n.status;
+			return got == 0 ? 1 : -EPROTO;
+		}
+	}
+	return -EPROTO;
+}
+
+/* A socket of rrds-b bound to @ip:@port, made from rrds-b; back in rrds-a after. */
+static int peer_socket(const char *ip, int port)
+{
+	int fd;
+
+	if (enter_ns(NS_B))
+		return -1;
+	fd = bound_socket(ip, port);
+	if (enter_ns(NS_A)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * RDS_GET_MR on a socket of rrds-b, made from rrds-b: on iWARP the
+ * namespace's registration QP is connected by the calling task, whose
+ * namespace siw opens its TCP sockets in.
+ */
+static int peer_get_mr(int fd, const void *addr, uint64_t len, uint64_t flags,
+		       uint64_t *cookie)
+{
+	int ret;
+
+	if (enter_ns(NS_B))
+		return -EIO;
+	ret = get_mr(fd, addr, len, flags, cookie);
+	if (enter_ns(NS_A))
+		return -EIO;
+	return ret;
+}
+
+static void set_timeouts(int fd)
+{
+	struct timeval tv = { .tv_sec = 20 };
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+/*
+ * The peer's memory written and read through its cookie, byte for byte, at
+ * every size and alignment; the sender hears each outcome (NOTIFY_ME), and
+ * the message behind the operation arrives after it.
+ */
+TEST_F_TIMEOUT(mr, rdma_write_and_read_verified, 600)
+{
+	static const struct { size_t roff, loff, len; } cases[] = {
+		{ 0, 0, 1 }, { 5, 3, PAGE - 1 }, { 0, 0, PAGE }, { 100, 4000, 64 * 1024 },
+		{ 0, 0, MIB }, { 77, 1, MIB },
+	};
+	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
+	char *local = self->buf, *remote;
+	char got[16];
+	uint64_t token;
+	int status;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	set_timeouts(a);
+	set_timeouts(b);
+	remote = mmap(NULL, MIB + 2 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		      -1, 0);
+	ASSERT_NE(MAP_FAILED, remote);
+	for (unsigned int i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t len = cases[i].len, roff = cases[i].roff, loff = cases[i].loff;
+		size_t pages = (roff % PAGE + len + PAGE - 1) / PAGE;
+		size_t lpages = (loff % PAGE + len + PAGE - 1) / PAGE;
+		struct rds_iovec iov = { .addr = (uintptr_t)(local + loff), .bytes = len };
+		uint64_t cookie;
+
+		if (pages > variant->max_pages || lpages > 257)
+			continue;
+		/* WRITE: local pattern into the peer's region; guards stay. */
+		for (size_t j = 0; j < len; j++)
+			local[loff + j] = (char)(j * 7 + i);
+		memset(remote, 0xee, MIB + 2 * PAGE);
+		ASSERT_EQ(0, peer_get_mr(b, remote + roff, len, 0, &cookie));
+		ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, len, &iov, 1,
+				       RDS_RDMA_READWRITE | RDS_RDMA_NOTIFY_ME, 100 + i, "w", 1)) {
+			TH_LOG("case %u", i);
+		}
+		ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+		EXPECT_EQ('w', got[0]);
+		EXPECT_EQ(1, rdma_status(a, &token, &status));
+		EXPECT_EQ(100 + i, token);
+		EXPECT_EQ(RDS_RDMA_SUCCESS, status);
+		EXPECT_EQ(0, memcmp(remote + roff, local + loff, len)) TH_LOG("write case %u", i);
+		if (roff)
+			EXPECT_EQ((char)0xee, remote[roff - 1]);
+		EXPECT_EQ((char)0xee, remote[roff + len]);
+		/* READ: the peer's pattern into local memory. */
+		for (size_t j = 0; j < len; j++)
+			remote[roff + j] = (char)(j * 13 + i + 1);
+		memset(local, 0, MIB + PAGE);
+		ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, len, &iov, 1,
+				       RDS_RDMA_NOTIFY_ME, 200 + i, "r", 1));
+		ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+		EXPECT_EQ(1, rdma_status(a, &token, &status));
+		EXPECT_EQ(200 + i, token);
+		EXPECT_EQ(RDS_RDMA_SUCCESS, status);
+		EXPECT_EQ(0, memcmp(remote + roff, local + loff, len)) TH_LOG("read case %u", i);
+		EXPECT_EQ(0, free_mr(b, cookie, RDS_RDMA_INVALIDATE));
+	}
+	close(a);
+	close(b);
+	munmap(remote, MIB + 2 * PAGE);
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
+}
+
+/*
+ * Three local pieces into one remote region; a USE_ONCE MR goes with its
+ * first RDMA; an invalidated cookie is a REMOTE_ERROR.
+ */
+TEST_F(mr, rdma_gathers_use_once_and_stale_cookie)
+{
+	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
+	char *remote = self->buf + MIB, got[16];
+	struct rds_iovec iov[3] = {
+		{ .addr = (uintptr_t)self->buf + 10, .bytes = 100 },
+		{ .addr = (uintptr_t)self->buf + 3 * PAGE, .bytes = PAGE + 5 },
+		{ .addr = (uintptr_t)self->buf + 9 * PAGE - 1, .bytes = 2 },
+	};
+	struct rds_iovec bad[2] = { { .addr = (uintptr_t)self->buf, .bytes = 0 },
+				    { .addr = (uint64_t)-8, .bytes = 16 } };
+	struct sockaddr_in to = sin4(variant->remote, PORT_B);
+	uint64_t cookie, once, token;
+	int status;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	set_timeouts(a);
+	set_timeouts(b);
+	for (size_t j = 0; j < 10 * PAGE; j++)
+		self->buf[j] = (char)(j * 31);
+	memset(remote, 0, 3 * PAGE);
+	ASSERT_EQ(0, peer_get_mr(b, remote, 3 * PAGE, 0, &cookie));
+	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 7, 3 * PAGE - 7, iov, 3,
+			       RDS_RDMA_READWRITE | RDS_RDMA_NOTIFY_ME, 1, "g", 1));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	ASSERT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(RDS_RDMA_SUCCESS, status);
+	EXPECT_EQ(0, memcmp(remote + 7, self->buf + 10, 100));
+	EXPECT_EQ(0, memcmp(remote + 107, self->buf + 3 * PAGE, PAGE + 5));
+	EXPECT_EQ(0, memcmp(remote + 107 + PAGE + 5, self->buf + 9 * PAGE - 1, 2));
+	EXPECT_EQ(0, remote[6]);
+	/* Bad arguments, each with upstream's errno. */
+	EXPECT_EQ(-EINVAL, rdma_send(a, variant->remote, PORT_B, cookie, 0, 3 * PAGE, iov, 0,
+				     RDS_RDMA_READWRITE, 0, "x", 1));
+	EXPECT_EQ(-EMSGSIZE, rdma_send(a, variant->remote, PORT_B, cookie, 0, 3 * PAGE, iov,
+				       1025, RDS_RDMA_READWRITE, 0, "x", 1));
+	EXPECT_EQ(-EINVAL, rdma_send(a, variant->remote, PORT_B, cookie, 0, 50, iov, 1,
+				     RDS_RDMA_READWRITE, 0, "x", 1));
+	EXPECT_EQ(-EFAULT, rdma_send(a, variant->remote, PORT_B, cookie, 0, 3 * PAGE,
+				     (struct rds_iovec *)8, 1, RDS_RDMA_READWRITE, 0, "x", 1));
+	EXPECT_EQ(-EINVAL, rdma_send(a, variant->remote, PORT_B, cookie, 0, 3 * PAGE, bad, 1,
+				     RDS_RDMA_READWRITE, 0, "x", 1));
+	EXPECT_EQ(-EINVAL, rdma_send(a, variant->remote, PORT_B, cookie, 0, 3 * PAGE, bad + 1, 1,
+				     RDS_RDMA_READWRITE, 0, "x", 1));
+	/* USE_ONCE: the peer's MR goes as the message of the RDMA to it arrives. */
+	ASSERT_EQ(0, peer_get_mr(b, remote + 4 * PAGE, PAGE, RDS_RDMA_USE_ONCE, &once));
+	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, once, 0, 100, iov, 1,
+			       RDS_RDMA_READWRITE | RDS_RDMA_NOTIFY_ME, 3, "u", 1));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	EXPECT_EQ('u', got[0]);
+	ASSERT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(RDS_RDMA_SUCCESS, status);
+	EXPECT_EQ(0, memcmp(remote + 4 * PAGE, self->buf + 10, 100));
+	EXPECT_EQ(-EINVAL, free_mr(b, once, 0));
+	/*
+	 * The cookie invalidated: the peer's device refuses the key. A READ, so
+	 * the outcome is the peer's answer on iWARP too, where a WRITE completes
+	 * once its data is sent and a refusal only resets the connection.
+	 */
+	EXPECT_EQ(0, free_mr(b, cookie, RDS_RDMA_INVALIDATE));
+	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, 100, iov, 1,
+			       RDS_RDMA_NOTIFY_ME, 2, "s", 1));
+	ASSERT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(2u, token);
+	/*
+	 * The peer's NAK gives REMOTE_ERROR; if the peer's disconnect flushes
+	 * our QP first, the operation ends DROPPED. Never success.
+	 */
+	EXPECT_TRUE(status == RDS_RDMA_REMOTE_ERROR || status == RDS_RDMA_DROPPED)
+		TH_LOG("status %d", status);
+	/*
+	 * Ordinary messages keep flowing once the connection recovers; the
+	 * failed operation's own message is dropped, never delivered without
+	 * its RDMA (as upstream).
+	 */
+	ASSERT_EQ(2, ERR(sendto(a, "ok", 2, 0, (struct sockaddr *)&to, sizeof(to))));
+	ASSERT_EQ(2, ERR(recv(b, got, sizeof(got), 0)));
+	EXPECT_EQ(0, memcmp(got, "ok", 2));
+	close(a);
+	close(b);
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
+}
+
+/* An atomic cmsg of @type on the peer's @cookie; the old value lands in *@result. */
+static int atomic_send(int fd, const char *ip, int port, int type, uint64_t cookie,
+		       void *result, const uint64_t v[4], uint64_t flags, uint64_t token)
+{
+	struct rds_atomic_args args = {
+		.cookie = cookie, .local_addr = (uintptr_t)result, .flags = flags,
+		.user_token = token,
+	};
+	char control[CMSG_SPACE(sizeof(args))];
+	struct sockaddr_in to = sin4(ip, port);
+	struct iovec data = { .iov_base = "t", .iov_len = 1 };
+	struct msghdr msg = {
+		.msg_name = &to, .msg_namelen = sizeof(to), .msg_iov = &data, .msg_iovlen = 1,
+		.msg_control = control, .msg_controllen = sizeof(control),
+	};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+
+	args.m_cswp.compare = v[0];
+	args.m_cswp.swap = v[1];
+	args.m_cswp.compare_mask = v[2];
+	args.m_cswp.swap_mask = v[3];
+	memset(control, 0, sizeof(control));
+	c->cmsg_level = SOL_RDS;
+	c->cmsg_type = type;
+	c->cmsg_len = CMSG_LEN(sizeof(args));
+	memcpy(CMSG_DATA(c), &args, sizeof(args));
+	return sendmsg(fd, &msg, 0) < 0 ? -errno : 0;
+}
+
+/*
+ * Fetch-and-add and compare-and-swap on the peer's memory where the device
+ * has atomics (rxe), values checked on both sides; EOPNOTSUPP before
+ * anything is posted for forms the device lacks (siw: all; rxe: masked).
+ */
+TEST_F(mr, atomics_where_the_device_has_them)
+{
+	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
+	volatile uint64_t *counter = (uint64_t *)(self->buf + MIB);
+	uint64_t *result = (uint64_t *)(self->buf + 64), cookie, token;
+	const uint64_t add3[4] = { 3 }, swap8[4] = { 8, 100 }, swap1[4] = { 1, 7 };
+	const uint64_t masked[4] = { 1, 0, ~0ull, ~0ull };
+	char got[16];
+	int status;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	set_timeouts(a);
+	set_timeouts(b);
+	*counter = 5;
+	ASSERT_EQ(0, peer_get_mr(b, (void *)counter, 8, 0, &cookie));
+	/* Unaligned local result: EFAULT, as upstream. */
+	EXPECT_EQ(-EFAULT, atomic_send(a, variant->remote, PORT_B, RDS_CMSG_ATOMIC_FADD, cookie,
+				       (char *)result + 4, add3, 0, 0));
+	EXPECT_EQ(-EOPNOTSUPP, atomic_send(a, variant->remote, PORT_B,
+					   RDS_CMSG_MASKED_ATOMIC_FADD, cookie, result, masked,
+					   0, 0));
+	if (!variant->atomics) {
+		EXPECT_EQ(-EOPNOTSUPP, atomic_send(a, variant->remote, PORT_B,
+						   RDS_CMSG_ATOMIC_CSWP, cookie, result, swap8, 0, 0));
+		EXPECT_EQ(5u, *counter);
+		goto out;
+	}
+	ASSERT_EQ(0, atomic_send(a, variant->remote, PORT_B, RDS_CMSG_ATOMIC_FADD, cookie, result,
+				 add3, RDS_RDMA_NOTIFY_ME, 1));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	ASSERT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(RDS_RDMA_SUCCESS, status);
+	EXPECT_EQ(5u, *result);
+	EXPECT_EQ(8u, *counter);
+	ASSERT_EQ(0, atomic_send(a, variant->remote, PORT_B, RDS_CMSG_ATOMIC_CSWP, cookie, result,
+				 swap8, RDS_RDMA_NOTIFY_ME, 2));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	ASSERT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(RDS_RDMA_SUCCESS, status);
+	EXPECT_EQ(8u, *result);
+	EXPECT_EQ(100u, *counter);
+	/* A compare that fails swaps nothing and still returns the old value. */
+	ASSERT_EQ(0, atomic_send(a, variant->remote, PORT_B, RDS_CMSG_ATOMIC_CSWP, cookie, result,
+				 swap1, RDS_RDMA_NOTIFY_ME, 3));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	ASSERT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(3u, token);
+	EXPECT_EQ(100u, *result);
+	EXPECT_EQ(100u, *counter);
+out:
+	EXPECT_EQ(0, free_mr(b, cookie, RDS_RDMA_INVALIDATE));
+	close(a);
+	close(b);
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
 }
 
 /* Many processes register and free at once: every cookie is theirs, nothing is left. */

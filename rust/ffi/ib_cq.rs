@@ -222,6 +222,7 @@ impl DmaPage {
 /// `addr` maps the page for `direction` on `device` until `drop`.
 pub(crate) struct DmaMapping {
     addr: u64,
+    len: usize,
     device: *mut bindings::ib_device,
     direction: bindings::dma_data_direction,
 }
@@ -251,6 +252,38 @@ impl DmaMapping {
         // INVARIANT: mapped just above.
         Ok(Self {
             addr,
+            len: PAGE_SIZE,
+            device,
+            direction,
+        })
+    }
+
+    /// Maps `len` bytes at `offset` of a page the caller keeps pinned (user
+    /// memory of an RDMA operation) until the mapping is dropped. Any context.
+    ///
+    /// # Safety
+    ///
+    /// `page` must be a valid page that stays allocated while the mapping exists.
+    pub(crate) unsafe fn map_pinned(
+        device: *mut bindings::ib_device,
+        page: *mut bindings::page,
+        offset: usize,
+        len: usize,
+        direction: DmaDirection,
+    ) -> Result<Self> {
+        let direction = direction.raw();
+        // SAFETY: `device` is registered; `page` is valid (the caller's guarantee).
+        let addr = unsafe {
+            bindings::rrds_ib_dma_map_page(device, page, offset as c_ulong, len, direction)
+        };
+        // SAFETY: `addr` was just returned by a mapping on `device`.
+        if unsafe { bindings::rrds_ib_dma_mapping_error(device, addr) } != 0 {
+            return Err(ENOMEM);
+        }
+        // INVARIANT: mapped just above.
+        Ok(Self {
+            addr,
+            len,
             device,
             direction,
         })
@@ -265,7 +298,7 @@ impl Drop for DmaMapping {
     fn drop(&mut self) {
         // SAFETY: The mapping is live (type invariant) and ends here.
         unsafe {
-            bindings::rrds_ib_dma_unmap_page(self.device, self.addr, PAGE_SIZE, self.direction)
+            bindings::rrds_ib_dma_unmap_page(self.device, self.addr, self.len, self.direction)
         };
     }
 }
@@ -314,9 +347,24 @@ impl QpRef {
         sges: &mut [bindings::ib_sge],
         solicited: bool,
     ) -> Result {
+        self.post_send_fenced(cqe, sges, solicited, false)
+    }
+
+    /// As `post_send`; with `fence`, the SEND waits for earlier RDMA READs
+    /// of the QP to complete (`IB_SEND_FENCE`).
+    pub(crate) fn post_send_fenced<T: CompletionHandler>(
+        &self,
+        cqe: &Cqe<T>,
+        sges: &mut [bindings::ib_sge],
+        solicited: bool,
+        fence: bool,
+    ) -> Result {
         let mut flags = bindings::ib_send_flags_IB_SEND_SIGNALED;
         if solicited {
             flags |= bindings::ib_send_flags_IB_SEND_SOLICITED;
+        }
+        if fence {
+            flags |= bindings::ib_send_flags_IB_SEND_FENCE;
         }
         let wr = bindings::ib_send_wr {
             next: core::ptr::null_mut(),

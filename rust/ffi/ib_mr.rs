@@ -114,6 +114,11 @@ impl PinnedPages {
     pub(crate) fn count(&self) -> usize {
         self.pages.len()
     }
+
+    /// Page `i`, pinned while `self` lives.
+    pub(crate) fn page(&self, i: usize) -> Option<*mut bindings::page> {
+        self.pages.get(i).copied()
+    }
 }
 
 impl Drop for PinnedPages {
@@ -353,6 +358,10 @@ pub(crate) const ACCESS_REMOTE_WRITE: i32 = (bindings::ib_access_flags_IB_ACCESS
     | bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE)
     as i32;
 
+/// Atomic access for the peer (on devices with atomics).
+pub(crate) const ACCESS_REMOTE_ATOMIC: i32 =
+    bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC as i32;
+
 fn post(qp: &QpRef, wr: &bindings::ib_send_wr) -> Result {
     let mut bad = ptr::null();
     // SAFETY: The QP is live (QpRef invariant); the request and what it points to
@@ -399,5 +408,71 @@ impl QpRef {
             ..Default::default()
         };
         post(self, &wr)
+    }
+
+    /// Posts one signalled RDMA WRITE (or READ) of `sge` to (from) the
+    /// peer's `remote_addr` under `rkey`, completing to `cqe`.
+    pub(crate) fn post_rdma<T: CompletionHandler>(
+        &self,
+        cqe: &Cqe<T>,
+        sge: &mut bindings::ib_sge,
+        write: bool,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result {
+        let opcode = if write {
+            bindings::ib_wr_opcode_IB_WR_RDMA_WRITE
+        } else {
+            bindings::ib_wr_opcode_IB_WR_RDMA_READ
+        };
+        let wr = bindings::ib_rdma_wr {
+            wr: bindings::ib_send_wr {
+                __bindgen_anon_1: bindings::ib_send_wr__bindgen_ty_1 {
+                    wr_cqe: cqe.as_raw(),
+                },
+                sg_list: sge,
+                num_sge: 1,
+                opcode,
+                send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as c_int,
+                ..Default::default()
+            },
+            remote_addr,
+            rkey,
+        };
+        post(self, &wr.wr)
+    }
+
+    /// Posts one signalled atomic operation (`opcode`, an `IB_WR_*ATOMIC*`)
+    /// on the peer's 8 bytes at `remote_addr` under `rkey`; the original
+    /// value lands in `sge`. Completes to `cqe`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn post_atomic<T: CompletionHandler>(
+        &self,
+        cqe: &Cqe<T>,
+        sge: &mut bindings::ib_sge,
+        opcode: u32,
+        remote_addr: u64,
+        rkey: u32,
+        values: [u64; 4],
+    ) -> Result {
+        let wr = bindings::ib_atomic_wr {
+            wr: bindings::ib_send_wr {
+                __bindgen_anon_1: bindings::ib_send_wr__bindgen_ty_1 {
+                    wr_cqe: cqe.as_raw(),
+                },
+                sg_list: sge,
+                num_sge: 1,
+                opcode,
+                send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as c_int,
+                ..Default::default()
+            },
+            remote_addr,
+            compare_add: values[0],
+            swap: values[1],
+            compare_add_mask: values[2],
+            swap_mask: values[3],
+            rkey,
+        };
+        post(self, &wr.wr)
     }
 }

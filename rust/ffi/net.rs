@@ -406,9 +406,10 @@ impl MsgHdr {
         unsafe { (*self.0).msg_flags }
     }
 
-    /// The control messages of a sendmsg call, as `(level, type, cmsg_len)`;
-    /// a malformed one (upstream's `CMSG_OK` failing) is `EINVAL` and ends the walk.
-    pub(crate) fn cmsgs(&self) -> impl Iterator<Item = Result<(i32, i32, usize)>> + '_ {
+    /// The control messages of a sendmsg call, as `(level, type, cmsg_len,
+    /// data)`; a malformed one (upstream's `CMSG_OK` failing) is `EINVAL` and
+    /// ends the walk.
+    pub(crate) fn cmsgs(&self) -> impl Iterator<Item = Result<(i32, i32, usize, &[u8])>> + '_ {
         const HDR: usize = core::mem::size_of::<bindings::cmsghdr>();
         // SAFETY: Valid msghdr (type invariant). For sendmsg, the socket layer copied
         // the control buffer into kernel memory of `msg_controllen` bytes, and cleared
@@ -438,8 +439,11 @@ impl MsgHdr {
                 done = true;
                 return Some(Err(EINVAL));
             }
+            // SAFETY: `at + len <= size`, inside the kernel buffer, which lives as
+            // long as the msghdr borrowed by `self`.
+            let data = unsafe { core::slice::from_raw_parts(base.add(at + HDR), len - HDR) };
             at += (len + 7) & !7;
-            Some(Ok((hdr.cmsg_level, hdr.cmsg_type, len)))
+            Some(Ok((hdr.cmsg_level, hdr.cmsg_type, len, data)))
         })
     }
 

@@ -39,11 +39,13 @@ use crate::{
             Cqe,
             WorkCompletion, //
         },
+        ib_device::AtomicCap,
         ib_mr::{
             FastRegMr,
             MappedSg,
             PinnedPages,
             SgDirection,
+            ACCESS_REMOTE_ATOMIC,
             ACCESS_REMOTE_READ,
             ACCESS_REMOTE_WRITE, //
         },
@@ -295,6 +297,18 @@ impl SocketMrs {
         Ok(())
     }
 
+    /// The peer's RDMA to `rkey` completed (its message arrived): an MR
+    /// registered with `RDS_RDMA_USE_ONCE` is freed now, as upstream's
+    /// `rds_rdma_unuse`.
+    pub(crate) fn used(&mut self, rkey: u32) {
+        if !self.keys.get(&rkey).is_some_and(|mr| mr.use_once) {
+            return;
+        }
+        if let Some(mr) = self.keys.remove(&rkey) {
+            Mr::free(&mr);
+        }
+    }
+
     fn wait_invalid(&self) -> Result {
         let mut timeo = msecs_to_jiffies(COMPLETION_TIMEOUT_MS) as isize;
         let mut pending = self.owner.pending.lock();
@@ -490,14 +504,13 @@ impl Mr {
                 // Removed with the device in the meantime.
                 None => Err(ENODEV),
                 Some(hw) => {
+                    // Atomics where the device has them (siw has none).
+                    let mut access = ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE;
+                    if device.caps().atomic != AtomicCap::None {
+                        access |= ACCESS_REMOTE_ATOMIC;
+                    }
                     let raw = Arc::into_raw(mr.clone());
-                    let posted = qp.with_qp(|q| {
-                        q.post_reg_mr(
-                            &mr.reg_cqe,
-                            &hw.mr,
-                            ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE,
-                        )
-                    });
+                    let posted = qp.with_qp(|q| q.post_reg_mr(&mr.reg_cqe, &hw.mr, access));
                     if posted.is_err() {
                         // SAFETY: Leaked just above for a request that was not posted.
                         drop(unsafe { Arc::from_raw(raw) });

@@ -196,6 +196,8 @@ struct RecvQueue {
     rx_trace_pos: [u8; 3],
     /// The bound IPv6 scope id, which IPv6 sources are reported with.
     bound_scope: u32,
+    /// RDMA operation outcomes to report (`RDS_CMSG_RDMA_STATUS`): token, status.
+    rdma_notes: Fifo<(u64, i32)>,
 }
 
 /// One RDS socket.
@@ -278,6 +280,20 @@ impl RdsSock {
     }
 
     /// A queued message was acknowledged or cancelled: credit its bytes.
+    /// An RDMA operation of this socket ended with `status` (atomic context).
+    /// Lost only if no memory can be had for the queue, which is counted.
+    pub(crate) fn rdma_status(&self, token: u64, status: i32) {
+        let queued = self
+            .rx
+            .lock()
+            .rdma_notes
+            .push_back((token, status), GFP_ATOMIC);
+        if queued.is_err() {
+            crate::stats::inc(crate::stats::Stat::RdmaNotifyLost);
+        }
+        self.wait.notify_all();
+    }
+
     pub(crate) fn send_completed(&self, len: usize) {
         let mut tx = self.tx.lock();
         tx.bytes = tx.bytes.saturating_sub(len);
@@ -527,7 +543,11 @@ impl SocketFamily for RdsFamily {
         let mut mask = 0;
         {
             let rx = state.rx.lock();
-            if !rx.messages.is_empty() || rx.cong_notify != 0 || state.xrc_has_events() {
+            if !rx.messages.is_empty()
+                || rx.cong_notify != 0
+                || !rx.rdma_notes.is_empty()
+                || state.xrc_has_events()
+            {
                 mask |= poll_bits::IN | poll_bits::RDNORM;
             }
         }

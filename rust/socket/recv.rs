@@ -30,6 +30,7 @@ use crate::{
     },
     fifo::Fifo,
     message::{
+        Extension,
         Header,
         Message, //
     },
@@ -98,6 +99,14 @@ pub(crate) fn incoming(conn: &Connection, dir: Direction, header: Header, messag
         port: header.sport,
         scope: 0,
     };
+    for ext in header.extensions() {
+        match ext {
+            // The sender's RDMA to our MR is done (RC ordering): a USE_ONCE MR goes.
+            Extension::Rdma { rkey } => sock.mrs.lock().used(rkey),
+            Extension::RdmaBytes { bytes, .. } => stats::add(Stat::RecvRdmaBytes, bytes.into()),
+            _ => {}
+        }
+    }
     sock.deliver(Incoming {
         header,
         from,
@@ -238,8 +247,24 @@ pub(super) fn recvmsg(
     let (head_header, from, message, received_ns, mut stamps, (trace_count, trace_pos, scope)) = loop {
         let mut rx = state.rx.lock();
         wait_until(&state.wait, &mut rx, &mut timeo, |r| {
-            !r.messages.is_empty() || r.cong_notify != 0 || state.xrc_has_events()
+            !r.messages.is_empty()
+                || r.cong_notify != 0
+                || !r.rdma_notes.is_empty()
+                || state.xrc_has_events()
         })?;
+        // RDMA outcomes first, as upstream's `rds_notify_queue_get`.
+        if let Some(&(token, status)) = rx.rdma_notes.front() {
+            if !peek {
+                rx.rdma_notes.pop_front();
+            }
+            drop(rx);
+            // `struct rds_rdma_notify`: u64 token, s32 status, 4 bytes of padding.
+            let mut note = [0u8; 16];
+            note[..8].copy_from_slice(&token.to_ne_bytes());
+            note[8..12].copy_from_slice(&status.to_ne_bytes());
+            msg.put_cmsg(bindings::SOL_RDS, bindings::RDS_CMSG_RDMA_STATUS, &note)?;
+            return Ok(0);
+        }
         if rx.cong_notify != 0 {
             let notify = core::mem::take(&mut rx.cong_notify);
             drop(rx);

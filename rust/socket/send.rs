@@ -20,6 +20,7 @@ use crate::{
     errno,
     ffi::{
         bindings,
+        ib_device::AtomicCap,
         net::{
             MsgHdr,
             Sock, //
@@ -27,9 +28,14 @@ use crate::{
     },
     message::{
         flags,
+        Extension,
         Header,
         Message,
         MAX_MSG_SIZE, //
+    },
+    rdma::{
+        RdmaOp,
+        ATOMIC_ARGS_LEN, //
     },
     stats::{
         self,
@@ -39,24 +45,33 @@ use crate::{
     wait::wait_until,
 };
 
+/// `RDS_FLAG_RDMA_WR_BYTES` / `RDS_FLAG_RDMA_RD_BYTES` (net/rds/rds.h): the
+/// direction an `RdmaBytes` extension counts.
+const RDMA_WR_BYTES: u8 = 0x01;
+const RDMA_RD_BYTES: u8 = 0x02;
+
 /// `CMSG_LEN(sizeof(struct rds_rdma_args))`: shorter RDMA_ARGS are EINVAL.
 const RDMA_ARGS_CMSG_LEN: usize = 16 + 56;
 
 /// What the control messages of a send ask for.
 #[derive(Default)]
-struct SendCmsgs {
-    /// An RDMA or atomic operation (or a map/dest/cookie for one).
-    rdma: bool,
+struct SendCmsgs<'a> {
+    /// The `struct rds_rdma_args` of an RDMA operation.
+    rdma_args: Option<&'a [u8]>,
+    /// The cmsg type and `struct rds_atomic_args` of an atomic operation.
+    atomic: Option<(u32, &'a [u8])>,
+    /// Operations rrds does not carry yet (RDMA_MAP, RDMA_DEST).
+    unsupported: bool,
     zcopy_cookie: bool,
 }
 
 /// Checks the control messages as upstream's `rds_rm_size` does: malformed
 /// or unknown SOL_RDS ones are EINVAL; other levels are ignored.
-fn parse_cmsgs(msg: &MsgHdr) -> Result<SendCmsgs> {
+fn parse_cmsgs<'a>(msg: &'a MsgHdr) -> Result<SendCmsgs<'a>> {
     let mut found = SendCmsgs::default();
     let (mut group_ops, mut group_map) = (false, false);
     for cmsg in msg.cmsgs() {
-        let (level, kind, len) = cmsg?;
+        let (level, kind, len, data) = cmsg?;
         if level != bindings::SOL_RDS as i32 {
             continue;
         }
@@ -65,13 +80,30 @@ fn parse_cmsgs(msg: &MsgHdr) -> Result<SendCmsgs> {
                 if len < RDMA_ARGS_CMSG_LEN {
                     return Err(EINVAL);
                 }
+                // One operation per message.
+                if found.rdma_args.is_some() || found.atomic.is_some() {
+                    return Err(EINVAL);
+                }
+                found.rdma_args = Some(data);
                 group_ops = true;
             }
             bindings::RDS_CMSG_ATOMIC_CSWP
             | bindings::RDS_CMSG_ATOMIC_FADD
             | bindings::RDS_CMSG_MASKED_ATOMIC_CSWP
-            | bindings::RDS_CMSG_MASKED_ATOMIC_FADD => group_ops = true,
-            bindings::RDS_CMSG_RDMA_DEST | bindings::RDS_CMSG_RDMA_MAP => group_map = true,
+            | bindings::RDS_CMSG_MASKED_ATOMIC_FADD => {
+                if data.len() < ATOMIC_ARGS_LEN
+                    || found.rdma_args.is_some()
+                    || found.atomic.is_some()
+                {
+                    return Err(EINVAL);
+                }
+                found.atomic = Some((kind as u32, data));
+                group_ops = true;
+            }
+            bindings::RDS_CMSG_RDMA_DEST | bindings::RDS_CMSG_RDMA_MAP => {
+                group_map = true;
+                found.unsupported = true;
+            }
             bindings::RDS_CMSG_ZCOPY_COOKIE => {
                 found.zcopy_cookie = true;
                 group_map = true;
@@ -82,7 +114,6 @@ fn parse_cmsgs(msg: &MsgHdr) -> Result<SendCmsgs> {
     if group_ops && group_map {
         return Err(EINVAL);
     }
-    found.rdma = group_ops || (group_map && !found.zcopy_cookie);
     Ok(found)
 }
 
@@ -104,7 +135,7 @@ pub(super) fn sendmsg(
     } else {
         Some(Endpoint::parse(msg.name(), Purpose::SendTo)?)
     };
-    let (from, to, transport, tos, route) = {
+    let (from, to, transport, tos, route, recverr) = {
         let s = state.state.lock();
         let from = s.bound.ok_or_else(errno::enotconn)?;
         let to = match named {
@@ -127,9 +158,32 @@ pub(super) fn sendmsg(
             s.transport.ok_or_else(errno::enotconn)?,
             s.tos,
             route,
+            s.recverr,
         )
     };
     let cmsgs = parse_cmsgs(msg)?;
+    let unsupported = cmsgs.unsupported;
+    // Checked and pinned before the transport is known, as upstream's
+    // `rds_cmsg_send` does: bad arguments are reported first.
+    let rdma = match (cmsgs.rdma_args, cmsgs.atomic) {
+        (Some(args), _) => Some(RdmaOp::from_args(args, &state.into(), recverr)?),
+        (None, Some((kind, args))) => {
+            // Plain atomics where the device has them; never posted where it has not.
+            let caps = *super::bound_device(&state)?.0.caps();
+            let can = (
+                caps.atomic != AtomicCap::None,
+                caps.masked_atomic != AtomicCap::None,
+            );
+            Some(RdmaOp::from_atomic(
+                kind,
+                args,
+                &state.into(),
+                recverr,
+                can,
+            )?)
+        }
+        (None, None) => None,
+    };
     if len > MAX_MSG_SIZE || len > sk.sndbuf() / 2 {
         return Err(EMSGSIZE);
     }
@@ -142,7 +196,7 @@ pub(super) fn sendmsg(
             return Err(EINVAL);
         }
     }
-    let message = Message::from_user(msg, len)?;
+    let message = Message::from_user(msg, len, rdma)?;
     stats::add(Stat::CopyFromUser, len as u64);
     // A message to the socket's own address never leaves the host.
     let transport = if to.addr == from.addr {
@@ -163,7 +217,10 @@ pub(super) fn sendmsg(
             transport,
         )?,
     };
-    if cmsgs.rdma {
+    if unsupported {
+        return Err(errno::eopnotsupp());
+    }
+    if message.rdma().is_some() && conn.transport.kind() != crate::transport::ib::TRANS_IB {
         // The loopback transport has no RDMA (upstream: no xmit_rdma/xmit_atomic).
         return Err(errno::eopnotsupp());
     }
@@ -195,6 +252,21 @@ pub(super) fn sendmsg(
         dport: to.port,
         ..Header::default()
     };
+    if let Some(op) = message.rdma().filter(|op| op.atomic().is_none()) {
+        // What upstream's IB transport adds: the key (the receiver frees a
+        // USE_ONCE MR on it) and the byte count, for its statistics.
+        header.add_extension(Extension::Rdma { rkey: op.rkey() });
+        header.add_extension(Extension::RdmaBytes {
+            bytes: op.bytes() as u32,
+            rflags: if op.is_write() {
+                RDMA_WR_BYTES
+            } else {
+                RDMA_RD_BYTES
+            },
+        });
+        stats::inc(Stat::SendRdma);
+        stats::add(Stat::SendRdmaBytes, op.bytes() as u64);
+    }
     {
         let mut tx = state.tx.lock();
         wait_until(&state.wait, &mut tx, &mut timeo, |t| t.bytes < sndbuf)?;

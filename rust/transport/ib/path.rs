@@ -1036,6 +1036,11 @@ impl IbPath {
                 _ => (None, false),
             }
         };
+        if let Some((message, Some(last))) = &done {
+            if let Some(op) = message.rdma() {
+                op.completed(wc.status(), *last);
+            }
+        }
         drop(done);
         if !wc.is_success() {
             // A flush of the live link's QP is a failure too: rxe moves a QP

@@ -116,6 +116,9 @@ struct SendSlot {
     /// Dropped before `message`, whose page it maps.
     map: Option<DmaMapping>,
     message: Option<Arc<Message>>,
+    /// The slot is a work request of the message's RDMA operation (`Some`),
+    /// its last one (`Some(true)`).
+    rdma: Option<bool>,
 }
 
 /// A message whose fragments are partly posted.
@@ -124,6 +127,8 @@ struct Partial {
     message: Arc<Message>,
     next: usize,
     count: usize,
+    /// Work requests of the message's RDMA operation posted so far.
+    rdma_next: usize,
 }
 
 /// Send credits (flow control), as upstream's `i_credits`.
@@ -342,6 +347,7 @@ impl Rings {
             message: message.clone(),
             next: 0,
             count: fragments(message.len()).count().max(1),
+            rdma_next: 0,
         });
         self.finish_own(path)
     }
@@ -383,6 +389,7 @@ impl Rings {
                 count: fragments(map.len()).count().max(1),
                 message: map,
                 next: 0,
+                rdma_next: 0,
             });
         }
     }
@@ -401,9 +408,15 @@ impl Rings {
                 self.partial = None;
                 return true;
             }
+            if p.next == 0 && !self.continue_rdma(path) {
+                return false;
+            }
             if !self.has_send_slot() {
                 return false;
             }
+            let Some(p) = &self.partial else {
+                return true;
+            };
             let (got, advertise) = self.credits.grab(1);
             if got == 0 {
                 return false;
@@ -429,6 +442,81 @@ impl Rings {
         }
     }
 
+    /// Posts the partial message's RDMA operation, if any, ahead of its first
+    /// fragment (one page per request, no credits: RDMA consumes no
+    /// receive): `true` when none of it is left to post.
+    fn continue_rdma(&mut self, path: &IbPath) -> bool {
+        let Some(p) = &mut self.partial else {
+            return true;
+        };
+        if p.message.rdma().is_none() {
+            return true;
+        }
+        let message = p.message.clone();
+        let Some(op) = message.rdma() else {
+            return true;
+        };
+        if p.rdma_next == 0 && !op.start() {
+            // Posted on a link that failed since (the connection normally drops
+            // such a message before it gets here): never run twice.
+            op.dropped();
+            p.rdma_next = op.chunk_count();
+        }
+        while let Some(p) = &self.partial {
+            let i = p.rdma_next;
+            if i >= op.chunk_count() {
+                return true;
+            }
+            if !self.has_send_slot() {
+                return false;
+            }
+            let Some((page, offset, len, remote)) = op.chunk(i) else {
+                return false;
+            };
+            let direction = if op.is_write() {
+                DmaDirection::ToDevice
+            } else {
+                DmaDirection::FromDevice
+            };
+            // SAFETY: The page is pinned by the operation, which the message (kept in
+            // the slot with the mapping) owns.
+            let Ok(map) =
+                (unsafe { DmaMapping::map_pinned(self.device, page, offset, len, direction) })
+            else {
+                return false;
+            };
+            let mut sge = sge(map.addr(), len, self.lkey);
+            let cqe = path.cqe(TAG_SEND);
+            let posted = match op.atomic() {
+                Some(a) => self.qp.post_atomic(
+                    cqe,
+                    &mut sge,
+                    a.opcode,
+                    remote,
+                    op.rkey(),
+                    [a.compare_add, a.swap, a.compare_add_mask, a.swap_mask],
+                ),
+                None => self
+                    .qp
+                    .post_rdma(cqe, &mut sge, op.is_write(), remote, op.rkey()),
+            };
+            if posted.is_err() {
+                return false;
+            }
+            let slot = self.send_posted % SEND_SLOTS;
+            self.send_slots[slot] = SendSlot {
+                map: Some(map),
+                message: Some(message.clone()),
+                rdma: Some(i + 1 == op.chunk_count()),
+            };
+            self.send_posted += 1;
+            if let Some(p) = &mut self.partial {
+                p.rdma_next += 1;
+            }
+        }
+        true
+    }
+
     fn post_fragment(
         &mut self,
         path: &IbPath,
@@ -443,15 +531,20 @@ impl Rings {
         let offset = index * PAGE_SIZE;
         let len = message.len().saturating_sub(offset).min(PAGE_SIZE);
         let mut slot = SendSlot::default();
+        // The peer may reuse memory we RDMA READ once it has the message: the
+        // first fragment waits for the READ (upstream fences it likewise).
+        let fence = index == 0 && message.rdma().is_some_and(|op| !op.is_write());
         let posted = if len > 0 {
             let page = message.pages().nth(index).ok_or(EINVAL)?;
             let map = DmaMapping::map(self.device, page, DmaDirection::ToDevice)?;
             let mut sges = [header_sge, sge(map.addr(), len, self.lkey)];
             slot.map = Some(map);
-            self.qp.post_send(path.cqe(TAG_SEND), &mut sges, last)
+            self.qp
+                .post_send_fenced(path.cqe(TAG_SEND), &mut sges, last, fence)
         } else {
             let mut sges = [header_sge];
-            self.qp.post_send(path.cqe(TAG_SEND), &mut sges, last)
+            self.qp
+                .post_send_fenced(path.cqe(TAG_SEND), &mut sges, last, fence)
         };
         posted?;
         slot.message = Some(message);
@@ -511,7 +604,7 @@ impl Rings {
     /// A send completed: frees its slot. Returns the slot's contents, to be
     /// dropped by the caller outside the lock (a message's last reference may
     /// go with it).
-    pub(super) fn send_completed(&mut self) -> Option<Arc<Message>> {
+    pub(super) fn send_completed(&mut self) -> Option<(Arc<Message>, Option<bool>)> {
         if self.send_done == self.send_posted {
             return None;
         }
@@ -519,7 +612,7 @@ impl Rings {
         self.send_done += 1;
         let slot = core::mem::take(&mut self.send_slots[i]);
         drop(slot.map);
-        slot.message
+        slot.message.map(|m| (m, slot.rdma))
     }
 
     /// The explicit ack completed.

@@ -36,6 +36,7 @@ pub use info::IbConnectionInfo;
 pub use info::MessageInfo;
 pub use info::SocketInfo;
 pub use mr::MemoryRegion;
+pub use mr::RdmaStatus;
 pub use socket::RdsSocket;
 pub use socket::Received;
 pub use socket::Transport;

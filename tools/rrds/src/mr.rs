@@ -21,6 +21,29 @@ pub fn cookie_offset(cookie: u64) -> u32 {
     (cookie >> 32) as u32
 }
 
+/// The outcome of an RDMA or atomic operation (`RDS_CMSG_RDMA_STATUS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RdmaStatus {
+    /// The operation's `user_token`.
+    pub token: u64,
+    /// `RDS_RDMA_SUCCESS`, `RDS_RDMA_REMOTE_ERROR`, `RDS_RDMA_CANCELED`,
+    /// `RDS_RDMA_DROPPED` or `RDS_RDMA_OTHER_ERROR` (see [`sys`]).
+    pub status: i32,
+}
+
+impl RdmaStatus {
+    /// Decodes the data of an `RDS_CMSG_RDMA_STATUS` cmsg.
+    pub fn decode(data: &[u8]) -> Option<Self> {
+        let token = u64::from_ne_bytes(data.get(..8)?.try_into().ok()?);
+        let status = i32::from_ne_bytes(data.get(8..12)?.try_into().ok()?);
+        Some(Self { token, status })
+    }
+
+    pub fn is_success(&self) -> bool {
+        self.status == sys::RDS_RDMA_SUCCESS
+    }
+}
+
 /// A registered buffer; dropping it frees the registration.
 #[derive(Debug)]
 pub struct MemoryRegion<'a> {
@@ -98,6 +121,17 @@ impl RdsSocket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rdma_status_decodes_token_and_status() {
+        let mut data = [0u8; 16];
+        data[..8].copy_from_slice(&7u64.to_ne_bytes());
+        data[8..12].copy_from_slice(&sys::RDS_RDMA_DROPPED.to_ne_bytes());
+        let s = RdmaStatus::decode(&data).unwrap();
+        assert_eq!((s.token, s.status), (7, sys::RDS_RDMA_DROPPED));
+        assert!(!s.is_success());
+        assert_eq!(RdmaStatus::decode(&data[..11]), None);
+    }
 
     #[test]
     fn cookie_splits_into_rkey_and_offset() {

@@ -129,6 +129,9 @@ pub struct Received {
     pub timestamp: Option<SystemTime>,
     /// The notification was an rrds XRC event (a 0-byte receive).
     pub xrc_event: Option<crate::xrc::XrcEvent>,
+    /// The notification was the outcome of an RDMA or atomic operation
+    /// (a 0-byte receive).
+    pub rdma_status: Option<crate::mr::RdmaStatus>,
 }
 
 /// Size of the TOS ioctl argument buffer: at least `struct ifreq`.
@@ -289,6 +292,8 @@ impl RdsSocket {
             timestamp: find_timestamp(control),
             xrc_event: find_cmsg(control, sys::SOL_RDS, sys::RRDS_CMSG_XRC_EVENT)
                 .and_then(crate::xrc::XrcEvent::decode),
+            rdma_status: find_cmsg(control, sys::SOL_RDS, sys::RDS_CMSG_RDMA_STATUS)
+                .and_then(crate::mr::RdmaStatus::decode),
         })
     }
 

@@ -192,6 +192,21 @@ pub const RDS_RDMA_DONTWAIT: u64 = 0x0010;
 pub const RDS_RDMA_NOTIFY_ME: u64 = 0x0020;
 pub const RDS_RDMA_SILENT: u64 = 0x0040;
 
+// Outcomes of RDMA and atomic operations (`rds_rdma_notify.status`).
+pub const RDS_RDMA_SUCCESS: i32 = 0;
+pub const RDS_RDMA_REMOTE_ERROR: i32 = 1;
+pub const RDS_RDMA_CANCELED: i32 = 2;
+pub const RDS_RDMA_DROPPED: i32 = 3;
+pub const RDS_RDMA_OTHER_ERROR: i32 = 4;
+
+/// `struct rds_rdma_notify`: the data of an `RDS_CMSG_RDMA_STATUS` cmsg.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct rds_rdma_notify {
+    pub user_token: u64,
+    pub status: i32,
+}
+
 /// `struct rds_iovec`: a user buffer (address, length).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -464,6 +479,12 @@ mod tests {
         assert_eq!(size_of::<rds6_info_socket>(), 52);
         assert_eq!(offset_of!(rds6_info_socket, bound_port), 36);
         assert_eq!(offset_of!(rds6_info_socket, inum), 44);
+    }
+
+    #[test]
+    fn rdma_notify_is_16_bytes() {
+        assert_eq!(size_of::<rds_rdma_notify>(), 16);
+        assert_eq!(offset_of!(rds_rdma_notify, status), 8);
     }
 
     #[test]

@@ -1,0 +1,368 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA operations a message carries (`RDS_CMSG_RDMA_ARGS`) and their
+//! status notifications (`RDS_CMSG_RDMA_STATUS`).
+//!
+//! The operation's local memory is pinned in `sendmsg` (process context).
+//! The IB ring posts it page by page, one SGE per work request (iWARP's
+//! `max_sge_rd` is 1), ahead of the message's first fragment on the same RC
+//! QP, and maps each page only while its request is outstanding. An
+//! operation runs at most once: one posted on a link that failed before it
+//! completed is reported `RDS_RDMA_DROPPED`, and its message is dropped
+//! instead of retransmitted, as upstream.
+
+use kernel::{
+    page::PAGE_SIZE,
+    prelude::*,
+    sync::{
+        atomic::{
+            Atomic,
+            Full,
+            Relaxed, //
+        },
+        Arc,
+    },
+    uaccess::{
+        UserPtr,
+        UserSlice, //
+    },
+};
+
+use crate::{
+    ffi::{
+        bindings,
+        ib_mr::PinnedPages, //
+    },
+    message::MAX_MSG_SIZE,
+    mr,
+    socket::RdsSock,
+};
+
+/// `UIO_MAXIOV`: most local iovecs one operation may have.
+const MAX_LOCAL_VECS: u64 = 1024;
+/// `sizeof(struct rds_rdma_args)`.
+pub(crate) const ARGS_LEN: usize = 56;
+
+const PENDING: u32 = 0;
+const POSTED: u32 = 1;
+const DONE: u32 = 2;
+
+/// Part of one pinned page that one work request moves.
+struct Chunk {
+    vec: usize,
+    page: usize,
+    offset: usize,
+    len: usize,
+    /// Where in the peer's range it goes (or comes from).
+    remote: u64,
+}
+
+/// Who hears how the operation ended.
+struct Notify {
+    sock: Arc<RdsSock>,
+    token: u64,
+    /// `RDS_RDMA_NOTIFY_ME`: every outcome; else (`RDS_RECVERR`) failures only.
+    always: bool,
+}
+
+/// The values of an atomic operation (upstream's `rm->atomic`).
+#[derive(Clone, Copy)]
+pub(crate) struct Atomic64 {
+    /// `IB_WR_ATOMIC_*` or `IB_WR_MASKED_ATOMIC_*`.
+    pub(crate) opcode: u32,
+    pub(crate) compare_add: u64,
+    pub(crate) swap: u64,
+    pub(crate) compare_add_mask: u64,
+    pub(crate) swap_mask: u64,
+}
+
+/// `sizeof(struct rds_atomic_args)`.
+pub(crate) const ATOMIC_ARGS_LEN: usize = 72;
+
+/// One RDMA READ or WRITE, or one atomic operation.
+pub(crate) struct RdmaOp {
+    write: bool,
+    /// An atomic: its one chunk is the 8-byte local result.
+    atomic: Option<Atomic64>,
+    remote_addr: u64,
+    rkey: u32,
+    bytes: usize,
+    pages: KVec<PinnedPages>,
+    chunks: KVec<Chunk>,
+    notify: Option<Notify>,
+    /// `PENDING`, `POSTED` (on some link), `DONE` (outcome reported).
+    state: Atomic<u32>,
+}
+
+/// Reads a native-endian `u64` field at `at` of `data`.
+fn field(data: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&data[at..at + 8]);
+    u64::from_ne_bytes(b)
+}
+
+impl RdmaOp {
+    /// The operation `struct rds_rdma_args` (`args`, at least `ARGS_LEN`
+    /// bytes) asks for, with upstream's checks (`rds_rdma_extra_size`,
+    /// `rds_cmsg_rdma_args`). The local iovec array is read from user
+    /// memory once and used from that copy. Process context.
+    pub(crate) fn from_args(args: &[u8], sock: &Arc<RdsSock>, recverr: bool) -> Result<Self> {
+        if args.len() < ARGS_LEN {
+            return Err(EINVAL);
+        }
+        let cookie = field(args, 0);
+        let (remote_addr, remote_bytes) = (field(args, 8), field(args, 16));
+        let (local_vec_addr, nr_local) = (field(args, 24), field(args, 32));
+        let (flags, token) = (field(args, 40), field(args, 48));
+        if nr_local == 0 {
+            return Err(EINVAL);
+        }
+        if nr_local > MAX_LOCAL_VECS {
+            return Err(EMSGSIZE);
+        }
+        let nr_local = nr_local as usize;
+        let mut raw = KVec::with_capacity(nr_local * 16, GFP_KERNEL)?;
+        UserSlice::new(UserPtr::from_addr(local_vec_addr as usize), nr_local * 16)
+            .reader()
+            .read_all(&mut raw, GFP_KERNEL)?;
+        let write = flags & u64::from(bindings::RDS_RDMA_READWRITE) != 0;
+        let mut op = RdmaOp {
+            write,
+            atomic: None,
+            remote_addr: remote_addr.wrapping_add(cookie >> 32),
+            rkey: mr::cookie_key(cookie),
+            bytes: 0,
+            pages: KVec::with_capacity(nr_local, GFP_KERNEL)?,
+            chunks: KVec::new(),
+            notify: None,
+            state: Atomic::new(PENDING),
+        };
+        let mut remote = 0u64;
+        for vec in 0..nr_local {
+            let (addr, bytes) = (field(&raw, vec * 16), field(&raw, vec * 16 + 8));
+            if bytes > MAX_MSG_SIZE as u64 {
+                return Err(EMSGSIZE);
+            }
+            let count = mr::pages_in(addr, bytes)?;
+            op.bytes = op.bytes.checked_add(bytes as usize).ok_or(EINVAL)?;
+            // A READ writes the local pages.
+            let offset = (addr as usize) % PAGE_SIZE;
+            let pinned = PinnedPages::pin(addr - offset as u64, count, !write)?;
+            op.pages.push(pinned, GFP_KERNEL)?;
+            let (mut left, mut start) = (bytes as usize, offset);
+            for page in 0..count {
+                let len = left.min(PAGE_SIZE - start);
+                op.chunks.push(
+                    Chunk {
+                        vec,
+                        page,
+                        offset: start,
+                        len,
+                        remote,
+                    },
+                    GFP_KERNEL,
+                )?;
+                left -= len;
+                start = 0;
+                remote += len as u64;
+            }
+        }
+        if op.bytes as u64 > remote_bytes {
+            return Err(EINVAL);
+        }
+        let always = flags & u64::from(bindings::RDS_RDMA_NOTIFY_ME) != 0;
+        if always || recverr {
+            op.notify = Some(Notify {
+                sock: sock.clone(),
+                token,
+                always,
+            });
+        }
+        Ok(op)
+    }
+
+    /// The atomic operation `struct rds_atomic_args` (`args`) of cmsg type
+    /// `kind` asks for, as upstream's `rds_cmsg_atomic`: an unaligned local
+    /// address is EFAULT. Then a form the device cannot do (`atomic`, `masked`:
+    /// whether it has plain and masked atomics) is EOPNOTSUPP, before
+    /// anything is pinned or posted. Process context.
+    pub(crate) fn from_atomic(
+        kind: u32,
+        args: &[u8],
+        sock: &Arc<RdsSock>,
+        recverr: bool,
+        (atomic, masked): (bool, bool),
+    ) -> Result<Self> {
+        if args.len() < ATOMIC_ARGS_LEN {
+            return Err(EINVAL);
+        }
+        let cookie = field(args, 0);
+        let (local_addr, remote_addr) = (field(args, 8), field(args, 16));
+        let (flags, token) = (field(args, 56), field(args, 64));
+        let (u0, u1, u2, u3) = (
+            field(args, 24),
+            field(args, 32),
+            field(args, 40),
+            field(args, 48),
+        );
+        let (opcode, compare_add, swap, compare_add_mask, swap_mask, needs) = match kind {
+            bindings::RDS_CMSG_ATOMIC_FADD => (
+                bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD,
+                u0,
+                0,
+                0,
+                0,
+                atomic,
+            ),
+            bindings::RDS_CMSG_ATOMIC_CSWP => (
+                bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP,
+                u0,
+                u1,
+                0,
+                0,
+                atomic,
+            ),
+            bindings::RDS_CMSG_MASKED_ATOMIC_FADD => (
+                bindings::ib_wr_opcode_IB_WR_MASKED_ATOMIC_FETCH_AND_ADD,
+                u0,
+                0,
+                u1,
+                0,
+                masked,
+            ),
+            bindings::RDS_CMSG_MASKED_ATOMIC_CSWP => (
+                bindings::ib_wr_opcode_IB_WR_MASKED_ATOMIC_CMP_AND_SWP,
+                u0,
+                u1,
+                u2,
+                u3,
+                masked,
+            ),
+            _ => return Err(EINVAL),
+        };
+        // Upstream's order: the arguments first, then what the device can do.
+        if local_addr % 8 != 0 {
+            return Err(EFAULT);
+        }
+        if !needs {
+            return Err(crate::errno::eopnotsupp());
+        }
+        let offset = (local_addr as usize) % PAGE_SIZE;
+        let pinned = PinnedPages::pin(local_addr - offset as u64, 1, true)?;
+        let mut op = RdmaOp {
+            write: false,
+            atomic: Some(Atomic64 {
+                opcode,
+                compare_add,
+                swap,
+                compare_add_mask,
+                swap_mask,
+            }),
+            remote_addr: remote_addr.wrapping_add(cookie >> 32),
+            rkey: mr::cookie_key(cookie),
+            bytes: 8,
+            pages: KVec::with_capacity(1, GFP_KERNEL)?,
+            chunks: KVec::with_capacity(1, GFP_KERNEL)?,
+            notify: None,
+            state: Atomic::new(PENDING),
+        };
+        op.pages.push(pinned, GFP_KERNEL)?;
+        op.chunks.push(
+            Chunk {
+                vec: 0,
+                page: 0,
+                offset,
+                len: 8,
+                remote: 0,
+            },
+            GFP_KERNEL,
+        )?;
+        let always = flags & u64::from(bindings::RDS_RDMA_NOTIFY_ME) != 0;
+        if always || recverr {
+            op.notify = Some(Notify {
+                sock: sock.clone(),
+                token,
+                always,
+            });
+        }
+        Ok(op)
+    }
+
+    /// The atomic operation, if this is one.
+    pub(crate) fn atomic(&self) -> Option<&Atomic64> {
+        self.atomic.as_ref()
+    }
+
+    /// Bytes the operation moves.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub(crate) fn is_write(&self) -> bool {
+        self.write
+    }
+
+    pub(crate) fn chunk_count(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// Chunk `i`: its page, offset and length, and the peer address it moves to
+    /// (or from).
+    pub(crate) fn chunk(&self, i: usize) -> Option<(*mut bindings::page, usize, usize, u64)> {
+        let c = self.chunks.get(i)?;
+        let page = self.pages.get(c.vec)?.page(c.page)?;
+        Some((
+            page,
+            c.offset,
+            c.len,
+            self.remote_addr.wrapping_add(c.remote),
+        ))
+    }
+
+    pub(crate) fn rkey(&self) -> u32 {
+        self.rkey
+    }
+
+    /// Whether a link has posted the operation (so it must not be sent again).
+    pub(crate) fn was_posted(&self) -> bool {
+        self.state.load(Relaxed) != PENDING
+    }
+
+    /// Claims the operation for posting: `false` if a link already posted it.
+    pub(crate) fn start(&self) -> bool {
+        self.state.cmpxchg(PENDING, POSTED, Full).is_ok()
+    }
+
+    /// A work request of the operation completed: `last` is its final one.
+    /// A flushed request leaves the outcome open (`dropped` reports it).
+    pub(crate) fn completed(&self, status: u32, last: bool) {
+        let outcome = match status {
+            bindings::ib_wc_status_IB_WC_SUCCESS if last => bindings::RDS_RDMA_SUCCESS,
+            bindings::ib_wc_status_IB_WC_SUCCESS | bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR => {
+                return
+            }
+            bindings::ib_wc_status_IB_WC_REM_ACCESS_ERR
+            | bindings::ib_wc_status_IB_WC_REM_INV_REQ_ERR
+            | bindings::ib_wc_status_IB_WC_REM_OP_ERR => bindings::RDS_RDMA_REMOTE_ERROR,
+            _ => bindings::RDS_RDMA_OTHER_ERROR,
+        };
+        self.finish(outcome as i32);
+    }
+
+    /// The message is sent again after a reconnect: an operation posted on
+    /// the failed link without an outcome is dropped, never run twice.
+    pub(crate) fn dropped(&self) {
+        self.finish(bindings::RDS_RDMA_DROPPED as i32);
+    }
+
+    fn finish(&self, status: i32) {
+        if self.state.cmpxchg(POSTED, DONE, Full).is_err() {
+            return;
+        }
+        if let Some(n) = &self.notify {
+            if n.always || status != bindings::RDS_RDMA_SUCCESS as i32 {
+                n.sock.rdma_status(n.token, status);
+            }
+        }
+    }
+}
