@@ -416,27 +416,25 @@ impl Connection {
     /// Removes the messages of `owner` (every owner if `None`) for which
     /// `matches` holds, sent or not, releasing their charge. Process context.
     pub(crate) fn cancel(&self, owner: Option<&RdsSock>, mut matches: impl FnMut(&Header) -> bool) {
-        loop {
-            let removed = {
-                let mut st = self.state.lock();
-                let at = st.queue.position(|out| {
-                    owner.is_none_or(|o| out.is_owned_by(o)) && matches(&out.header)
-                });
-                match at {
-                    Some(i) => {
-                        if i < st.sent {
-                            st.sent -= 1;
-                        }
-                        st.queue.remove(i)
-                    }
-                    None => None,
-                }
-            };
-            match removed {
-                Some(out) => out.release(),
-                None => break,
+        while let Some(out) = self
+            .remove_first(|out| owner.is_none_or(|o| out.is_owned_by(o)) && matches(&out.header))
+        {
+            if let Some(op) = out.message.rdma() {
+                op.canceled();
             }
+            out.release();
         }
+    }
+
+    /// Takes the first queued message that `matches` out of the queue
+    /// (handed over or not). Released by the caller, outside the lock.
+    fn remove_first(&self, matches: impl FnMut(&Outgoing) -> bool) -> Option<Outgoing> {
+        let mut st = self.state.lock();
+        let i = st.queue.position(matches)?;
+        if i < st.sent {
+            st.sent -= 1;
+        }
+        st.queue.remove(i)
     }
 
     /// The transport lost the link: everything handed over but not
@@ -468,25 +466,9 @@ impl Connection {
     /// reported `RDS_RDMA_DROPPED` if it had no outcome yet, as upstream's
     /// `rds_send_xmit` does with retransmitted RDMA messages.
     fn drop_posted_rdma(&self) {
-        loop {
-            let removed = {
-                let mut st = self.state.lock();
-                let at = st
-                    .queue
-                    .position(|out| out.message.rdma().is_some_and(|op| op.was_posted()));
-                match at {
-                    Some(i) => {
-                        if i < st.sent {
-                            st.sent -= 1;
-                        }
-                        st.queue.remove(i)
-                    }
-                    None => None,
-                }
-            };
-            let Some(out) = removed else {
-                break;
-            };
+        while let Some(out) =
+            self.remove_first(|out| out.message.rdma().is_some_and(|op| op.was_posted()))
+        {
             if let Some(op) = out.message.rdma() {
                 op.dropped();
             }

@@ -12,6 +12,7 @@
 //! instead of retransmitted, as upstream.
 
 use kernel::{
+    impl_has_work, new_work,
     page::PAGE_SIZE,
     prelude::*,
     sync::{
@@ -26,15 +27,22 @@ use kernel::{
         UserPtr,
         UserSlice, //
     },
+    workqueue::{
+        Work,
+        WorkItem, //
+    },
 };
 
 use crate::{
     ffi::{
         bindings,
-        ib_mr::PinnedPages, //
+        workqueue, //
     },
     message::MAX_MSG_SIZE,
-    mr,
+    mr::{
+        self,
+        Pinned, //
+    },
     socket::RdsSock,
 };
 
@@ -79,6 +87,19 @@ pub(crate) struct Atomic64 {
 /// `sizeof(struct rds_atomic_args)`.
 pub(crate) const ATOMIC_ARGS_LEN: usize = 72;
 
+impl Notify {
+    /// Who hears of an operation with `flags` and `token`: the socket with
+    /// `RDS_RDMA_NOTIFY_ME`, or with `RDS_RECVERR` on (failures only).
+    fn wanted(flags: u64, token: u64, sock: &Arc<RdsSock>, recverr: bool) -> Option<Self> {
+        let always = flags & u64::from(bindings::RDS_RDMA_NOTIFY_ME) != 0;
+        (always || recverr).then(|| Notify {
+            sock: sock.clone(),
+            token,
+            always,
+        })
+    }
+}
+
 /// One RDMA READ or WRITE, or one atomic operation.
 pub(crate) struct RdmaOp {
     write: bool,
@@ -87,11 +108,55 @@ pub(crate) struct RdmaOp {
     remote_addr: u64,
     rkey: u32,
     bytes: usize,
-    pages: KVec<PinnedPages>,
+    pages: KVec<Pinned>,
     chunks: KVec<Chunk>,
     notify: Option<Notify>,
     /// `PENDING`, `POSTED` (on some link), `DONE` (outcome reported).
     state: Atomic<u32>,
+    /// Carries `pages` to the workqueue when the op goes (see `Drop`).
+    unpin: Option<Pin<KBox<DeferredUnpin>>>,
+}
+
+/// Pages to unpin in process context: a message (and its op) can lose its
+/// last reference under a spinlock, and `unpin_user_pages_dirty_lock`
+/// sleeps. Allocated with the op, so dropping it allocates nothing.
+#[pin_data]
+struct DeferredUnpin {
+    pages: KVec<Pinned>,
+    #[pin]
+    work: Work<DeferredUnpin>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for DeferredUnpin { self.work }
+}
+
+impl WorkItem for DeferredUnpin {
+    type Pointer = Pin<KBox<DeferredUnpin>>;
+
+    fn run(this: Pin<KBox<DeferredUnpin>>) {
+        drop(this);
+    }
+}
+
+fn new_unpin() -> Result<Pin<KBox<DeferredUnpin>>> {
+    KBox::pin_init(
+        pin_init!(DeferredUnpin {
+            pages: KVec::new(),
+            work <- new_work!("rrds_rdma_unpin"),
+        }),
+        GFP_KERNEL,
+    )
+}
+
+impl Drop for RdmaOp {
+    fn drop(&mut self) {
+        let Some(mut unpin) = self.unpin.take() else {
+            return;
+        };
+        *unpin.as_mut().project().pages = core::mem::take(&mut self.pages);
+        workqueue::queue().enqueue(unpin);
+    }
 }
 
 /// Reads a native-endian `u64` field at `at` of `data`.
@@ -136,6 +201,7 @@ impl RdmaOp {
             chunks: KVec::new(),
             notify: None,
             state: Atomic::new(PENDING),
+            unpin: Some(new_unpin()?),
         };
         let mut remote = 0u64;
         for vec in 0..nr_local {
@@ -147,7 +213,7 @@ impl RdmaOp {
             op.bytes = op.bytes.checked_add(bytes as usize).ok_or(EINVAL)?;
             // A READ writes the local pages.
             let offset = (addr as usize) % PAGE_SIZE;
-            let pinned = PinnedPages::pin(addr - offset as u64, count, !write)?;
+            let pinned = Pinned::pin(addr - offset as u64, count, !write)?;
             op.pages.push(pinned, GFP_KERNEL)?;
             let (mut left, mut start) = (bytes as usize, offset);
             for page in 0..count {
@@ -170,14 +236,7 @@ impl RdmaOp {
         if op.bytes as u64 > remote_bytes {
             return Err(EINVAL);
         }
-        let always = flags & u64::from(bindings::RDS_RDMA_NOTIFY_ME) != 0;
-        if always || recverr {
-            op.notify = Some(Notify {
-                sock: sock.clone(),
-                token,
-                always,
-            });
-        }
+        op.notify = Notify::wanted(flags, token, sock, recverr);
         Ok(op)
     }
 
@@ -248,7 +307,7 @@ impl RdmaOp {
             return Err(crate::errno::eopnotsupp());
         }
         let offset = (local_addr as usize) % PAGE_SIZE;
-        let pinned = PinnedPages::pin(local_addr - offset as u64, 1, true)?;
+        let pinned = Pinned::pin(local_addr - offset as u64, 1, true)?;
         let mut op = RdmaOp {
             write: false,
             atomic: Some(Atomic64 {
@@ -265,6 +324,7 @@ impl RdmaOp {
             chunks: KVec::with_capacity(1, GFP_KERNEL)?,
             notify: None,
             state: Atomic::new(PENDING),
+            unpin: Some(new_unpin()?),
         };
         op.pages.push(pinned, GFP_KERNEL)?;
         op.chunks.push(
@@ -277,14 +337,7 @@ impl RdmaOp {
             },
             GFP_KERNEL,
         )?;
-        let always = flags & u64::from(bindings::RDS_RDMA_NOTIFY_ME) != 0;
-        if always || recverr {
-            op.notify = Some(Notify {
-                sock: sock.clone(),
-                token,
-                always,
-            });
-        }
+        op.notify = Notify::wanted(flags, token, sock, recverr);
         Ok(op)
     }
 
@@ -353,6 +406,15 @@ impl RdmaOp {
     /// the failed link without an outcome is dropped, never run twice.
     pub(crate) fn dropped(&self) {
         self.finish(bindings::RDS_RDMA_DROPPED as i32);
+    }
+
+    /// The message was cancelled (`RDS_CANCEL_SENT_TO`, close) before the
+    /// operation had an outcome: `RDS_RDMA_CANCELED`, as upstream.
+    pub(crate) fn canceled(&self) {
+        // One never posted is reported like one that was (and a link that
+        // meets it later does not post it: `start` fails).
+        let _ = self.state.cmpxchg(PENDING, POSTED, Full);
+        self.finish(bindings::RDS_RDMA_CANCELED as i32);
     }
 
     fn finish(&self, status: i32) {

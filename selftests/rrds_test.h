@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <time.h>
+#include <linux/capability.h>
 
 #define RRDS_DEBUGFS "/sys/kernel/debug/rrds"
 
@@ -132,6 +133,18 @@ static inline int enter_ns(const char *ns)
  * only rrds makes them (connections through rdma_cm, XRC targets itself).
  * -1 if rdma fails.
  */
+/* Drops capability @cap from the calling thread's effective set; 0 or -errno. */
+static inline int drop_capability(int cap)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d))
+		return -errno;
+	d[cap / 32].effective &= ~(1u << (cap % 32));
+	return syscall(SYS_capset, &h, d) ? -errno : 0;
+}
+
 static inline int rc_qps(const char *kind)
 {
 	char out[32];

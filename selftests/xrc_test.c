@@ -310,17 +310,6 @@ TEST_F(xrc, close_ends_registrations)
 	close(other);
 }
 
-static int drop_net_admin(void)
-{
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct d[2];
-
-	if (syscall(SYS_capget, &h, d))
-		return -errno;
-	d[0].effective &= ~(1u << CAP_NET_ADMIN);
-	return syscall(SYS_capset, &h, d) ? -errno : 0;
-}
-
 TEST_F(xrc, errors)
 {
 	struct rrds_info_xrc_target t[INFO_MAX];
@@ -390,7 +379,7 @@ TEST_F(xrc, errors)
 			_exit(10);
 		if (xrc_qp_op(kfd, RRDS_XRC_REGISTER, qp_num))
 			_exit(11);
-		if (drop_net_admin())
+		if (drop_capability(CAP_NET_ADMIN))
 			_exit(12);
 		if (xrc_inject(kfd, qp_num, RRDS_XRC_INJECT_EVENT, RRDS_XRC_EV_QP_FATAL) != -EPERM)
 			_exit(13);

@@ -362,6 +362,24 @@ pub(crate) const ACCESS_REMOTE_WRITE: i32 = (bindings::ib_access_flags_IB_ACCESS
 pub(crate) const ACCESS_REMOTE_ATOMIC: i32 =
     bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC as i32;
 
+/// A signalled request of `opcode` over the one SGE `sge`, completing to `cqe`.
+fn one_sge_wr<T: CompletionHandler>(
+    cqe: &Cqe<T>,
+    sge: &mut bindings::ib_sge,
+    opcode: u32,
+) -> bindings::ib_send_wr {
+    bindings::ib_send_wr {
+        __bindgen_anon_1: bindings::ib_send_wr__bindgen_ty_1 {
+            wr_cqe: cqe.as_raw(),
+        },
+        sg_list: sge,
+        num_sge: 1,
+        opcode,
+        send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as c_int,
+        ..Default::default()
+    }
+}
+
 fn post(qp: &QpRef, wr: &bindings::ib_send_wr) -> Result {
     let mut bad = ptr::null();
     // SAFETY: The QP is live (QpRef invariant); the request and what it points to
@@ -426,16 +444,7 @@ impl QpRef {
             bindings::ib_wr_opcode_IB_WR_RDMA_READ
         };
         let wr = bindings::ib_rdma_wr {
-            wr: bindings::ib_send_wr {
-                __bindgen_anon_1: bindings::ib_send_wr__bindgen_ty_1 {
-                    wr_cqe: cqe.as_raw(),
-                },
-                sg_list: sge,
-                num_sge: 1,
-                opcode,
-                send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as c_int,
-                ..Default::default()
-            },
+            wr: one_sge_wr(cqe, sge, opcode),
             remote_addr,
             rkey,
         };
@@ -456,16 +465,7 @@ impl QpRef {
         values: [u64; 4],
     ) -> Result {
         let wr = bindings::ib_atomic_wr {
-            wr: bindings::ib_send_wr {
-                __bindgen_anon_1: bindings::ib_send_wr__bindgen_ty_1 {
-                    wr_cqe: cqe.as_raw(),
-                },
-                sg_list: sge,
-                num_sge: 1,
-                opcode,
-                send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as c_int,
-                ..Default::default()
-            },
+            wr: one_sge_wr(cqe, sge, opcode),
             remote_addr,
             compare_add: values[0],
             swap: values[1],

@@ -133,14 +133,22 @@ struct MrInner {
     abandoned: bool,
 }
 
-/// Pinned pages, counted in the statistics while pinned.
-struct Pinned(PinnedPages);
+/// Pinned user pages (of an MR or an RDMA operation), counted in the
+/// statistics while pinned.
+pub(crate) struct Pinned(PinnedPages);
 
 impl Pinned {
-    fn pin(start: u64, count: usize) -> Result<Self> {
-        let pages = PinnedPages::pin(start, count, true)?;
+    /// Pins `count` pages from the page-aligned `start`, for the device to
+    /// write as well when `writable`. Process context.
+    pub(crate) fn pin(start: u64, count: usize, writable: bool) -> Result<Self> {
+        let pages = PinnedPages::pin(start, count, writable)?;
         stats::add(Stat::MrPagesPinned, count as u64);
         Ok(Self(pages))
+    }
+
+    /// Page `i`, pinned while `self` lives.
+    pub(crate) fn page(&self, i: usize) -> Option<*mut bindings::page> {
+        self.0.page(i)
     }
 }
 
@@ -243,7 +251,7 @@ impl SocketMrs {
         }
         let qp = self.registration_qp(net, device, addr)?;
         let offset = (req.addr as usize) % PAGE_SIZE;
-        let pinned = Pinned::pin(req.addr - offset as u64, pages)?;
+        let pinned = Pinned::pin(req.addr - offset as u64, pages, true)?;
         let sg = MappedSg::map(
             device.as_raw(),
             &pinned.0,
