@@ -36,6 +36,7 @@ use kernel::{
 use crate::{
     ffi::{
         bindings,
+        net::ne_u64,
         workqueue, //
     },
     message::MAX_MSG_SIZE,
@@ -159,13 +160,6 @@ impl Drop for RdmaOp {
     }
 }
 
-/// Reads a native-endian `u64` field at `at` of `data`.
-fn field(data: &[u8], at: usize) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&data[at..at + 8]);
-    u64::from_ne_bytes(b)
-}
-
 impl RdmaOp {
     /// The operation `struct rds_rdma_args` (`args`, at least `ARGS_LEN`
     /// bytes) asks for, with upstream's checks (`rds_rdma_extra_size`,
@@ -175,10 +169,10 @@ impl RdmaOp {
         if args.len() < ARGS_LEN {
             return Err(EINVAL);
         }
-        let cookie = field(args, 0);
-        let (remote_addr, remote_bytes) = (field(args, 8), field(args, 16));
-        let (local_vec_addr, nr_local) = (field(args, 24), field(args, 32));
-        let (flags, token) = (field(args, 40), field(args, 48));
+        let cookie = ne_u64(args, 0);
+        let (remote_addr, remote_bytes) = (ne_u64(args, 8), ne_u64(args, 16));
+        let (local_vec_addr, nr_local) = (ne_u64(args, 24), ne_u64(args, 32));
+        let (flags, token) = (ne_u64(args, 40), ne_u64(args, 48));
         if nr_local == 0 {
             return Err(EINVAL);
         }
@@ -205,7 +199,7 @@ impl RdmaOp {
         };
         let mut remote = 0u64;
         for vec in 0..nr_local {
-            let (addr, bytes) = (field(&raw, vec * 16), field(&raw, vec * 16 + 8));
+            let (addr, bytes) = (ne_u64(&raw, vec * 16), ne_u64(&raw, vec * 16 + 8));
             if bytes > MAX_MSG_SIZE as u64 {
                 return Err(EMSGSIZE);
             }
@@ -255,14 +249,14 @@ impl RdmaOp {
         if args.len() < ATOMIC_ARGS_LEN {
             return Err(EINVAL);
         }
-        let cookie = field(args, 0);
-        let (local_addr, remote_addr) = (field(args, 8), field(args, 16));
-        let (flags, token) = (field(args, 56), field(args, 64));
+        let cookie = ne_u64(args, 0);
+        let (local_addr, remote_addr) = (ne_u64(args, 8), ne_u64(args, 16));
+        let (flags, token) = (ne_u64(args, 56), ne_u64(args, 64));
         let (u0, u1, u2, u3) = (
-            field(args, 24),
-            field(args, 32),
-            field(args, 40),
-            field(args, 48),
+            ne_u64(args, 24),
+            ne_u64(args, 32),
+            ne_u64(args, 40),
+            ne_u64(args, 48),
         );
         let (opcode, compare_add, swap, compare_add_mask, swap_mask, needs) = match kind {
             bindings::RDS_CMSG_ATOMIC_FADD => (

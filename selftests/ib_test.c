@@ -104,16 +104,11 @@ static int objects(int *conns, int *maps)
 
 FIXTURE_SETUP(ib)
 {
-	char up[16];
-
 	/*
 	 * Idempotent: also brings back a link left down, or the pair that
 	 * namespace_deleted_with_live_connections removes.
 	 */
-	snprintf(up, sizeof(up), "%s-up", variant->kind);
-	ASSERT_EQ(0, fixture(up));
-	if (!rrds_loaded())
-		ASSERT_EQ(0, rrds_load());
+	ASSERT_EQ(0, pair_up_loaded(variant->kind));
 	ASSERT_EQ(0, objects(&self->conns0, &self->maps0));
 }
 

@@ -52,12 +52,7 @@ FIXTURE_VARIANT_ADD(mr, siw) {
 
 FIXTURE_SETUP(mr)
 {
-	char up[16];
-
-	snprintf(up, sizeof(up), "%s-up", variant->kind);
-	ASSERT_EQ(0, fixture(up));
-	if (!rrds_loaded())
-		ASSERT_EQ(0, rrds_load());
+	ASSERT_EQ(0, pair_up_loaded(variant->kind));
 	self->qps0 = rc_qps(variant->kind);
 	ASSERT_LE(0, self->qps0);
 	ASSERT_EQ(0, enter_ns(NS_A));

@@ -196,6 +196,20 @@ static inline int rrds_load(void)
 	return ret;
 }
 
+/*
+ * Brings the <kind> device pair up (fixtures.sh <kind>-up, idempotent) and
+ * loads rrds if it is not loaded; 0 or -1.
+ */
+static inline int pair_up_loaded(const char *kind)
+{
+	char up[16];
+
+	snprintf(up, sizeof(up), "%s-up", kind);
+	if (fixture(up))
+		return -1;
+	return rrds_loaded() ? 0 : rrds_load();
+}
+
 /* Unloads rrds; returns 0 or -errno. */
 static inline int rrds_unload(void)
 {

@@ -135,15 +135,11 @@ FIXTURE_VARIANT_ADD(ib_tools, siw) {
 FIXTURE_SETUP(ib_tools)
 {
 	struct stat st;
-	char up[16];
 
 	if (stat(rrds_cmd(), &st))
 		SKIP(return, "%s not built", rrds_cmd());
 	sh("rmmod rds_rdma rds 2>/dev/null");
-	snprintf(up, sizeof(up), "%s-up", variant->kind);
-	ASSERT_EQ(0, fixture(up));
-	if (!rrds_loaded())
-		ASSERT_EQ(0, rrds_load());
+	ASSERT_EQ(0, pair_up_loaded(variant->kind));
 	/* The test and the commands it runs live in rrds-a. */
 	ASSERT_EQ(0, enter_ns("rrds-a"));
 }

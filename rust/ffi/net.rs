@@ -470,6 +470,14 @@ impl MsgHdr {
     }
 }
 
+/// The native-endian `u64` at byte `at` of a uapi struct copied in from the
+/// caller (the caller checked the struct's length).
+pub(crate) fn ne_u64(bytes: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_ne_bytes(b)
+}
+
 /// The value of a setsockopt call, in user or kernel memory (`sockptr_t`).
 pub(crate) struct SockOptValue {
     ptr: bindings::sockptr_t,

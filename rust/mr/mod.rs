@@ -462,7 +462,7 @@ impl Mr {
         if d.gone {
             return Err(ENODEV);
         }
-        let (mut fast, hit) = match take_pooled(&mut d, device, count) {
+        let (mut fast, hit) = match take_pooled(&mut d, count) {
             Some(mr) => (mr, true),
             None => (
                 device.with_pd(|pd| FastRegMr::alloc(pd, class_pages(device, count)))?,
@@ -595,11 +595,12 @@ impl Mr {
     }
 }
 
-/// A free MR of the pool that fits `pages`, if there is one.
-fn take_pooled(d: &mut DeviceMrs, device: &RdmaDevice, pages: usize) -> Option<FastRegMr> {
+/// A free MR of the pool that fits `pages`, if there is one: the first
+/// class that large (`get` refused more pages than the device maps, so the
+/// clamped class still holds them).
+fn take_pooled(d: &mut DeviceMrs, pages: usize) -> Option<FastRegMr> {
     let class = CLASSES.iter().position(|&c| c >= pages)?;
-    let fits = class_pages(device, pages) as usize >= pages;
-    d.pool[class].pop().filter(|_| fits)
+    d.pool[class].pop()
 }
 
 /// The page count MRs of the class holding `pages` are allocated with.

@@ -43,6 +43,7 @@ use crate::{
     ffi::{
         bindings,
         net::{
+            ne_u64,
             FamilyRegistration,
             FamilyTables,
             GetOptResult,
@@ -692,12 +693,7 @@ fn set_option(state: ArcBorrow<'_, RdsSock>, sk: &Sock, name: u32, value: SockOp
                 return Err(EINVAL);
             }
             let raw = value.read::<16>()?;
-            let cookie = u64::from_ne_bytes([
-                raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
-            ]);
-            let flags = u64::from_ne_bytes([
-                raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15],
-            ]);
+            let (cookie, flags) = (ne_u64(&raw, 0), ne_u64(&raw, 8));
             // Only a transport that registers memory can free or flush
             // (upstream: EINVAL without `free_mr` / `flush_mrs`).
             let registers = state
@@ -867,12 +863,7 @@ fn get_mr(state: &RdsSock, name: u32, value: &SockOptValue) -> Result {
         raw[FOR_DEST_LEN - GET_MR_LEN..].copy_from_slice(&short);
         Ok::<_, Error>(raw)
     })?;
-    let field = |i: usize| {
-        let at = FOR_DEST_LEN - GET_MR_LEN + 8 * i;
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&raw[at..at + 8]);
-        u64::from_ne_bytes(b)
-    };
+    let field = |i: usize| ne_u64(&raw, FOR_DEST_LEN - GET_MR_LEN + 8 * i);
     let req = MrRequest {
         addr: field(0),
         bytes: field(1),
