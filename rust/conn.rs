@@ -413,6 +413,16 @@ impl Connection {
         }
     }
 
+    /// Releases a message that was handed over but never sent to the peer (a
+    /// silent RDMA operation's, once the operation completed): no ack will
+    /// come for it. Process context.
+    pub(crate) fn release_unsent(&self, message: &Arc<Message>) {
+        if let Some(out) = self.remove_first(|out| Arc::ptr_eq(&out.message, message)) {
+            stats::inc(Stat::SendDropAcked);
+            out.release();
+        }
+    }
+
     /// Removes the messages of `owner` (every owner if `None`) for which
     /// `matches` holds, sent or not, releasing their charge. Process context.
     pub(crate) fn cancel(&self, owner: Option<&RdsSock>, mut matches: impl FnMut(&Header) -> bool) {

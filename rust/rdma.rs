@@ -109,6 +109,10 @@ pub(crate) struct RdmaOp {
     remote_addr: u64,
     rkey: u32,
     bytes: usize,
+    /// `RDS_RDMA_SILENT`: an op of a 0-byte message sends no header.
+    silent: bool,
+    /// `RDS_RDMA_FENCE`: the message waits for the op to complete.
+    fence: bool,
     pages: KVec<Pinned>,
     chunks: KVec<Chunk>,
     notify: Option<Notify>,
@@ -191,6 +195,8 @@ impl RdmaOp {
             remote_addr: remote_addr.wrapping_add(cookie >> 32),
             rkey: mr::cookie_key(cookie),
             bytes: 0,
+            silent: flags & u64::from(bindings::RDS_RDMA_SILENT) != 0,
+            fence: flags & u64::from(bindings::RDS_RDMA_FENCE) != 0,
             pages: KVec::with_capacity(nr_local, GFP_KERNEL)?,
             chunks: KVec::new(),
             notify: None,
@@ -314,6 +320,8 @@ impl RdmaOp {
             remote_addr: remote_addr.wrapping_add(cookie >> 32),
             rkey: mr::cookie_key(cookie),
             bytes: 8,
+            silent: flags & u64::from(bindings::RDS_RDMA_SILENT) != 0,
+            fence: flags & u64::from(bindings::RDS_RDMA_FENCE) != 0,
             pages: KVec::with_capacity(1, GFP_KERNEL)?,
             chunks: KVec::with_capacity(1, GFP_KERNEL)?,
             notify: None,
@@ -347,6 +355,21 @@ impl RdmaOp {
 
     pub(crate) fn is_write(&self) -> bool {
         self.write
+    }
+
+    /// Whether the message's first fragment waits for the operation: always
+    /// after a READ or an atomic (the peer may reuse its memory once it has
+    /// the message; upstream fences those likewise), after a WRITE on
+    /// `RDS_RDMA_FENCE`.
+    pub(crate) fn fenced(&self) -> bool {
+        self.fence || !self.write
+    }
+
+    /// Whether the message goes without a header (`RDS_RDMA_SILENT` on a
+    /// 0-byte message, upstream's `all_ops_are_silent`): the peer sees only
+    /// the RDMA, and no ack will come for it.
+    pub(crate) fn sends_nothing(&self, message_len: usize) -> bool {
+        self.silent && message_len == 0
     }
 
     pub(crate) fn chunk_count(&self) -> usize {

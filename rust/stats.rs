@@ -80,6 +80,9 @@ counters! {
     // RDMA operations (rust/rdma.rs): status notifications lost for want
     // of memory.
     RdmaNotifyLost => "rdma_notify_lost",
+    // IB links: passive links established by their first receive because
+    // their ESTABLISHED event had not come (a lost RTU).
+    IbEstablishedByReceive => "ib_established_by_receive",
 }
 
 const COUNT: usize = NAMES.len();

@@ -7,6 +7,7 @@
  * every bad input gets upstream's errno, and closing or many processes
  * registering at once leave nothing pinned, registered or connected.
  */
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -591,6 +592,259 @@ TEST_F(mr, rdma_canceled_before_sending)
 	EXPECT_EQ(RDS_RDMA_CANCELED, status);
 	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
 	close(a);
+}
+
+/* One SOL_RDS control message of a send. */
+struct rds_cm {
+	int type;
+	const void *arg;
+	size_t len;
+};
+
+/* @data (@len bytes) to @ip:@port with the control messages @cm[@n]; 0 or -errno. */
+static int send_cmsgs(int fd, const char *ip, int port, const struct rds_cm *cm, int n,
+		      const void *data, size_t len)
+{
+	union {
+		char buf[4 * CMSG_SPACE(64)];
+		struct cmsghdr align;
+	} control;
+	struct sockaddr_in to = sin4(ip, port);
+	struct iovec v = { .iov_base = (void *)data, .iov_len = len };
+	struct msghdr msg = {
+		.msg_name = &to, .msg_namelen = sizeof(to), .msg_iov = &v, .msg_iovlen = 1,
+		.msg_control = control.buf,
+	};
+	size_t used = 0;
+
+	memset(&control, 0, sizeof(control));
+	for (int i = 0; i < n && i < 4 && cm[i].len <= 64; i++) {
+		struct cmsghdr *c = (struct cmsghdr *)(control.buf + used);
+
+		c->cmsg_level = SOL_RDS;
+		c->cmsg_type = cm[i].type;
+		c->cmsg_len = CMSG_LEN(cm[i].len);
+		memcpy(CMSG_DATA(c), cm[i].arg, cm[i].len);
+		used += CMSG_SPACE(cm[i].len);
+	}
+	msg.msg_controllen = used;
+	return sendmsg(fd, &msg, 0) < 0 ? -errno : 0;
+}
+
+/* A message into @buf: its length or -errno; the RDMA_DEST cookie in *@cookie (0 if none). */
+static ssize_t recv_cookie(int fd, char *buf, size_t size, uint64_t *cookie)
+{
+	char control[CMSG_SPACE(sizeof(uint64_t)) + 64];
+	struct iovec v = { .iov_base = buf, .iov_len = size };
+	struct msghdr msg = {
+		.msg_iov = &v, .msg_iovlen = 1,
+		.msg_control = control, .msg_controllen = sizeof(control),
+	};
+	ssize_t got = recvmsg(fd, &msg, 0);
+
+	*cookie = 0;
+	if (got < 0)
+		return -errno;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+		if (c->cmsg_level == SOL_RDS && c->cmsg_type == RDS_CMSG_RDMA_DEST &&
+		    c->cmsg_len == CMSG_LEN(sizeof(*cookie)))
+			memcpy(cookie, CMSG_DATA(c), sizeof(*cookie));
+	return got;
+}
+
+/*
+ * RDS_CMSG_RDMA_MAP registers memory in the send and announces its cookie,
+ * RDS_CMSG_RDMA_DEST announces an existing one: the peer reads the cookie
+ * from its RDS_CMSG_RDMA_DEST and writes through it. Shapes upstream
+ * refuses are EINVAL, bad memory EFAULT, and a failed send keeps no MR.
+ */
+TEST_F(mr, rdma_map_and_dest_announce_cookies)
+{
+	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
+	char *region = self->buf + 5, *pattern = self->buf + MIB, got[16];
+	struct rds_iovec iov = { .addr = (uintptr_t)pattern, .bytes = 3 * PAGE };
+	uint64_t mapped = 0, seen, once = 0, token, bogus = 0x7fff1234;
+	struct rds_get_mr_args map = {
+		.vec = { .addr = (uintptr_t)region, .bytes = 3 * PAGE },
+		.cookie_addr = (uintptr_t)&mapped,
+	};
+	struct rds_get_mr_args unmapped = { .vec = { .addr = 8, .bytes = PAGE } };
+	struct rds_get_mr_args bad_cookie_addr = map;
+	struct rds_rdma_args args = { .nr_local = 1 };
+	long long pinned;
+	int status;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	set_timeouts(a);
+	set_timeouts(b);
+	/* MAP: registered, written to cookie_addr, announced with the message. */
+	ASSERT_EQ(0, send_cmsgs(a, variant->remote, PORT_B,
+				&(struct rds_cm){ RDS_CMSG_RDMA_MAP, &map, sizeof(map) }, 1,
+				"m", 1));
+	ASSERT_NE(0u, mapped);
+	EXPECT_EQ(5u, mapped >> 32);
+	ASSERT_EQ(1, recv_cookie(b, got, sizeof(got), &seen));
+	EXPECT_EQ('m', got[0]);
+	EXPECT_EQ(mapped, seen);
+	/* The peer answers on the connection the map came on. */
+	ASSERT_EQ(0, send_cmsgs(b, variant->local, PORT_A, NULL, 0, "q", 1));
+	ASSERT_EQ(1, ERR(recv(a, got, sizeof(got), 0)));
+	EXPECT_EQ('q', got[0]);
+	/* The peer writes through the announced cookie. */
+	for (size_t j = 0; j < 3 * PAGE; j++)
+		pattern[j] = (char)(j * 11 + 1);
+	ASSERT_EQ(0, rdma_send(b, variant->local, PORT_A, seen, 0, 3 * PAGE, &iov, 1,
+			       RDS_RDMA_READWRITE | RDS_RDMA_NOTIFY_ME, 9, "w", 1));
+	ASSERT_EQ(1, rdma_status(b, &token, &status));
+	EXPECT_EQ(RDS_RDMA_SUCCESS, status) TH_LOG("cookie %llx", (unsigned long long)seen);
+	ASSERT_EQ(1, ERR(recv(a, got, sizeof(got), 0)));
+	EXPECT_EQ(0, memcmp(region, pattern, 3 * PAGE));
+	/* DEST: an MR of the socket announced again; an unknown one is EINVAL. */
+	ASSERT_EQ(0, send_cmsgs(a, variant->remote, PORT_B,
+				&(struct rds_cm){ RDS_CMSG_RDMA_DEST, &mapped, 8 }, 1, "d", 1));
+	ASSERT_EQ(1, recv_cookie(b, got, sizeof(got), &seen));
+	EXPECT_EQ(mapped, seen);
+	EXPECT_EQ(-EINVAL, send_cmsgs(a, variant->remote, PORT_B,
+				      &(struct rds_cm){ RDS_CMSG_RDMA_DEST, &bogus, 8 }, 1,
+				      "x", 1));
+	/* A plain message carries no cookie. */
+	ASSERT_EQ(0, send_cmsgs(a, variant->remote, PORT_B, NULL, 0, "p", 1));
+	ASSERT_EQ(1, recv_cookie(b, got, sizeof(got), &seen));
+	EXPECT_EQ(0u, seen);
+	/* Shapes: one cookie per message, none beside an operation, full length. */
+	pinned = pinned_now();
+	EXPECT_EQ(-EINVAL, send_cmsgs(a, variant->remote, PORT_B, (struct rds_cm[]){
+		{ RDS_CMSG_RDMA_MAP, &map, sizeof(map) }, { RDS_CMSG_RDMA_DEST, &mapped, 8 } },
+		2, "x", 1));
+	EXPECT_EQ(-EINVAL, send_cmsgs(a, variant->remote, PORT_B, (struct rds_cm[]){
+		{ RDS_CMSG_RDMA_MAP, &map, sizeof(map) }, { RDS_CMSG_RDMA_MAP, &map, sizeof(map) } },
+		2, "x", 1));
+	EXPECT_EQ(-EINVAL, send_cmsgs(a, variant->remote, PORT_B, (struct rds_cm[]){
+		{ RDS_CMSG_RDMA_MAP, &map, sizeof(map) }, { RDS_CMSG_RDMA_ARGS, &args, sizeof(args) } },
+		2, "x", 1));
+	EXPECT_EQ(-EINVAL, send_cmsgs(a, variant->remote, PORT_B,
+				      &(struct rds_cm){ RDS_CMSG_RDMA_MAP, &map, 16 }, 1, "x", 1));
+	EXPECT_EQ(-EINVAL, send_cmsgs(a, variant->remote, PORT_B,
+				      &(struct rds_cm){ RDS_CMSG_RDMA_DEST, &mapped, 4 }, 1,
+				      "x", 1));
+	/* Bad memory: EFAULT, and the MR is undone. */
+	EXPECT_EQ(-EFAULT, send_cmsgs(a, variant->remote, PORT_B,
+				      &(struct rds_cm){ RDS_CMSG_RDMA_MAP, &unmapped,
+							sizeof(unmapped) }, 1, "x", 1));
+	bad_cookie_addr.cookie_addr = 8;
+	EXPECT_EQ(-EFAULT, send_cmsgs(a, variant->remote, PORT_B,
+				      &(struct rds_cm){ RDS_CMSG_RDMA_MAP, &bad_cookie_addr,
+							sizeof(bad_cookie_addr) }, 1, "x", 1));
+	EXPECT_TRUE(WAIT_FOR(5, pinned_now() == pinned));
+	/* A mapped MR is the socket's like any other: freed once, then unknown. */
+	EXPECT_EQ(0, free_mr(a, mapped, RDS_RDMA_INVALIDATE));
+	EXPECT_EQ(-EINVAL, free_mr(a, mapped, 0));
+	/* MAP with USE_ONCE: gone when the peer's RDMA to it has arrived. */
+	map.flags = RDS_RDMA_USE_ONCE;
+	map.cookie_addr = (uintptr_t)&once;
+	ASSERT_EQ(0, send_cmsgs(a, variant->remote, PORT_B,
+				&(struct rds_cm){ RDS_CMSG_RDMA_MAP, &map, sizeof(map) }, 1,
+				"o", 1));
+	ASSERT_EQ(1, recv_cookie(b, got, sizeof(got), &seen));
+	EXPECT_EQ(once, seen);
+	iov.bytes = PAGE;
+	ASSERT_EQ(0, rdma_send(b, variant->local, PORT_A, seen, 0, PAGE, &iov, 1,
+			       RDS_RDMA_READWRITE | RDS_RDMA_NOTIFY_ME, 10, "u", 1));
+	ASSERT_EQ(1, rdma_status(b, &token, &status));
+	EXPECT_EQ(RDS_RDMA_SUCCESS, status);
+	ASSERT_EQ(1, ERR(recv(a, got, sizeof(got), 0)));
+	EXPECT_EQ(-EINVAL, free_mr(a, once, 0));
+	close(a);
+	close(b);
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
+}
+
+/* Messages on @fd's retransmit list (RDS_INFO_RETRANS_MESSAGES), or -errno. */
+static long retrans_messages(int fd)
+{
+	socklen_t len = 0;
+
+	if (getsockopt(fd, SOL_RDS, RDS_INFO_RETRANS_MESSAGES, NULL, &len) < 0 &&
+	    errno != ENOSPC)
+		return -errno;
+	return len / sizeof(struct rds_info_message);
+}
+
+/*
+ * RDS_RDMA_SILENT on a 0-byte message: the peer sees the RDMA and no
+ * message, and the sender's message is done when the operation is (no ack
+ * will come). With data, the message still goes. RDS_RDMA_FENCE holds the
+ * message until the operation completed, so the peer may reuse its memory
+ * as soon as the message arrives.
+ */
+TEST_F(mr, rdma_silent_and_fenced)
+{
+	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
+	char *local = self->buf, *remote = self->buf + MIB, *expect = self->buf + MIB / 2;
+	char got[16];
+	struct rds_iovec iov = { .addr = (uintptr_t)local, .bytes = 2 * PAGE };
+	struct pollfd p = { .fd = b, .events = POLLIN };
+	uint64_t cookie, token;
+	int status;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	set_timeouts(a);
+	set_timeouts(b);
+	memset(remote, 0, 2 * PAGE);
+	for (size_t j = 0; j < 2 * PAGE; j++)
+		local[j] = (char)(j * 3 + 1);
+	ASSERT_EQ(0, peer_get_mr(b, remote, 2 * PAGE, 0, &cookie));
+	/* Silent, 0 bytes: the data lands, no message does, nothing stays queued. */
+	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, 2 * PAGE, &iov, 1,
+			       RDS_RDMA_READWRITE | RDS_RDMA_SILENT | RDS_RDMA_NOTIFY_ME, 1,
+			       NULL, 0));
+	ASSERT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(1u, token);
+	EXPECT_EQ(RDS_RDMA_SUCCESS, status);
+	EXPECT_EQ(0, memcmp(remote, local, 2 * PAGE));
+	EXPECT_EQ(0, poll(&p, 1, 500));
+	EXPECT_TRUE(WAIT_FOR(5, retrans_messages(a) == 0)) TH_LOG("%ld", retrans_messages(a));
+	/* Silent with data: the message goes; the next one follows it. */
+	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, 2 * PAGE, &iov, 1,
+			       RDS_RDMA_READWRITE | RDS_RDMA_SILENT, 2, "s", 1));
+	ASSERT_EQ(0, send_cmsgs(a, variant->remote, PORT_B, NULL, 0, "n", 1));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	EXPECT_EQ('s', got[0]);
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	EXPECT_EQ('n', got[0]);
+	/*
+	 * Fenced READ: the peer overwrites its memory as soon as the message
+	 * arrives, so the read must have seen the old bytes.
+	 */
+	for (size_t j = 0; j < 2 * PAGE; j++)
+		expect[j] = (char)(j * 5 + 2);
+	memcpy(remote, expect, 2 * PAGE);
+	memset(local, 0, 2 * PAGE);
+	for (int round = 0; round < 20; round++) {
+		ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, 2 * PAGE, &iov, 1,
+				       RDS_RDMA_FENCE | RDS_RDMA_NOTIFY_ME, 3, "f", 1));
+		ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+		memset(remote, 0x77, 2 * PAGE);
+		ASSERT_EQ(1, rdma_status(a, &token, &status));
+		EXPECT_EQ(RDS_RDMA_SUCCESS, status);
+		EXPECT_EQ(0, memcmp(local, expect, 2 * PAGE)) TH_LOG("round %d", round);
+		memcpy(remote, expect, 2 * PAGE);
+		memset(local, 0, 2 * PAGE);
+	}
+	/* Fenced WRITE: the data is in place when the message arrives. */
+	for (size_t j = 0; j < 2 * PAGE; j++)
+		local[j] = (char)(j * 9 + 4);
+	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, 2 * PAGE, &iov, 1,
+			       RDS_RDMA_READWRITE | RDS_RDMA_FENCE | RDS_RDMA_NOTIFY_ME, 4, "F", 1));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	EXPECT_EQ(0, memcmp(remote, local, 2 * PAGE));
+	ASSERT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(RDS_RDMA_SUCCESS, status);
+	close(a);
+	close(b);
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
 }
 
 /* An atomic cmsg of @type on the peer's @cookie; the old value lands in *@result. */

@@ -309,9 +309,19 @@ impl SocketMrs {
     /// registered with `RDS_RDMA_USE_ONCE` is freed now, as upstream's
     /// `rds_rdma_unuse`.
     pub(crate) fn used(&mut self, rkey: u32) {
-        if !self.keys.get(&rkey).is_some_and(|mr| mr.use_once) {
-            return;
+        if self.keys.get(&rkey).is_some_and(|mr| mr.use_once) {
+            self.discard(rkey);
         }
+    }
+
+    /// Whether the socket has a live MR with `rkey` (`RDS_CMSG_RDMA_DEST`).
+    pub(crate) fn contains(&self, rkey: u32) -> bool {
+        self.keys.get(&rkey).is_some()
+    }
+
+    /// Frees the MR with `rkey`, if any, without waiting for it to be
+    /// invalid: a send that registered it failed.
+    pub(crate) fn discard(&mut self, rkey: u32) {
         if let Some(mr) = self.keys.remove(&rkey) {
             Mr::free(&mr);
         }

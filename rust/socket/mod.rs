@@ -869,13 +869,19 @@ fn get_mr(state: &RdsSock, name: u32, value: &SockOptValue) -> Result {
         bytes: field(1),
         flags: field(3),
     };
-    let cookie_addr = field(2);
+    register_mr(state, &req, field(2)).map(|_| ())
+}
+
+/// Registers `req` on the device of the socket's bound address and returns
+/// its cookie, written to `cookie_addr` first unless that is 0
+/// (`RDS_GET_MR`, `RDS_CMSG_RDMA_MAP`).
+fn register_mr(state: &RdsSock, req: &MrRequest, cookie_addr: u64) -> Result<u64> {
     let ep = state.endpoint().ok_or_else(errno::enotconn)?;
     let (device, _) = bound_device(state)?;
     state
         .mrs
         .lock()
-        .get(state.net, &device, &ep, &req, |cookie| {
+        .get(state.net, &device, &ep, req, |cookie| {
             if cookie_addr == 0 {
                 return Ok(());
             }
@@ -883,7 +889,6 @@ fn get_mr(state: &RdsSock, name: u32, value: &SockOptValue) -> Result {
                 .writer()
                 .write_slice(&cookie.to_ne_bytes())
         })
-        .map(|_| ())
 }
 
 /// The RDMA device (and port) of the socket's bound address: ENOTCONN when

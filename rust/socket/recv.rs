@@ -339,6 +339,18 @@ pub(super) fn recvmsg(
         msg.set_truncated();
     }
 
+    // The peer announced an MR of its own (upstream's `rds_cmsg_recv` order).
+    if let Some((rkey, offset)) = head_header.extensions().find_map(|e| match e {
+        Extension::RdmaDest { rkey, offset } => Some((rkey, offset)),
+        _ => None,
+    }) {
+        let cookie = crate::mr::make_cookie(rkey, offset);
+        msg.put_cmsg(
+            bindings::SOL_RDS,
+            bindings::RDS_CMSG_RDMA_DEST,
+            &cookie.to_ne_bytes(),
+        )?;
+    }
     if let Some(ns) = received_ns {
         if sk.flag(bindings::sock_flags_SOCK_RCVTSTAMP) {
             let (sec, usec) = (ns / 1_000_000_000, (ns % 1_000_000_000) / 1000);

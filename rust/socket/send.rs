@@ -22,6 +22,7 @@ use crate::{
         bindings,
         ib_device::AtomicCap,
         net::{
+            ne_u64,
             MsgHdr,
             Sock, //
         },
@@ -32,6 +33,10 @@ use crate::{
         Header,
         Message,
         MAX_MSG_SIZE, //
+    },
+    mr::{
+        self,
+        MrRequest, //
     },
     rdma::{
         RdmaOp,
@@ -50,6 +55,9 @@ use crate::{
 const RDMA_WR_BYTES: u8 = 0x01;
 const RDMA_RD_BYTES: u8 = 0x02;
 
+/// `sizeof(struct rds_get_mr_args)`: shorter RDMA_MAP arguments are EINVAL.
+const GET_MR_ARGS_LEN: usize = 32;
+
 /// `CMSG_LEN(sizeof(struct rds_rdma_args))`: shorter RDMA_ARGS are EINVAL.
 const RDMA_ARGS_CMSG_LEN: usize = 16 + 56;
 
@@ -60,8 +68,11 @@ struct SendCmsgs<'a> {
     rdma_args: Option<&'a [u8]>,
     /// The cmsg type and `struct rds_atomic_args` of an atomic operation.
     atomic: Option<(u32, &'a [u8])>,
-    /// Operations rrds does not carry yet (RDMA_MAP, RDMA_DEST).
-    unsupported: bool,
+    /// `RDS_CMSG_RDMA_MAP`: the `struct rds_get_mr_args` of memory to
+    /// register and announce to the peer.
+    map: Option<[u8; GET_MR_ARGS_LEN]>,
+    /// `RDS_CMSG_RDMA_DEST`: the cookie of an MR of the socket to announce.
+    dest: Option<u64>,
     zcopy_cookie: bool,
 }
 
@@ -100,9 +111,22 @@ fn parse_cmsgs<'a>(msg: &'a MsgHdr) -> Result<SendCmsgs<'a>> {
                 found.atomic = Some((kind as u32, data));
                 group_ops = true;
             }
-            bindings::RDS_CMSG_RDMA_DEST | bindings::RDS_CMSG_RDMA_MAP => {
+            // One cookie per message (upstream: `rm->m_rdma_cookie != 0`).
+            bindings::RDS_CMSG_RDMA_DEST => {
+                if data.len() < 8 || found.map.is_some() || found.dest.is_some() {
+                    return Err(EINVAL);
+                }
+                found.dest = Some(ne_u64(data, 0));
                 group_map = true;
-                found.unsupported = true;
+            }
+            bindings::RDS_CMSG_RDMA_MAP => {
+                if data.len() < GET_MR_ARGS_LEN || found.map.is_some() || found.dest.is_some() {
+                    return Err(EINVAL);
+                }
+                let mut args = [0u8; GET_MR_ARGS_LEN];
+                args.copy_from_slice(&data[..GET_MR_ARGS_LEN]);
+                found.map = Some(args);
+                group_map = true;
             }
             bindings::RDS_CMSG_ZCOPY_COOKIE => {
                 found.zcopy_cookie = true;
@@ -162,7 +186,7 @@ pub(super) fn sendmsg(
         )
     };
     let cmsgs = parse_cmsgs(msg)?;
-    let unsupported = cmsgs.unsupported;
+    let (map_args, dest) = (cmsgs.map, cmsgs.dest);
     // Checked and pinned before the transport is known, as upstream's
     // `rds_cmsg_send` does: bad arguments are reported first.
     let rdma = match (cmsgs.rdma_args, cmsgs.atomic) {
@@ -217,9 +241,22 @@ pub(super) fn sendmsg(
             transport,
         )?,
     };
-    if unsupported {
-        return Err(errno::eopnotsupp());
-    }
+    // The cookie announced to the peer (`RDS_EXTHDR_RDMA_DEST`); an MR the
+    // send registers is freed again if the send fails (upstream's
+    // `allocated_mr`).
+    let cookie = match (map_args, dest) {
+        (Some(args), _) => Some(MappedCookie::map(&state, &args)?),
+        (None, Some(cookie)) => {
+            if !state.mrs.lock().contains(mr::cookie_key(cookie)) {
+                return Err(EINVAL);
+            }
+            Some(MappedCookie {
+                cookie,
+                state: None,
+            })
+        }
+        (None, None) => None,
+    };
     if message.rdma().is_some() && conn.transport.kind() != crate::transport::ib::TRANS_IB {
         // The loopback transport has no RDMA (upstream: no xmit_rdma/xmit_atomic).
         return Err(errno::eopnotsupp());
@@ -267,6 +304,12 @@ pub(super) fn sendmsg(
         stats::inc(Stat::SendRdma);
         stats::add(Stat::SendRdmaBytes, op.bytes() as u64);
     }
+    if let Some(c) = &cookie {
+        header.add_extension(Extension::RdmaDest {
+            rkey: mr::cookie_key(c.cookie),
+            offset: (c.cookie >> 32) as u32,
+        });
+    }
     {
         let mut tx = state.tx.lock();
         wait_until(&state.wait, &mut tx, &mut timeo, |t| t.bytes < sndbuf)?;
@@ -281,5 +324,50 @@ pub(super) fn sendmsg(
         return Err(e);
     }
     conn.xmit();
+    if let Some(c) = cookie {
+        c.keep();
+    }
     Ok(len)
+}
+
+/// The cookie a send announces; an MR registered by the send itself
+/// (`RDS_CMSG_RDMA_MAP`) is freed again unless the send succeeds.
+struct MappedCookie<'a> {
+    cookie: u64,
+    /// The socket whose MR this send registered.
+    state: Option<&'a RdsSock>,
+}
+
+impl<'a> MappedCookie<'a> {
+    /// `RDS_CMSG_RDMA_MAP`: registers what `args` (a `struct
+    /// rds_get_mr_args`) describes, as `RDS_GET_MR` does.
+    fn map(state: &'a RdsSock, args: &[u8]) -> Result<Self> {
+        let req = MrRequest {
+            addr: ne_u64(args, 0),
+            bytes: ne_u64(args, 8),
+            flags: ne_u64(args, 24),
+        };
+        let cookie = match super::register_mr(state, &req, ne_u64(args, 16)) {
+            // Upstream's answer when the device went meanwhile: try again.
+            Err(e) if e == ENODEV => return Err(EAGAIN),
+            other => other?,
+        };
+        Ok(Self {
+            cookie,
+            state: Some(state),
+        })
+    }
+
+    /// The send succeeded: the MR stays until freed or used.
+    fn keep(mut self) {
+        self.state = None;
+    }
+}
+
+impl Drop for MappedCookie<'_> {
+    fn drop(&mut self) {
+        if let Some(state) = self.state {
+            state.mrs.lock().discard(mr::cookie_key(self.cookie));
+        }
+    }
 }

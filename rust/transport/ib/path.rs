@@ -20,6 +20,7 @@ use kernel::{
         ArcBorrow,
         CondVar,
         Mutex,
+        MutexGuard,
         SpinLock, //
     },
     task::Task,
@@ -715,7 +716,7 @@ impl IbPath {
     fn conn_param<'a>(&self, private: &'a [u8]) -> ConnParam<'a> {
         ConnParam {
             private_data: private,
-            // No RDMA READs yet (the MR issue adds them).
+            // One READ or atomic in flight each way.
             responder_resources: 1,
             initiator_depth: 1,
             retry_count: RETRY_COUNT,
@@ -883,10 +884,14 @@ impl IbPath {
                 }
             }
             CmEventKind::Established => {
-                let mut c = self.ctl.lock();
+                let c = self.ctl.lock();
                 let Some(active) = c.link.as_ref().filter(|l| l.is(id)).map(|l| l.active) else {
                     return;
                 };
+                if c.state == State::Up {
+                    // Established already by its first receive (`receive_before_established`).
+                    return;
+                }
                 let peer = if active {
                     let v6 = !Endpoint {
                         addr: self.key.laddr,
@@ -899,24 +904,7 @@ impl IbPath {
                 } else {
                     c.peer_request
                 };
-                if let Some(rings) = Option::as_mut(&mut *self.rings.lock()) {
-                    rings.start(peer.credit);
-                }
-                c.state = State::Up;
-                c.backoff_ms = 0;
-                c.connect_wanted = false;
-                let restarted = peer_restarted(&mut c, &peer);
-                drop(c);
-                self.peer_connected(restarted, peer.ack_seq);
-                if let Some(conn) = self.conn() {
-                    // Our congestion map first, as upstream does on a new connection.
-                    if let Some(map) = cong::find(conn.key.net, &conn.key.laddr) {
-                        if let Ok(wire) = cong_message(&map) {
-                            self.send_cong_map(wire);
-                        }
-                    }
-                    conn.xmit();
-                }
+                self.link_up(c, peer);
             }
             CmEventKind::Failed
             | CmEventKind::Disconnected
@@ -931,6 +919,48 @@ impl IbPath {
             }
             _ => {}
         }
+    }
+
+    /// The live link is established, `peer` what the peer's connect data
+    /// said: start the rings, retransmit what the peer lacks, send.
+    fn link_up(self: &Arc<Self>, mut c: MutexGuard<'_, Control>, peer: ConnectPrivate) {
+        if let Some(rings) = Option::as_mut(&mut *self.rings.lock()) {
+            rings.start(peer.credit);
+        }
+        c.state = State::Up;
+        c.backoff_ms = 0;
+        c.connect_wanted = false;
+        let restarted = peer_restarted(&mut c, &peer);
+        drop(c);
+        self.peer_connected(restarted, peer.ack_seq);
+        if let Some(conn) = self.conn() {
+            // Our congestion map first, as upstream does on a new connection.
+            if let Some(map) = cong::find(conn.key.net, &conn.key.laddr) {
+                if let Ok(wire) = cong_message(&map) {
+                    self.send_cong_map(wire);
+                }
+            }
+            conn.xmit();
+        }
+    }
+
+    /// A receive completed on a link not yet started: the peer sends, so it
+    /// holds the connection established. A passive link whose `ESTABLISHED`
+    /// has not come (the RTU was lost, and rxe raises no `COMM_EST` for
+    /// upstream's answer, `rdma_notify`) is established here, or it would
+    /// never send. The IB CM is told too, so it stops waiting for the RTU.
+    fn receive_before_established(self: &Arc<Self>) {
+        let c = self.ctl.lock();
+        if c.state != State::Connecting {
+            return;
+        }
+        let Some(link) = c.link.as_ref().filter(|l| !l.active) else {
+            return;
+        };
+        link.cm_id.notify_established();
+        stats::inc(Stat::IbEstablishedByReceive);
+        let peer = c.peer_request;
+        self.link_up(c, peer);
     }
 
     /// A frame of a message arrived: add it to the message being reassembled
@@ -1039,6 +1069,12 @@ impl IbPath {
         if let Some((message, Some(last))) = &done {
             if let Some(op) = message.rdma() {
                 op.completed(wc.status(), *last);
+                if *last && wc.is_success() && op.sends_nothing(message.len()) {
+                    // No header went, so no ack will release it.
+                    if let Some(conn) = self.conn() {
+                        conn.release_unsent(message);
+                    }
+                }
             }
         }
         drop(done);
@@ -1072,14 +1108,18 @@ impl IbPath {
         }
         // The buffer that replaces this one, allocated before taking the lock.
         let fresh = kernel::page::Page::alloc_page(GFP_KERNEL).ok();
-        let (received, generation) = {
+        let (received, generation, not_started) = {
             let mut guard = self.rings.lock();
             let Some(r) = Option::as_mut(&mut *guard).filter(|r| r.qp.as_raw() == wc.qp()) else {
                 return;
             };
+            let not_started = !r.up;
             let received = r.receive_completed(self, wc.byte_len(), fresh);
-            (received, *self.generation.lock())
+            (received, *self.generation.lock(), not_started)
         };
+        if not_started {
+            self.receive_before_established();
+        }
         let Some(conn) = self.conn() else {
             return;
         };

@@ -126,6 +126,7 @@ struct Partial {
     header: Header,
     message: Arc<Message>,
     next: usize,
+    /// Fragments to post: none for a silent operation's message.
     count: usize,
     /// Work requests of the message's RDMA operation posted so far.
     rdma_next: usize,
@@ -332,21 +333,31 @@ impl Rings {
             return false;
         }
         let mut header = *header;
+        // A silent operation's message posts its RDMA and no fragment.
+        let silent = message
+            .rdma()
+            .is_some_and(|op| op.sends_nothing(message.len()));
         // Upstream's rule: ACK_REQUIRED every few messages, so a one-way stream
         // is acknowledged without reverse traffic.
-        if self.until_ack_required == 0 || header.flags & flags::RETRANSMITTED != 0 {
-            header.flags |= flags::ACK_REQUIRED;
-        }
-        if header.flags & flags::ACK_REQUIRED != 0 {
-            self.until_ack_required = ACK_EVERY;
-        } else {
-            self.until_ack_required -= 1;
+        if !silent {
+            if self.until_ack_required == 0 || header.flags & flags::RETRANSMITTED != 0 {
+                header.flags |= flags::ACK_REQUIRED;
+            }
+            if header.flags & flags::ACK_REQUIRED != 0 {
+                self.until_ack_required = ACK_EVERY;
+            } else {
+                self.until_ack_required -= 1;
+            }
         }
         self.partial = Some(Partial {
             header,
             message: message.clone(),
             next: 0,
-            count: fragments(message.len()).count().max(1),
+            count: if silent {
+                0
+            } else {
+                fragments(message.len()).count().max(1)
+            },
             rdma_next: 0,
         });
         self.finish_own(path)
@@ -401,15 +412,18 @@ impl Rings {
             let Some(p) = &self.partial else {
                 return true;
             };
+            if p.next == 0 && !self.continue_rdma(path) {
+                return false;
+            }
+            let Some(p) = &self.partial else {
+                return true;
+            };
             if p.next == p.count {
                 if p.header.flags != FLAG_CONG_BITMAP {
                     self.finished = Some((p.header.sequence, Arc::as_ptr(&p.message)));
                 }
                 self.partial = None;
                 return true;
-            }
-            if p.next == 0 && !self.continue_rdma(path) {
-                return false;
             }
             if !self.has_send_slot() {
                 return false;
@@ -531,9 +545,8 @@ impl Rings {
         let offset = index * PAGE_SIZE;
         let len = message.len().saturating_sub(offset).min(PAGE_SIZE);
         let mut slot = SendSlot::default();
-        // The peer may reuse memory we RDMA READ once it has the message: the
-        // first fragment waits for the READ (upstream fences it likewise).
-        let fence = index == 0 && message.rdma().is_some_and(|op| !op.is_write());
+        // The first fragment waits for the operation when it must (`fenced`).
+        let fence = index == 0 && message.rdma().is_some_and(|op| op.fenced());
         let posted = if len > 0 {
             let page = message.pages().nth(index).ok_or(EINVAL)?;
             let map = DmaMapping::map(self.device, page, DmaDirection::ToDevice)?;
