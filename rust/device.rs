@@ -123,6 +123,16 @@ impl RdmaDevice {
     }
 }
 
+/// Every device rrds serves now.
+pub(crate) fn all() -> Result<KVec<Arc<RdmaDevice>>> {
+    let devices = DEVICES.lock();
+    let mut out = KVec::with_capacity(devices.len(), GFP_KERNEL)?;
+    for d in devices.iter() {
+        out.push(d.clone(), GFP_KERNEL)?;
+    }
+    Ok(out)
+}
+
 /// The record of the device `raw`, if rrds serves it.
 pub(crate) fn find(raw: *mut bindings::ib_device) -> Option<Arc<RdmaDevice>> {
     DEVICES.lock().iter().find(|d| d.is(raw)).cloned()

@@ -59,6 +59,8 @@ struct Rrds {
     #[pin]
     loopback_hold_file: debugfs::File<()>,
     #[pin]
+    regqp_fail_file: debugfs::File<()>,
+    #[pin]
     ib_links_file: debugfs::File<()>,
     #[pin]
     xrc_targets_file: debugfs::File<()>,
@@ -108,6 +110,12 @@ impl kernel::InPlaceModule for Rrds {
                 (),
                 &|(): &(), f| transport::loopback::show_hold(f),
                 &|(): &(), r| transport::loopback::store_hold(r),
+            ),
+            regqp_fail_file <- dir.read_write_callback_file(
+                c"regqp_fail",
+                (),
+                &|(): &(), f| mr::show_regqps(f),
+                &|(): &(), r| mr::store_regqp_fail(r),
             ),
             ib_client <- IbClientRegistration::register(c"rrds"),
             _debugfs: dir,

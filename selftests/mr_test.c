@@ -847,6 +847,83 @@ TEST_F(mr, rdma_silent_and_fenced)
 	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
 }
 
+/* Writes a page of pattern @seed through @cookie: 0 if it succeeded and landed. */
+static int write_verified(int a, const char *ip, char *local, char *remote, uint64_t cookie,
+			  int seed)
+{
+	struct rds_iovec iov = { .addr = (uintptr_t)local, .bytes = PAGE };
+	uint64_t token;
+	int status;
+
+	for (size_t j = 0; j < PAGE; j++)
+		local[j] = (char)(j * 17 + seed);
+	if (rdma_send(a, ip, PORT_B, cookie, 0, PAGE, &iov, 1,
+		      RDS_RDMA_READWRITE | RDS_RDMA_NOTIFY_ME, seed, "v", 1))
+		return -1;
+	if (rdma_status(a, &token, &status) != 1 || token != (uint64_t)seed ||
+	    status != RDS_RDMA_SUCCESS)
+		return -2;
+	return memcmp(remote, local, PAGE) ? -3 : 0;
+}
+
+/*
+ * The registration QP forced to the error state (debugfs regqp_fail), as a
+ * device fault would: an MR freed through it is deregistered, so the
+ * peer's device refuses its cookie; the next RDS_GET_MR works on a new QP
+ * (mr_qp_recreated), also when the fault meets the registration itself;
+ * MRs registered before the fault stay usable.
+ */
+TEST_F(mr, registration_qp_failure_recreates_it)
+{
+	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
+	char *remote = self->buf + MIB, got[16];
+	struct rds_iovec iov = { .addr = (uintptr_t)self->buf, .bytes = PAGE };
+	uint64_t kept, freed, fresh, again, token;
+	long long recreated, stale;
+	int status;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	set_timeouts(a);
+	set_timeouts(b);
+	ASSERT_EQ(0, peer_get_mr(b, remote, PAGE, 0, &kept));
+	ASSERT_EQ(0, peer_get_mr(b, remote + 2 * PAGE, PAGE, 0, &freed));
+	ASSERT_EQ(0, write_verified(a, variant->remote, self->buf, remote, kept, 1));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	recreated = counter("mr_qp_recreated");
+	stale = counter("mr_stale");
+	ASSERT_EQ(0, sh("echo 1 > " RRDS_DEBUGFS "/regqp_fail"));
+	/* Freed through the failed QP: the LOCAL_INV flushes, the MR is deregistered. */
+	EXPECT_EQ(0, free_mr(b, freed, RDS_RDMA_INVALIDATE));
+	EXPECT_TRUE(WAIT_FOR(5, counter("mr_stale") == stale + 1));
+	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, freed, 0, PAGE, &iov, 1,
+			       RDS_RDMA_NOTIFY_ME, 2, "s", 1));
+	ASSERT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(2u, token);
+	EXPECT_TRUE(status == RDS_RDMA_REMOTE_ERROR || status == RDS_RDMA_DROPPED)
+		TH_LOG("status %d", status);
+	/* A new registration, on a new QP; the one from before still works. */
+	ASSERT_EQ(0, peer_get_mr(b, remote + 4 * PAGE, PAGE, 0, &fresh));
+	EXPECT_EQ(recreated + 1, counter("mr_qp_recreated"));
+	EXPECT_EQ(0, write_verified(a, variant->remote, self->buf, remote + 4 * PAGE, fresh, 3));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	EXPECT_EQ(0, write_verified(a, variant->remote, self->buf, remote, kept, 4));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	/* The fault meets a registration: it is retried on a new QP, unnoticed. */
+	ASSERT_EQ(0, sh("echo 1 > " RRDS_DEBUGFS "/regqp_fail"));
+	ASSERT_EQ(0, peer_get_mr(b, remote + 6 * PAGE, PAGE, 0, &again));
+	EXPECT_EQ(recreated + 2, counter("mr_qp_recreated"));
+	EXPECT_EQ(0, write_verified(a, variant->remote, self->buf, remote + 6 * PAGE, again, 5));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	EXPECT_NE(0, sh("echo 2 2>/dev/null > " RRDS_DEBUGFS "/regqp_fail"));
+	EXPECT_EQ(0, sh("grep -qx '%s_b 1' " RRDS_DEBUGFS "/regqp_fail", variant->kind));
+	close(a);
+	close(b);
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
+	/* The last user gone, the namespace's registration QP goes too. */
+	EXPECT_EQ(0, sh("grep -qx '%s_b 0' " RRDS_DEBUGFS "/regqp_fail", variant->kind));
+}
+
 /* An atomic cmsg of @type on the peer's @cookie; the old value lands in *@result. */
 static int atomic_send(int fd, const char *ip, int port, int type, uint64_t cookie,
 		       void *result, const uint64_t v[4], uint64_t flags, uint64_t token)

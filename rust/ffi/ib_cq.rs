@@ -402,6 +402,23 @@ impl QpRef {
         to_result(unsafe { bindings::rrds_ib_post_recv(self.0.as_ptr(), &wr, &mut bad) })
     }
 
+    /// Moves the QP to the error state (fault injection): every outstanding
+    /// and later request completes flushed. Process context.
+    pub(crate) fn force_error(&self) -> Result {
+        let mut attr = bindings::ib_qp_attr {
+            qp_state: bindings::ib_qp_state_IB_QPS_ERR,
+            ..Default::default()
+        };
+        // SAFETY: The QP is live (type invariant); `attr` is valid for the call.
+        to_result(unsafe {
+            bindings::ib_modify_qp(
+                self.0.as_ptr(),
+                &mut attr,
+                bindings::ib_qp_attr_mask_IB_QP_STATE as c_int,
+            )
+        })
+    }
+
     /// Moves the QP to error and waits until every posted request has completed
     /// (flushed). Process context, never from this QP's completion handlers.
     pub(crate) fn drain(&self) {

@@ -14,7 +14,7 @@
 mod regqp;
 
 use kernel::{
-    impl_has_work, new_condvar, new_mutex, new_work,
+    fmt, impl_has_work, new_condvar, new_mutex, new_work,
     page::PAGE_SIZE,
     prelude::*,
     rbtree::RBTree,
@@ -24,6 +24,7 @@ use kernel::{
         Mutex, //
     },
     time::msecs_to_jiffies,
+    uaccess::UserSliceReader,
     workqueue::{
         Work,
         WorkItem, //
@@ -249,18 +250,26 @@ impl SocketMrs {
         if pages > device.caps().max_fast_reg_page_list_len as usize {
             return Err(EMSGSIZE);
         }
-        let qp = self.registration_qp(net, device, addr)?;
         let offset = (req.addr as usize) % PAGE_SIZE;
-        let pinned = Pinned::pin(req.addr - offset as u64, pages, true)?;
-        let sg = MappedSg::map(
-            device.as_raw(),
-            &pinned.0,
-            offset,
-            req.bytes as usize,
-            SgDirection::Bidirectional,
-        )?;
-        let mapping = Mapping { sg, pages: pinned };
-        let mr = Mr::register(device, &self.owner, qp, mapping, offset, req.flags)?;
+        // A REG_MR flushed because the registration QP failed is not the
+        // caller's fault: once more, on a new QP.
+        let mut retried = false;
+        let mr = loop {
+            let qp = self.registration_qp(net, device, addr)?;
+            let pinned = Pinned::pin(req.addr - offset as u64, pages, true)?;
+            let sg = MappedSg::map(
+                device.as_raw(),
+                &pinned.0,
+                offset,
+                req.bytes as usize,
+                SgDirection::Bidirectional,
+            )?;
+            let mapping = Mapping { sg, pages: pinned };
+            match Mr::register(device, &self.owner, qp.clone(), mapping, offset, req.flags) {
+                Err(_) if !retried && !qp.is_up() => retried = true,
+                other => break other?,
+            }
+        };
         let cookie = make_cookie(mr.rkey, mr.offset);
         if let Err(e) = publish(cookie) {
             Mr::free(&mr);
@@ -709,6 +718,49 @@ impl WorkItem for Mr {
 /// The device is going: shuts down its registration QPs (flushing every
 /// outstanding request), then unmaps and deregisters every MR on it. The
 /// sockets keep their MRs (stale, pages pinned) until they free them.
+/// debugfs `rrds/regqp_fail` (write): moves every registration QP to the
+/// error state, as a device fault would.
+pub(crate) fn store_regqp_fail(reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 4];
+    let n = reader.len().min(buf.len());
+    reader.read_slice(&mut buf[..n])?;
+    if buf[..n].trim_ascii() != b"1" {
+        return Err(EINVAL);
+    }
+    for device in crate::device::all()?.iter() {
+        let qps = {
+            let d = device.mrs().lock();
+            let mut qps = KVec::with_capacity(d.qps.len(), GFP_KERNEL)?;
+            for qp in d.qps.iter().filter_map(|s| s.qp.clone()) {
+                qps.push(qp, GFP_KERNEL)?;
+            }
+            qps
+        };
+        for qp in qps.iter() {
+            qp.force_error()?;
+        }
+    }
+    Ok(())
+}
+
+/// debugfs `rrds/regqp_fail` (read): registration QPs that can post, per
+/// device and in all.
+pub(crate) fn show_regqps(f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let Ok(devices) = crate::device::all() else {
+        return Ok(());
+    };
+    for device in devices.iter() {
+        let d = device.mrs().lock();
+        let up = d
+            .qps
+            .iter()
+            .filter(|s| s.qp.as_ref().is_some_and(|q| q.is_up()))
+            .count();
+        f.write_fmt(fmt!("{} {}\n", device.name(), up))?;
+    }
+    Ok(())
+}
+
 pub(crate) fn device_removed(device: &Arc<RdmaDevice>) {
     let qps = {
         let mut d = device.mrs().lock();

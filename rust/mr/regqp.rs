@@ -216,6 +216,16 @@ impl RegQp {
         result
     }
 
+    /// Moves the QP to the error state, as a device fault would (debugfs
+    /// `rrds/regqp_fail`). Nothing notices until a request completes
+    /// flushed: then the QP counts as failed and is re-created on next use.
+    pub(super) fn force_error(&self) -> Result {
+        // `link` keeps `shut_down` from taking (and destroying) the QP meanwhile.
+        let _link = self.link.lock();
+        let qp = *self.post.lock();
+        qp.map_or(Ok(()), |qp| qp.force_error())
+    }
+
     /// The QP failed (a flushed or failed completion).
     pub(super) fn failed(&self) {
         self.set_phase(Phase::Failed);
@@ -225,7 +235,11 @@ impl RegQp {
     /// run first) and destroys the connection. Process context; not from
     /// this QP's completion or event handlers.
     pub(super) fn shut_down(&self) {
-        let qp = self.post.lock().take();
+        // Under `link`: `force_error` uses the QP only while `post` has it.
+        let qp = {
+            let _link = self.link.lock();
+            self.post.lock().take()
+        };
         // Only a QP that was up has requests to flush.
         if let Some(qp) = qp {
             qp.drain();
