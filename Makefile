@@ -7,6 +7,7 @@
 #   make demo                      boot the VM, load rrds on rxe and siw, show what it sees
 #   make bench                     rrds against the in-tree rds module over loopback, in a VM
 #   make bench-ib                  the same over IB (an rxe pair), with perftest as the ceiling
+#   make bench-rdma                RDMA WRITE/READ through RDS against ib_write_bw/ib_read_bw
 #
 # KDIR defaults to the cached test kernel (scripts/kernel-dir builds it on first use).
 
@@ -29,7 +30,7 @@ SHELL := /bin/bash
 rust_sources = $(filter-out rust/bindings_generated.rs,$(wildcard rust/*.rs rust/*/*.rs rust/*/*/*.rs))
 kmake = $(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM)
 
-.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench bench-ib bench-xrc setup
+.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench bench-ib bench-rdma bench-xrc setup
 
 all: modules
 
@@ -67,6 +68,10 @@ bench:
 
 bench-ib:
 	scripts/bench-ib
+
+bench-rdma:
+	RRDS_PERFTEST_TESTS="write_bw read_bw" scripts/bench-ib --mode rdma --size 64k --size 1m \
+		--depth 8 --duration 5 --runs 3 --verify
 
 bench-xrc:
 	scripts/bench-xrc

@@ -163,6 +163,34 @@ TEST_F(ib_tools, bench_across_namespaces_verified)
 	EXPECT_NE(NULL, strstr(out, "\"transport\":\"ib\""));
 }
 
+/*
+ * rrds bench's RDMA modes between the namespaces: WRITEs into and READs
+ * from regions the receiver registered, every operation's bytes verified
+ * and every outcome a success, at 64 KiB and 1 MiB.
+ */
+TEST_F(ib_tools, bench_rdma_write_and_read_verified)
+{
+	static const char *const modes[] = { "rdma-write", "rdma-read" };
+	char out[16384];
+
+	for (unsigned int i = 0; i < 2; i++) {
+		ASSERT_EQ(0, sh_out(out, sizeof(out),
+				    "%s bench --addr %s --peer-addr %s --peer-netns rrds-b "
+				    "--transport ib --size 64k --size 1m --depth 8 --duration 2 "
+				    "--runs 1 --mode %s --verify --json 2>&1",
+				    rrds_cmd(), variant->local, variant->remote, modes[i]))
+			TH_LOG("%s", out);
+		TH_LOG("%s", out);
+		EXPECT_NE(NULL, strstr(out, "\"type\":\"summary\""));
+		EXPECT_NE(NULL, strstr(out, i ? "\"mode\":\"rdma_read\"" : "\"mode\":\"rdma_write\""));
+		/* Every run and summary record counts 0 errors. */
+		for (const char *e = strstr(out, "\"errors\":"); e; e = strstr(e + 1, "\"errors\":")) {
+			EXPECT_EQ('0', e[9]);
+		}
+		EXPECT_NE(NULL, strstr(out, "\"errors\":0"));
+	}
+}
+
 /* rrds mr: the crate's MemoryRegion registers and frees, a new key each time. */
 TEST_F(ib_tools, mr_registers_and_frees)
 {
@@ -176,6 +204,24 @@ TEST_F(ib_tools, mr_registers_and_frees)
 	/* Unbound to an RDMA address: the kernel's errno comes through. */
 	EXPECT_NE(0, sh_out(out, sizeof(out), "%s mr -c 1 127.0.0.1 2>&1", rrds_cmd()));
 	EXPECT_NE(NULL, strstr(out, "RDS_GET_MR #1")) TH_LOG("%s", out);
+}
+
+/*
+ * The crate's own integration tests (tools/rrds/tests/kernel.rs, ignored
+ * by a plain cargo test), built by make check's cargo test: memory mapped
+ * in a send reaches the peer in rrds-b as its cookie, and bad mappings
+ * fail with the kernel's errno.
+ */
+TEST_F(ib_tools, crate_integration_tests)
+{
+	char out[8192];
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out),
+			    "bin=$(ls -t %s/../tools/target/release/deps/kernel-* | grep -v '[.]d$' | head -1) && "
+			    "RRDS_TEST_LOCAL=%s RRDS_TEST_REMOTE=%s RRDS_TEST_PEER_NETNS=rrds-b "
+			    "$bin --ignored --test-threads=1 2>&1",
+			    selftests_dir(), variant->local, variant->remote)) TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "test result: ok. 2 passed; 0 failed")) TH_LOG("%s", out);
 }
 
 /* rrds ping gets pongs from the other namespace; rrds info shows the connection. */

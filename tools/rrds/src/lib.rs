@@ -24,6 +24,7 @@
 mod addr;
 pub mod info;
 pub mod mr;
+pub mod rdma;
 mod socket;
 pub mod sys;
 pub mod xrc;
@@ -37,6 +38,8 @@ pub use info::MessageInfo;
 pub use info::SocketInfo;
 pub use mr::MemoryRegion;
 pub use mr::RdmaStatus;
+pub use rdma::RdmaInFlight;
+pub use rdma::RdmaOp;
 pub use socket::RdsSocket;
 pub use socket::Received;
 pub use socket::Transport;

@@ -7,6 +7,7 @@
 
 use std::io;
 use std::marker::PhantomData;
+use std::mem::size_of;
 
 use crate::socket::RdsSocket;
 use crate::sys;
@@ -50,6 +51,9 @@ pub struct MemoryRegion<'a> {
     sock: &'a RdsSocket,
     cookie: u64,
     active: bool,
+    /// The registered buffer (address and length), borrowed for `'a`.
+    addr: usize,
+    len: usize,
     _buf: PhantomData<&'a mut [u8]>,
 }
 
@@ -57,6 +61,36 @@ impl MemoryRegion<'_> {
     /// The cookie to hand to the peer (`rkey | offset << 32`).
     pub fn cookie(&self) -> u64 {
         self.cookie
+    }
+
+    /// Registered bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies the region's bytes from `offset` into `out`: what the peer's
+    /// RDMA has written so far. Bytes the device writes during the copy may
+    /// be old or new. `None` if the range is outside the region.
+    pub fn copy_out(&self, offset: usize, out: &mut [u8]) -> Option<()> {
+        let end = offset.checked_add(out.len())?;
+        if end > self.len {
+            return None;
+        }
+        // SAFETY: [addr + offset, addr + end) lies in the buffer this region
+        // borrows mutably for its whole life, so no Rust reference aliases
+        // it; only the device writes it meanwhile, and `out` is distinct.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (self.addr + offset) as *const u8,
+                out.as_mut_ptr(),
+                out.len(),
+            );
+        }
+        Some(())
     }
 
     /// Frees the registration now; with `invalidate`
@@ -106,8 +140,66 @@ impl RdsSocket {
             sock: self,
             cookie,
             active: true,
+            addr: buf.as_mut_ptr() as usize,
+            len: buf.len(),
             _buf: PhantomData,
         })
+    }
+
+    /// Registers `buf` as [`register_memory`](Self::register_memory) does
+    /// and sends its cookie with `data` to `addr` in the same call
+    /// (`RDS_CMSG_RDMA_MAP`): the peer finds it in
+    /// [`Received::rdma_dest`](crate::socket::Received::rdma_dest). If the
+    /// send fails, nothing stays registered.
+    pub fn send_to_mapped<'a>(
+        &'a self,
+        data: &[u8],
+        addr: std::net::SocketAddr,
+        buf: &'a mut [u8],
+        flags: u64,
+    ) -> io::Result<MemoryRegion<'a>> {
+        let mut cookie = 0u64;
+        let args = sys::rds_get_mr_args {
+            vec: sys::rds_iovec {
+                addr: buf.as_mut_ptr() as u64,
+                bytes: buf.len() as u64,
+            },
+            cookie_addr: &mut cookie as *mut u64 as u64,
+            flags,
+        };
+        // SAFETY: rds_get_mr_args is plain old data without padding.
+        let raw = unsafe {
+            std::slice::from_raw_parts(
+                (&args as *const sys::rds_get_mr_args).cast::<u8>(),
+                size_of::<sys::rds_get_mr_args>(),
+            )
+        };
+        self.send_to_cmsg(data, addr, sys::RDS_CMSG_RDMA_MAP, raw)?;
+        Ok(MemoryRegion {
+            sock: self,
+            cookie,
+            active: true,
+            addr: buf.as_mut_ptr() as usize,
+            len: buf.len(),
+            _buf: PhantomData,
+        })
+    }
+
+    /// Sends `data` to `addr` with the cookie of `region`, one of this
+    /// socket's (`RDS_CMSG_RDMA_DEST`; `EINVAL` if the kernel does not
+    /// know it).
+    pub fn send_to_with_region(
+        &self,
+        data: &[u8],
+        addr: std::net::SocketAddr,
+        region: &MemoryRegion<'_>,
+    ) -> io::Result<usize> {
+        self.send_to_cmsg(
+            data,
+            addr,
+            sys::RDS_CMSG_RDMA_DEST,
+            &region.cookie.to_ne_bytes(),
+        )
     }
 
     /// `RDS_FREE_MR` of a raw cookie; cookie 0 flushes (waits for every

@@ -132,6 +132,9 @@ pub struct Received {
     /// The notification was the outcome of an RDMA or atomic operation
     /// (a 0-byte receive).
     pub rdma_status: Option<crate::mr::RdmaStatus>,
+    /// The cookie of a memory region the sender announced with the datagram
+    /// (`RDS_CMSG_RDMA_DEST`; see [`RdsSocket::send_to_mapped`]).
+    pub rdma_dest: Option<u64>,
 }
 
 /// Size of the TOS ioctl argument buffer: at least `struct ifreq`.
@@ -294,7 +297,42 @@ impl RdsSocket {
                 .and_then(crate::xrc::XrcEvent::decode),
             rdma_status: find_cmsg(control, sys::SOL_RDS, sys::RDS_CMSG_RDMA_STATUS)
                 .and_then(crate::mr::RdmaStatus::decode),
+            rdma_dest: find_cmsg(control, sys::SOL_RDS, sys::RDS_CMSG_RDMA_DEST)
+                .and_then(|d| Some(u64::from_ne_bytes(d.get(..8)?.try_into().ok()?))),
         })
+    }
+
+    /// Sends `buf` to `addr` with one `SOL_RDS` control message of `kind`
+    /// carrying `data`.
+    pub(crate) fn send_to_cmsg(
+        &self,
+        buf: &[u8],
+        addr: SocketAddr,
+        kind: c_int,
+        data: &[u8],
+    ) -> io::Result<usize> {
+        let raw = RawAddr::from_socket_addr(&addr);
+        let mut control = ControlBuf([0; 128]);
+        let used = encode_cmsg(&mut control.0, sys::SOL_RDS, kind, data).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "control message too long")
+        })?;
+        let mut iov = libc::iovec {
+            iov_base: buf.as_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: as in recv_msg_flags: all zeroes is a valid msghdr.
+        let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
+        msg.msg_name = raw.as_ptr() as *mut libc::c_void;
+        msg.msg_namelen = raw.len();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.0.as_mut_ptr().cast();
+        msg.msg_controllen = used as _;
+        // SAFETY: msg points to raw (msg_namelen bytes), one iovec over buf
+        // and control (msg_controllen bytes), all live across the call; the
+        // kernel only reads them (it writes a mapped cookie where the data
+        // says, which the caller owns).
+        cvt_len(unsafe { libc::sendmsg(self.raw(), &msg, 0) })
     }
 
     /// Makes sends and receives return `WouldBlock` instead of waiting.
@@ -683,6 +721,27 @@ fn cmsg_align(len: usize) -> usize {
     len.div_ceil(align) * align
 }
 
+/// Lays out one control message (`CMSG_LEN` header, data, `CMSG_SPACE`
+/// padding) at the start of `out`; returns the bytes used, `None` if it
+/// does not fit.
+fn encode_cmsg(out: &mut [u8], level: c_int, kind: c_int, data: &[u8]) -> Option<usize> {
+    let header = cmsg_align(size_of::<libc::cmsghdr>());
+    let space = header + cmsg_align(data.len());
+    let out = out.get_mut(..space)?;
+    out.fill(0);
+    let len = header + data.len();
+    match field_size(|h: &libc::cmsghdr| &h.cmsg_len) {
+        4 => out[..4].copy_from_slice(&(len as u32).to_ne_bytes()),
+        _ => out[..8].copy_from_slice(&(len as u64).to_ne_bytes()),
+    }
+    let level_off = offset_of!(libc::cmsghdr, cmsg_level);
+    let type_off = offset_of!(libc::cmsghdr, cmsg_type);
+    out[level_off..level_off + 4].copy_from_slice(&level.to_ne_bytes());
+    out[type_off..type_off + 4].copy_from_slice(&kind.to_ne_bytes());
+    out[header..len].copy_from_slice(data);
+    Some(space)
+}
+
 /// Walks the control messages in `control` (what `recvmsg` returned in
 /// `msg_control`) for the first of `level` and `kind`; returns its data.
 fn find_cmsg(control: &[u8], level: c_int, kind: c_int) -> Option<&[u8]> {
@@ -730,6 +789,27 @@ fn timeval_to_time(data: &[u8]) -> Option<SystemTime> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encoded_cmsg_is_found_again() {
+        let mut out = [0u8; 64];
+        let used = encode_cmsg(
+            &mut out,
+            sys::SOL_RDS,
+            sys::RDS_CMSG_RDMA_DEST,
+            &7u64.to_ne_bytes(),
+        )
+        .unwrap();
+        // CMSG_SPACE(8) on LP64: a 16-byte header and 8 bytes of data.
+        assert_eq!(used, cmsg_align(size_of::<libc::cmsghdr>()) + 8);
+        let data = find_cmsg(&out[..used], sys::SOL_RDS, sys::RDS_CMSG_RDMA_DEST).unwrap();
+        assert_eq!(data, 7u64.to_ne_bytes());
+        assert_eq!(
+            find_cmsg(&out[..used], sys::SOL_RDS, sys::RDS_CMSG_RDMA_MAP),
+            None
+        );
+        assert_eq!(encode_cmsg(&mut out[..20], sys::SOL_RDS, 2, &[0; 8]), None);
+    }
 
     /// Builds one control message as the kernel lays it out.
     fn cmsg(level: c_int, kind: c_int, data: &[u8]) -> Vec<u8> {

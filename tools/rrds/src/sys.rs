@@ -224,6 +224,18 @@ pub struct rds_get_mr_args {
     pub flags: u64,
 }
 
+/// `struct rds_rdma_args`: the data of an `RDS_CMSG_RDMA_ARGS` cmsg.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct rds_rdma_args {
+    pub cookie: u64,
+    pub remote_vec: rds_iovec,
+    pub local_vec_addr: u64,
+    pub nr_local: u64,
+    pub flags: u64,
+    pub user_token: u64,
+}
+
 /// `struct rds_free_mr_args`: the value of `RDS_FREE_MR`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -494,6 +506,9 @@ mod tests {
         assert_eq!(offset_of!(rds_get_mr_args, cookie_addr), 16);
         assert_eq!(offset_of!(rds_get_mr_args, flags), 24);
         assert_eq!(size_of::<rds_free_mr_args>(), 16);
+        assert_eq!(size_of::<rds_rdma_args>(), 56);
+        assert_eq!(offset_of!(rds_rdma_args, local_vec_addr), 24);
+        assert_eq!(offset_of!(rds_rdma_args, user_token), 48);
     }
 
     #[test]

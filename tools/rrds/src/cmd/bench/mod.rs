@@ -15,6 +15,7 @@ mod pattern;
 mod plot;
 mod progress;
 mod rate;
+mod rdma;
 mod report;
 
 use std::fmt;
@@ -35,6 +36,7 @@ use std::time::Instant;
 use clap::value_parser;
 use clap::Args;
 use clap::ValueEnum;
+use rrds::rdma::Direction;
 use rrds::sys::RDS_MAX_MSG_SIZE;
 use rrds::RdsSocket;
 use rrds::Transport;
@@ -61,6 +63,14 @@ pub enum Mode {
     Latency,
     /// Rate, then latency.
     Both,
+    /// RDMA WRITE throughput: SIZE bytes per operation into regions the
+    /// receiver registered, each operation followed by an 8-byte message.
+    RdmaWrite,
+    /// RDMA READ throughput: SIZE bytes per operation from the receiver's
+    /// regions.
+    RdmaRead,
+    /// RDMA WRITE, then RDMA READ.
+    Rdma,
 }
 
 /// What one run measures.
@@ -68,6 +78,8 @@ pub enum Mode {
 pub enum Kind {
     Rate,
     Latency,
+    RdmaWrite,
+    RdmaRead,
 }
 
 impl Kind {
@@ -75,6 +87,8 @@ impl Kind {
         match self {
             Self::Rate => "rate",
             Self::Latency => "latency",
+            Self::RdmaWrite => "rdma_write",
+            Self::RdmaRead => "rdma_read",
         }
     }
 }
@@ -91,6 +105,9 @@ impl Mode {
             Self::Rate => &[Kind::Rate],
             Self::Latency => &[Kind::Latency],
             Self::Both => &[Kind::Rate, Kind::Latency],
+            Self::RdmaWrite => &[Kind::RdmaWrite],
+            Self::RdmaRead => &[Kind::RdmaRead],
+            Self::Rdma => &[Kind::RdmaWrite, Kind::RdmaRead],
         }
     }
 }
@@ -412,6 +429,8 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
                 let measured = match kind {
                     Kind::Rate => rate::run(&cfg, size, run),
                     Kind::Latency => latency::run(&cfg, size, run),
+                    Kind::RdmaWrite => rdma::run(&cfg, size, run, Direction::Write),
+                    Kind::RdmaRead => rdma::run(&cfg, size, run, Direction::Read),
                 };
                 // Erased before anything else is printed, errors included.
                 progress.stop();

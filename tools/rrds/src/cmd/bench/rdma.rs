@@ -1,0 +1,327 @@
+//! RDMA modes: the sender moves `size` bytes per operation by RDMA WRITE
+//! into, or READ from, memory the receiver registered (`RDS_GET_MR`), each
+//! operation carried by an 8-byte message (its sequence number, little
+//! endian) that the peer receives once the operation is done. The receiver
+//! counts the messages over `--duration`; the rate is the operations' bytes.
+//!
+//! The receiver registers `--depth` regions of `size` bytes, one per slot;
+//! operation `seq` uses slot `seq % depth`. Credits, as in rate mode, keep
+//! the sender at most `depth` operations ahead of what the receiver has
+//! counted, so an operation never reuses a slot before the receiver checked
+//! the previous one. The sender owns one local buffer per operation in
+//! flight and gets it back with the operation's outcome
+//! (`RDS_RDMA_NOTIFY_ME`). With `--verify`, a WRITE's bytes are checked by
+//! the receiver in its region, a READ's by the sender in its buffer (the
+//! regions hold a known pattern per slot); any outcome but success is an
+//! error.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use rrds::rdma::Direction;
+use rrds::MemoryRegion;
+use rrds::RdmaInFlight;
+use rrds::RdmaOp;
+use rrds::RdsSocket;
+
+use super::context;
+use super::in_netns;
+use super::is_transient;
+use super::no_progress;
+use super::open_peer_socket;
+use super::open_socket;
+use super::pattern::Pattern;
+use super::run_pair;
+use super::Config;
+use super::Kind;
+use super::Sample;
+use super::SLICE;
+
+const PAGE: usize = 4096;
+/// The messages carry a sequence number only.
+const MESSAGE: usize = 8;
+
+/// What both ends share.
+struct Flow<'a> {
+    cfg: &'a Config,
+    size: usize,
+    direction: Direction,
+    pattern: Pattern,
+    stop: &'a AtomicBool,
+}
+
+impl Flow<'_> {
+    fn stopped(&self) -> bool {
+        self.stop.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn slots(&self) -> u64 {
+        self.cfg.depth
+    }
+}
+
+/// What the receiver counted.
+struct Counted {
+    ops: u64,
+    secs: f64,
+    errors: u64,
+}
+
+/// One RDMA run.
+pub(super) fn run(cfg: &Config, size: usize, run: u32, direction: Direction) -> io::Result<Sample> {
+    let rx = open_peer_socket(cfg, MESSAGE)?;
+    let tx = open_socket(cfg, cfg.addr, MESSAGE)?;
+    // Failed operations are reported even without NOTIFY_ME (it is set anyway).
+    tx.set_recverr(true)?;
+    let (rx_addr, tx_addr) = (rx.local_addr()?, tx.local_addr()?);
+    let stop = AtomicBool::new(false);
+    let flow = Flow {
+        cfg,
+        size,
+        direction,
+        pattern: Pattern::new(cfg.seed, size),
+        stop: &stop,
+    };
+    // Page-aligned regions: siw registers at most 256 pages, which an
+    // unaligned 1 MiB would exceed.
+    let mut memory: Vec<Vec<u8>> = (0..flow.slots()).map(|_| vec![0u8; size + PAGE]).collect();
+    let regions = {
+        let aligned = memory.iter_mut().enumerate().map(|(slot, b)| {
+            let skip = b.as_ptr().align_offset(PAGE);
+            let region = &mut b[skip..skip + size];
+            if direction == Direction::Read {
+                flow.pattern.fill(slot as u64, region);
+            }
+            region
+        });
+        let aligned: Vec<&mut [u8]> = aligned.collect();
+        // siw connects the registration QP from the registering task's
+        // namespace: register from the receiver's.
+        let register = || {
+            aligned
+                .into_iter()
+                .map(|b| rx.register_memory(b, 0))
+                .collect::<io::Result<Vec<MemoryRegion<'_>>>>()
+        };
+        match &cfg.peer_netns {
+            Some(netns) => in_netns(netns, register),
+            None => register(),
+        }
+        .map_err(|err| context(err, "receiver: RDS_GET_MR"))?
+    };
+    let cookies: Vec<u64> = regions.iter().map(MemoryRegion::cookie).collect();
+    let (sent, counted) = run_pair(
+        &stop,
+        || send(&flow, &tx, rx_addr, &cookies),
+        || receive(&flow, &rx, tx_addr, &regions),
+    );
+    let sender_errors = sent?;
+    let counted = counted?;
+    let per_sec = |n: f64| (counted.secs > 0.0).then(|| n / counted.secs);
+    Ok(Sample {
+        msgs_per_sec: per_sec(counted.ops as f64),
+        mb_per_sec: per_sec((counted.ops * size as u64) as f64 / 1e6),
+        errors: counted.errors + sender_errors,
+        ..Sample::empty(
+            match direction {
+                Direction::Write => Kind::RdmaWrite,
+                Direction::Read => Kind::RdmaRead,
+            },
+            size,
+            run,
+        )
+    })
+}
+
+/// Issues operations until stopped; returns the errors it saw (failed
+/// operations, READs that brought the wrong bytes).
+fn send(flow: &Flow, tx: &RdsSocket, receiver: SocketAddr, cookies: &[u64]) -> io::Result<u64> {
+    let cfg = flow.cfg;
+    let mut spare: Vec<Vec<u8>> = Vec::new();
+    let mut in_flight: HashMap<u64, RdmaInFlight> = HashMap::new();
+    let (mut sent, mut acked, mut errors) = (0u64, 0u64, 0u64);
+    let mut last_progress = Instant::now();
+    let mut note = [0u8; 16];
+    while !flow.stopped() {
+        if sent - acked >= flow.slots() || in_flight.len() as u64 >= flow.slots() {
+            match tx.recv_msg(&mut note) {
+                Ok(got) => {
+                    if let Some(status) = got.rdma_status {
+                        let Some(op) = in_flight.remove(&status.token) else {
+                            continue;
+                        };
+                        let Ok(buf) = op.finish(&status) else {
+                            continue;
+                        };
+                        last_progress = Instant::now();
+                        let wrong_bytes = cfg.verify
+                            && flow.direction == Direction::Read
+                            && !flow.pattern.matches(status.token % flow.slots(), &buf);
+                        if !status.is_success() || wrong_bytes {
+                            errors += 1;
+                        }
+                        spare.push(buf);
+                    } else if got.from == Some(receiver) && got.len == MESSAGE {
+                        let granted = u64::from_le_bytes(note[..8].try_into().unwrap_or_default());
+                        if granted.min(sent) > acked {
+                            acked = granted.min(sent);
+                            last_progress = Instant::now();
+                        }
+                    }
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                    let idle = last_progress.elapsed();
+                    if idle >= cfg.timeout {
+                        return Err(no_progress(format!(
+                            "sender: nothing back for {:?} with {} operations in flight and {} \
+                             unacknowledged",
+                            cfg.timeout,
+                            in_flight.len(),
+                            sent - acked
+                        )));
+                    }
+                    tx.wait_readable(SLICE.min(cfg.timeout - idle))?;
+                }
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(context(err, "sender: recvmsg")),
+            }
+            continue;
+        }
+        let mut buf = spare.pop().unwrap_or_else(|| vec![0u8; flow.size]);
+        if cfg.verify && flow.direction == Direction::Write {
+            flow.pattern.fill(sent, &mut buf);
+        }
+        let op = RdmaOp {
+            direction: flow.direction,
+            cookie: cookies[(sent % flow.slots()) as usize],
+            remote_offset: 0,
+            buf,
+            token: sent,
+            flags: 0,
+        };
+        match tx.send_rdma(&sent.to_le_bytes(), receiver, op) {
+            Ok(op) => {
+                in_flight.insert(sent, op);
+                sent += 1;
+                last_progress = Instant::now();
+            }
+            // Its buffer went with it; the next operation gets a new one.
+            Err(err) if is_transient(&err) => tx.wait_writable(SLICE).map(|_| ())?,
+            Err(err) => return Err(context(err, "sender: sendmsg with RDS_CMSG_RDMA_ARGS")),
+        }
+    }
+    // Outcomes of what is still in flight: each buffer comes back (a handle
+    // dropped without its outcome leaks its buffer) before the regions go.
+    let since = Instant::now();
+    while !in_flight.is_empty() && since.elapsed() < cfg.timeout {
+        match tx.recv_msg(&mut note) {
+            Ok(got) => {
+                if let Some(op) = got.rdma_status.and_then(|s| {
+                    let op = in_flight.remove(&s.token)?;
+                    op.finish(&s).ok().map(|_| s)
+                }) {
+                    if !op.is_success() {
+                        errors += 1;
+                    }
+                }
+            }
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                tx.wait_readable(SLICE)?;
+            }
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(context(err, "sender: recvmsg")),
+        }
+    }
+    Ok(errors)
+}
+
+/// Sends the sender a credit for `received` operations; `Ok(false)` if it
+/// could not go out now.
+fn grant(rx: &RdsSocket, sender: SocketAddr, received: u64) -> io::Result<bool> {
+    match rx.send_to(&received.to_le_bytes(), sender) {
+        Ok(_) => Ok(true),
+        Err(err) if is_transient(&err) => Ok(false),
+        Err(err) => Err(context(err, "receiver: sending a credit")),
+    }
+}
+
+/// Counts operations for `duration` from the first on.
+fn receive(
+    flow: &Flow,
+    rx: &RdsSocket,
+    sender: SocketAddr,
+    regions: &[MemoryRegion<'_>],
+) -> io::Result<Counted> {
+    let cfg = flow.cfg;
+    let credit_every = (cfg.depth / 4).max(1);
+    let mut counted = Counted {
+        ops: 0,
+        secs: 0.0,
+        errors: 0,
+    };
+    let mut check = vec![0u8; if cfg.verify { flow.size } else { 0 }];
+    let (mut credited, mut expected) = (0u64, 0u64);
+    let mut start: Option<Instant> = None;
+    let mut last_progress = Instant::now();
+    let mut msg = [0u8; 16];
+    while !flow.stopped() {
+        let now = Instant::now();
+        if start.is_some_and(|start| now - start >= cfg.duration) {
+            break;
+        }
+        match rx.recv_from(&mut msg) {
+            Ok((len, from)) if from == sender => {
+                let now = Instant::now();
+                start.get_or_insert(now);
+                last_progress = now;
+                if len != MESSAGE {
+                    counted.errors += 1;
+                } else {
+                    let seq = u64::from_le_bytes(msg[..8].try_into().unwrap_or_default());
+                    if seq != expected {
+                        counted.errors += 1;
+                    }
+                    expected = seq;
+                    if cfg.verify && flow.direction == Direction::Write {
+                        let region = &regions[(seq % flow.slots()) as usize];
+                        if region.copy_out(0, &mut check).is_none()
+                            || !flow.pattern.matches(seq, &check)
+                        {
+                            counted.errors += 1;
+                        }
+                    }
+                }
+                expected = expected.wrapping_add(1);
+                counted.ops += 1;
+                if counted.ops - credited >= credit_every && grant(rx, sender, counted.ops)? {
+                    credited = counted.ops;
+                }
+            }
+            Ok(_) => {}
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                if counted.ops > credited && grant(rx, sender, counted.ops)? {
+                    credited = counted.ops;
+                }
+                let idle = now - last_progress;
+                if idle >= cfg.timeout {
+                    return Err(no_progress(format!(
+                        "receiver: no operation for {:?} after {} (lost message?)",
+                        cfg.timeout, counted.ops
+                    )));
+                }
+                let mut wait = SLICE.min(cfg.timeout - idle);
+                if let Some(start) = start {
+                    wait = wait.min((start + cfg.duration).saturating_duration_since(now));
+                }
+                rx.wait_readable(wait)?;
+            }
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(context(err, "receiver: recvmsg")),
+        }
+    }
+    counted.secs = start.map_or(0.0, |start| start.elapsed().as_secs_f64());
+    Ok(counted)
+}
