@@ -69,6 +69,10 @@ pub(crate) struct DeviceCaps {
     pub(crate) max_send_sge: i32,
     pub(crate) max_sge_rd: i32,
     pub(crate) max_mr_size: u64,
+    /// RDMA READs and atomics a QP may have outstanding as responder and as
+    /// initiator.
+    pub(crate) max_qp_rd_atom: i32,
+    pub(crate) max_qp_init_rd_atom: i32,
 }
 
 /// A device name: `IB_DEVICE_NAME_MAX` bytes, NUL padded.
@@ -163,6 +167,8 @@ impl IbDevice {
             max_qp_wr: attrs.max_qp_wr,
             max_send_sge: attrs.max_send_sge,
             max_sge_rd: attrs.max_sge_rd,
+            max_qp_rd_atom: attrs.max_qp_rd_atom,
+            max_qp_init_rd_atom: attrs.max_qp_init_rd_atom,
             max_mr_size: attrs.max_mr_size,
         }
     }

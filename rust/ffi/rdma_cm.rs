@@ -102,6 +102,15 @@ impl CmEvent<'_> {
         self.raw.status
     }
 
+    /// The `(responder_resources, initiator_depth)` a connect request
+    /// offers: how many RDMA READs and atomics the requester accepts and
+    /// issues at a time.
+    pub(crate) fn rd_atomic(&self) -> (u8, u8) {
+        // SAFETY: `conn` is the union member rdma_cm fills for RC connection events.
+        let conn = unsafe { &self.raw.param.conn };
+        (conn.responder_resources, conn.initiator_depth)
+    }
+
     /// The connection private data of a connect request or response.
     pub(crate) fn private_data(&self) -> &[u8] {
         // SAFETY: `conn` is the union member rdma_cm fills for RC connection events;

@@ -133,7 +133,7 @@ impl CmHandler for Cm {
             }
         };
         match &conn.path {
-            Some(path) => path.accept(id, &peer),
+            Some(path) => path.accept(id, &peer, event.rd_atomic()),
             None => {
                 id.reject(&1i32.to_ne_bytes());
                 Err(id)

@@ -113,6 +113,9 @@ const MAX_BACKOFF_MS: u32 = 1000;
 const RETRY_COUNT: u8 = 7;
 /// Receiver-not-ready retries: 7 is "forever" (upstream too).
 const RNR_RETRY_COUNT: u8 = 7;
+/// Most RDMA READs and atomics outstanding each way on a connection: an RDMA
+/// op is one READ per page, so one at a time would serialise them.
+const RD_ATOMIC_MAX: u8 = 16;
 /// What a refused connect request carries: a host-order int 1, which tells
 /// an upstream peer to back off and retry.
 const REJECT_RETRY: [u8; 4] = 1i32.to_ne_bytes();
@@ -180,7 +183,7 @@ impl TaskWork for IwarpConnect {
         let len = path.private_data(&mut buf);
         // Not under `ctl`: rdma_connect takes the id's handler lock, and the
         // handler may be waiting for `ctl`.
-        let result = id.connect_unlocked(&path.conn_param(&buf[..len]));
+        let result = id.connect_unlocked(&path.conn_param(&buf[..len], id, None));
         drop(teardowns);
         if let Err(e) = result {
             pr_debug!("iWARP connect: {:?}\n", e);
@@ -713,12 +716,32 @@ impl IbPath {
         p.encode(buf)
     }
 
-    fn conn_param<'a>(&self, private: &'a [u8]) -> ConnParam<'a> {
+    /// The parameters of a connect (`request`: None) or of the accept of a
+    /// request offering `(responder_resources, initiator_depth)`: as many
+    /// RDMA READs and atomics at a time as the device of `id` allows, up to
+    /// [`RD_ATOMIC_MAX`], and on accept no more than the peer offered (as
+    /// upstream's `rds_ib_cm_fill_conn_param`).
+    fn conn_param<'a>(
+        &self,
+        private: &'a [u8],
+        id: &CmIdRef,
+        request: Option<(u8, u8)>,
+    ) -> ConnParam<'a> {
+        let clamp = |n: i32| n.clamp(1, i32::from(RD_ATOMIC_MAX)) as u8;
+        let (mut responder, mut initiator) = device::find(id.device()).map_or((1, 1), |d| {
+            (
+                clamp(d.caps().max_qp_rd_atom),
+                clamp(d.caps().max_qp_init_rd_atom),
+            )
+        });
+        if let Some((their_responder, their_initiator)) = request {
+            responder = responder.min(their_initiator);
+            initiator = initiator.min(their_responder);
+        }
         ConnParam {
             private_data: private,
-            // One READ or atomic in flight each way.
-            responder_resources: 1,
-            initiator_depth: 1,
+            responder_resources: responder,
+            initiator_depth: initiator,
             retry_count: RETRY_COUNT,
             rnr_retry_count: RNR_RETRY_COUNT,
             flow_control: 0,
@@ -767,6 +790,7 @@ impl IbPath {
         self: &Arc<Self>,
         id: CmId,
         peer: &ConnectPrivate,
+        rd_atomic: (u8, u8),
     ) -> core::result::Result<(), CmId> {
         let mut c = self.ctl.lock();
         if c.dead {
@@ -824,9 +848,10 @@ impl IbPath {
         };
         let mut buf: PrivateBuf = [0; 56];
         let len = self.private_data(&mut buf);
-        let built = self
-            .build(&mut link)
-            .and_then(|()| link.cm_id.accept(&self.conn_param(&buf[..len])));
+        let built = self.build(&mut link).and_then(|()| {
+            link.cm_id
+                .accept(&self.conn_param(&buf[..len], &link.cm_id, Some(rd_atomic)))
+        });
         c.peer_request = *peer;
         c.link = Some(link);
         c.state = State::Connecting;
@@ -873,7 +898,7 @@ impl IbPath {
                         // siw opens its TCP socket in the calling task's namespace.
                         self.connect_from_task(id)
                     } else {
-                        id.connect(&self.conn_param(&buf[..len]))
+                        id.connect(&self.conn_param(&buf[..len], id, None))
                     }
                 });
                 c.link = Some(link);
