@@ -283,9 +283,10 @@ TEST_F(rds, send_cmsgs_are_checked_as_upstream)
 	/* RDMA args are checked first: no local iovec is EINVAL, as upstream. */
 	EXPECT_EQ(-EINVAL, send_with_cmsg(self->a, &self->to, SOL_RDS, RDS_CMSG_RDMA_ARGS,
 					  &args, sizeof(args), 0));
-	/* Well-formed RDMA cmsgs: the loopback transport has no RDMA. */
-	EXPECT_EQ(-EOPNOTSUPP, send_with_cmsg(self->a, &self->to, SOL_RDS, RDS_CMSG_RDMA_DEST,
-					      &cookie, sizeof(cookie), 0));
+	/* A cookie the socket has no MR for: EINVAL (upstream's rds_cmsg_rdma_dest). */
+	EXPECT_EQ(-EINVAL, send_with_cmsg(self->a, &self->to, SOL_RDS, RDS_CMSG_RDMA_DEST,
+					  &cookie, sizeof(cookie), 0));
+	/* A well-formed RDMA operation: the loopback transport has no RDMA. */
 	vec.addr = (uintptr_t)buf;
 	vec.bytes = sizeof(buf);
 	args.local_vec_addr = (uintptr_t)&vec;
