@@ -71,6 +71,19 @@ struct Rrds {
     _workqueue: ffi::workqueue::OwnedQueue,
 }
 
+/// Reads a debugfs knob's `0` or `1` (surrounding whitespace allowed);
+/// anything else is EINVAL.
+pub(crate) fn read_knob(reader: &mut kernel::uaccess::UserSliceReader) -> Result<bool> {
+    let mut buf = [0u8; 4];
+    let n = reader.len().min(buf.len());
+    reader.read_slice(&mut buf[..n])?;
+    match buf[..n].trim_ascii() {
+        b"1" => Ok(true),
+        b"0" => Ok(false),
+        _ => Err(EINVAL),
+    }
+}
+
 /// debugfs `rrds/objects`: how many shared objects exist, so tests can
 /// check that nothing accumulates.
 fn show_objects(f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {

@@ -721,10 +721,8 @@ impl WorkItem for Mr {
 /// debugfs `rrds/regqp_fail` (write): moves every registration QP to the
 /// error state, as a device fault would.
 pub(crate) fn store_regqp_fail(reader: &mut UserSliceReader) -> Result {
-    let mut buf = [0u8; 4];
-    let n = reader.len().min(buf.len());
-    reader.read_slice(&mut buf[..n])?;
-    if buf[..n].trim_ascii() != b"1" {
+    // Only "1": there is nothing to switch off.
+    if !crate::read_knob(reader)? {
         return Err(EINVAL);
     }
     for device in crate::device::all()?.iter() {

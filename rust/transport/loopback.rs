@@ -64,14 +64,7 @@ pub(crate) fn show_hold(f: &mut fmt::Formatter<'_>) -> fmt::Result {
 /// debugfs write of `loopback_hold`: "1" holds, "0" releases and sends
 /// everything held.
 pub(crate) fn store_hold(reader: &mut UserSliceReader) -> Result {
-    let mut buf = [0u8; 4];
-    let n = reader.len().min(buf.len());
-    reader.read_slice(&mut buf[..n])?;
-    let hold = match buf[..n].trim_ascii() {
-        b"1" => true,
-        b"0" => false,
-        _ => return Err(EINVAL),
-    };
+    let hold = crate::read_knob(reader)?;
     HOLD.store(hold, Relaxed);
     if !hold {
         conn::xmit_all();

@@ -7,7 +7,6 @@
 
 use std::io;
 use std::marker::PhantomData;
-use std::mem::size_of;
 
 use crate::socket::RdsSocket;
 use crate::sys;
@@ -55,6 +54,33 @@ pub struct MemoryRegion<'a> {
     addr: usize,
     len: usize,
     _buf: PhantomData<&'a mut [u8]>,
+}
+
+/// The `struct rds_get_mr_args` registering `buf` with `flags`; the kernel
+/// writes the cookie to `cookie`.
+fn get_mr_args(buf: &mut [u8], cookie: &mut u64, flags: u64) -> sys::rds_get_mr_args {
+    sys::rds_get_mr_args {
+        vec: sys::rds_iovec {
+            addr: buf.as_mut_ptr() as u64,
+            bytes: buf.len() as u64,
+        },
+        cookie_addr: cookie as *mut u64 as u64,
+        flags,
+    }
+}
+
+impl<'a> MemoryRegion<'a> {
+    /// The region the kernel registered over `buf` as `cookie`.
+    fn new(sock: &'a RdsSocket, cookie: u64, buf: &'a mut [u8]) -> Self {
+        Self {
+            sock,
+            cookie,
+            active: true,
+            addr: buf.as_mut_ptr() as usize,
+            len: buf.len(),
+            _buf: PhantomData,
+        }
+    }
 }
 
 impl MemoryRegion<'_> {
@@ -127,23 +153,9 @@ impl RdsSocket {
         flags: u64,
     ) -> io::Result<MemoryRegion<'a>> {
         let mut cookie = 0u64;
-        let args = sys::rds_get_mr_args {
-            vec: sys::rds_iovec {
-                addr: buf.as_mut_ptr() as u64,
-                bytes: buf.len() as u64,
-            },
-            cookie_addr: &mut cookie as *mut u64 as u64,
-            flags,
-        };
+        let args = get_mr_args(buf, &mut cookie, flags);
         self.setsockopt_value(sys::SOL_RDS, sys::RDS_GET_MR, &args)?;
-        Ok(MemoryRegion {
-            sock: self,
-            cookie,
-            active: true,
-            addr: buf.as_mut_ptr() as usize,
-            len: buf.len(),
-            _buf: PhantomData,
-        })
+        Ok(MemoryRegion::new(self, cookie, buf))
     }
 
     /// Registers `buf` as [`register_memory`](Self::register_memory) does
@@ -159,30 +171,9 @@ impl RdsSocket {
         flags: u64,
     ) -> io::Result<MemoryRegion<'a>> {
         let mut cookie = 0u64;
-        let args = sys::rds_get_mr_args {
-            vec: sys::rds_iovec {
-                addr: buf.as_mut_ptr() as u64,
-                bytes: buf.len() as u64,
-            },
-            cookie_addr: &mut cookie as *mut u64 as u64,
-            flags,
-        };
-        // SAFETY: rds_get_mr_args is plain old data without padding.
-        let raw = unsafe {
-            std::slice::from_raw_parts(
-                (&args as *const sys::rds_get_mr_args).cast::<u8>(),
-                size_of::<sys::rds_get_mr_args>(),
-            )
-        };
-        self.send_to_cmsg(data, addr, sys::RDS_CMSG_RDMA_MAP, raw)?;
-        Ok(MemoryRegion {
-            sock: self,
-            cookie,
-            active: true,
-            addr: buf.as_mut_ptr() as usize,
-            len: buf.len(),
-            _buf: PhantomData,
-        })
+        let args = get_mr_args(buf, &mut cookie, flags);
+        self.send_to_cmsg(data, addr, sys::RDS_CMSG_RDMA_MAP, &args)?;
+        Ok(MemoryRegion::new(self, cookie, buf))
     }
 
     /// Sends `data` to `addr` with the cookie of `region`, one of this
@@ -194,12 +185,7 @@ impl RdsSocket {
         addr: std::net::SocketAddr,
         region: &MemoryRegion<'_>,
     ) -> io::Result<usize> {
-        self.send_to_cmsg(
-            data,
-            addr,
-            sys::RDS_CMSG_RDMA_DEST,
-            &region.cookie.to_ne_bytes(),
-        )
+        self.send_to_cmsg(data, addr, sys::RDS_CMSG_RDMA_DEST, &region.cookie)
     }
 
     /// `RDS_FREE_MR` of a raw cookie; cookie 0 flushes (waits for every

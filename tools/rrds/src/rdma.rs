@@ -10,7 +10,6 @@
 //! let the memory be reused while the device may still write it.
 
 use std::io;
-use std::mem::size_of;
 use std::net::SocketAddr;
 
 use crate::mr::RdmaStatus;
@@ -106,15 +105,8 @@ impl RdsSocket {
             flags,
             user_token: op.token,
         };
-        // SAFETY: rds_rdma_args is plain old data without padding.
-        let raw = unsafe {
-            std::slice::from_raw_parts(
-                (&args as *const sys::rds_rdma_args).cast::<u8>(),
-                size_of::<sys::rds_rdma_args>(),
-            )
-        };
         // The kernel copies the iovec (and pins the buffer) during the call.
-        self.send_to_cmsg(data, addr, sys::RDS_CMSG_RDMA_ARGS, raw)?;
+        self.send_to_cmsg(data, addr, sys::RDS_CMSG_RDMA_ARGS, &args)?;
         Ok(RdmaInFlight {
             token: op.token,
             buf: Some(buf),

@@ -303,14 +303,18 @@ impl RdsSocket {
     }
 
     /// Sends `buf` to `addr` with one `SOL_RDS` control message of `kind`
-    /// carrying `data`.
-    pub(crate) fn send_to_cmsg(
+    /// carrying `value` (a plain-data uapi struct or integer).
+    pub(crate) fn send_to_cmsg<T: Copy>(
         &self,
         buf: &[u8],
         addr: SocketAddr,
         kind: c_int,
-        data: &[u8],
+        value: &T,
     ) -> io::Result<usize> {
+        // SAFETY: value is a live plain-data value without padding (the uapi
+        // structs and integers callers pass); its bytes are read only.
+        let data =
+            unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), size_of::<T>()) };
         let raw = RawAddr::from_socket_addr(&addr);
         let mut control = ControlBuf([0; 128]);
         let used = encode_cmsg(&mut control.0, sys::SOL_RDS, kind, data).ok_or_else(|| {

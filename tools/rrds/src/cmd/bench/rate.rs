@@ -118,7 +118,7 @@ fn send(flow: &Flow, tx: &RdsSocket, receiver: SocketAddr) -> io::Result<u64> {
 
 /// Sends the sender a credit for `received` messages. `Ok(false)` if it
 /// could not go out now; the receiver tries again later.
-fn grant(rx: &RdsSocket, sender: SocketAddr, received: u64) -> io::Result<bool> {
+pub(super) fn grant(rx: &RdsSocket, sender: SocketAddr, received: u64) -> io::Result<bool> {
     match rx.send_to(&received.to_le_bytes(), sender) {
         Ok(_) => Ok(true),
         Err(err) if is_transient(&err) => Ok(false),

@@ -34,6 +34,7 @@ use super::no_progress;
 use super::open_peer_socket;
 use super::open_socket;
 use super::pattern::Pattern;
+use super::rate::grant;
 use super::run_pair;
 use super::Config;
 use super::Kind;
@@ -236,16 +237,6 @@ fn send(flow: &Flow, tx: &RdsSocket, receiver: SocketAddr, cookies: &[u64]) -> i
         }
     }
     Ok(errors)
-}
-
-/// Sends the sender a credit for `received` operations; `Ok(false)` if it
-/// could not go out now.
-fn grant(rx: &RdsSocket, sender: SocketAddr, received: u64) -> io::Result<bool> {
-    match rx.send_to(&received.to_le_bytes(), sender) {
-        Ok(_) => Ok(true),
-        Err(err) if is_transient(&err) => Ok(false),
-        Err(err) => Err(context(err, "receiver: sending a credit")),
-    }
 }
 
 /// Counts operations for `duration` from the first on.
