@@ -130,6 +130,9 @@ struct Partial {
     count: usize,
     /// Work requests of the message's RDMA operation posted so far.
     rdma_next: usize,
+    /// Whether the operation was claimed (`RdmaOp::start`): a first attempt
+    /// that found no free slot must not claim it again.
+    rdma_claimed: bool,
 }
 
 /// Send credits (flow control), as upstream's `i_credits`.
@@ -359,6 +362,7 @@ impl Rings {
                 fragments(message.len()).count().max(1)
             },
             rdma_next: 0,
+            rdma_claimed: false,
         });
         self.finish_own(path)
     }
@@ -401,6 +405,7 @@ impl Rings {
                 message: map,
                 next: 0,
                 rdma_next: 0,
+                rdma_claimed: false,
             });
         }
     }
@@ -470,11 +475,17 @@ impl Rings {
         let Some(op) = message.rdma() else {
             return true;
         };
-        if p.rdma_next == 0 && !op.start() {
-            // Posted on a link that failed since (the connection normally drops
-            // such a message before it gets here): never run twice.
-            op.dropped();
-            p.rdma_next = op.chunk_count();
+        if !p.rdma_claimed {
+            p.rdma_claimed = true;
+            if !op.start() {
+                // Posted on a link that failed since, or cancelled (the
+                // connection normally drops such a message before it gets
+                // here): the operation never runs twice, and its message never
+                // goes without it (upstream never retransmits one either).
+                op.dropped();
+                self.partial = None;
+                return true;
+            }
         }
         while let Some(p) = &self.partial {
             let i = p.rdma_next;
