@@ -8,9 +8,15 @@
 //! `sendmsg` returns. [`RdmaInFlight::finish`] hands the buffer back with
 //! the outcome. A handle dropped before that leaks its buffer rather than
 //! let the memory be reused while the device may still write it.
+//!
+//! Atomics (`RDS_CMSG_ATOMIC_*`) work the same way on 8 bytes of the
+//! peer's region: [`AtomicInFlight::finish`] gives the value it held
+//! before. Devices without atomics (siw), and forms a device lacks (masked
+//! ones on rxe), fail the send with `EOPNOTSUPP` before anything is posted.
 
 use std::io;
 use std::net::SocketAddr;
+use std::os::raw::c_int;
 
 use crate::mr::RdmaStatus;
 use crate::socket::RdsSocket;
@@ -114,6 +120,135 @@ impl RdsSocket {
     }
 }
 
+/// What an [`AtomicOp`] does to the peer's 8 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Atomic {
+    /// Adds `add` (`RDS_CMSG_ATOMIC_FADD`).
+    FetchAdd { add: u64 },
+    /// Writes `swap` if the value is `compare` (`RDS_CMSG_ATOMIC_CSWP`).
+    CompareSwap { compare: u64, swap: u64 },
+    /// Adds `add` with no carry out of the bits set in `nocarry_mask`
+    /// (`RDS_CMSG_MASKED_ATOMIC_FADD`).
+    MaskedFetchAdd { add: u64, nocarry_mask: u64 },
+    /// Compares the bits of `compare_mask`; if equal, writes the bits of
+    /// `swap_mask` from `swap` (`RDS_CMSG_MASKED_ATOMIC_CSWP`).
+    MaskedCompareSwap {
+        compare: u64,
+        swap: u64,
+        compare_mask: u64,
+        swap_mask: u64,
+    },
+}
+
+impl Atomic {
+    fn cmsg_type(&self) -> c_int {
+        match self {
+            Atomic::FetchAdd { .. } => sys::RDS_CMSG_ATOMIC_FADD,
+            Atomic::CompareSwap { .. } => sys::RDS_CMSG_ATOMIC_CSWP,
+            Atomic::MaskedFetchAdd { .. } => sys::RDS_CMSG_MASKED_ATOMIC_FADD,
+            Atomic::MaskedCompareSwap { .. } => sys::RDS_CMSG_MASKED_ATOMIC_CSWP,
+        }
+    }
+
+    /// The C union `rds_atomic_args` carries the operands in.
+    fn operands(&self) -> [u64; 4] {
+        match *self {
+            Atomic::FetchAdd { add } => [add, 0, 0, 0],
+            Atomic::CompareSwap { compare, swap } => [compare, swap, 0, 0],
+            Atomic::MaskedFetchAdd { add, nocarry_mask } => [add, nocarry_mask, 0, 0],
+            Atomic::MaskedCompareSwap {
+                compare,
+                swap,
+                compare_mask,
+                swap_mask,
+            } => [compare, swap, compare_mask, swap_mask],
+        }
+    }
+}
+
+/// One atomic operation on 8 bytes of a peer's region, named by its cookie.
+#[derive(Clone, Copy, Debug)]
+pub struct AtomicOp {
+    pub atomic: Atomic,
+    /// The peer's cookie.
+    pub cookie: u64,
+    /// Where in the peer's region the 8 bytes are: a multiple of 8.
+    pub remote_offset: u64,
+    /// Handed back in the outcome notification.
+    pub token: u64,
+    /// Extra `RDS_RDMA_*` flags, e.g. `SILENT` (`NOTIFY_ME` is set for you).
+    pub flags: u64,
+}
+
+/// An atomic the kernel has taken; it owns the 8 bytes the old value lands
+/// in until its outcome arrives.
+#[derive(Debug)]
+#[must_use = "dropping an atomic in flight leaks its result word"]
+pub struct AtomicInFlight {
+    token: u64,
+    old: Option<Box<u64>>,
+}
+
+impl AtomicInFlight {
+    /// The operation's token, as its outcome notification carries it.
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// Takes the outcome `status`: `Some` value the peer's 8 bytes held
+    /// before the operation if it succeeded, `None` if it failed.
+    /// `Err(self)` if the status is another operation's.
+    pub fn finish(mut self, status: &RdmaStatus) -> Result<Option<u64>, Self> {
+        if status.token != self.token {
+            return Err(self);
+        }
+        let old = self.old.take().unwrap_or_default();
+        // The device wrote the word behind the compiler's back.
+        // SAFETY: `old` is a live, aligned `u64` this handle owns.
+        let value = unsafe { std::ptr::read_volatile(&*old) };
+        Ok(status.is_success().then_some(value))
+    }
+}
+
+impl Drop for AtomicInFlight {
+    fn drop(&mut self) {
+        // The device may still write it: never give the memory back.
+        if let Some(old) = self.old.take() {
+            Box::leak(old);
+        }
+    }
+}
+
+impl RdsSocket {
+    /// Sends `data` to `addr` carrying the atomic `op`; the peer receives
+    /// `data` once the operation is done, and the outcome arrives on this
+    /// socket as a notification with `op.token`. Errors are the kernel's:
+    /// `EOPNOTSUPP` where the device lacks the form, `EINVAL` for an
+    /// unknown cookie, ...
+    pub fn send_atomic(
+        &self,
+        data: &[u8],
+        addr: SocketAddr,
+        op: AtomicOp,
+    ) -> io::Result<AtomicInFlight> {
+        let mut old = Box::new(0u64);
+        let args = sys::rds_atomic_args {
+            cookie: op.cookie,
+            local_addr: std::ptr::addr_of_mut!(*old) as u64,
+            remote_addr: op.remote_offset,
+            operands: op.atomic.operands(),
+            flags: op.flags | sys::RDS_RDMA_NOTIFY_ME,
+            user_token: op.token,
+        };
+        // The kernel pins the result word during the call.
+        self.send_to_cmsg(data, addr, op.atomic.cmsg_type(), &args)?;
+        Ok(AtomicInFlight {
+            token: op.token,
+            old: Some(old),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,5 +269,46 @@ mod tests {
             status: sys::RDS_RDMA_REMOTE_ERROR,
         };
         assert_eq!(op.finish(&mine).expect("its token"), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn atomics_fill_the_c_union() {
+        let cswp = Atomic::MaskedCompareSwap {
+            compare: 1,
+            swap: 2,
+            compare_mask: 3,
+            swap_mask: 4,
+        };
+        assert_eq!(cswp.operands(), [1, 2, 3, 4]);
+        assert_eq!(cswp.cmsg_type(), sys::RDS_CMSG_MASKED_ATOMIC_CSWP);
+        let fadd = Atomic::MaskedFetchAdd {
+            add: 5,
+            nocarry_mask: 6,
+        };
+        assert_eq!(fadd.operands(), [5, 6, 0, 0]);
+        assert_eq!(fadd.cmsg_type(), sys::RDS_CMSG_MASKED_ATOMIC_FADD);
+        assert_eq!(Atomic::FetchAdd { add: 7 }.operands(), [7, 0, 0, 0]);
+        assert_eq!(
+            Atomic::CompareSwap {
+                compare: 8,
+                swap: 9
+            }
+            .cmsg_type(),
+            sys::RDS_CMSG_ATOMIC_CSWP
+        );
+    }
+
+    #[test]
+    fn atomic_finish_gives_the_old_value_on_success_only() {
+        let done = |status| {
+            let op = AtomicInFlight {
+                token: 3,
+                old: Some(Box::new(41)),
+            };
+            op.finish(&RdmaStatus { token: 3, status })
+                .expect("its token")
+        };
+        assert_eq!(done(sys::RDS_RDMA_SUCCESS), Some(41));
+        assert_eq!(done(sys::RDS_RDMA_REMOTE_ERROR), None);
     }
 }

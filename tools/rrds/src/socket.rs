@@ -135,6 +135,11 @@ pub struct Received {
     /// The cookie of a memory region the sender announced with the datagram
     /// (`RDS_CMSG_RDMA_DEST`; see [`RdsSocket::send_to_mapped`]).
     pub rdma_dest: Option<u64>,
+    /// The notification was a congestion update (`RDS_CMSG_CONG_UPDATE`,
+    /// with [`RdsSocket::set_cong_monitor`] on): bit `port % 64` is set for
+    /// each port that was refused with `ENOBUFS` and is no longer congested
+    /// (a 0-byte receive).
+    pub cong_update: Option<u64>,
 }
 
 /// Size of the TOS ioctl argument buffer: at least `struct ifreq`.
@@ -297,8 +302,9 @@ impl RdsSocket {
                 .and_then(crate::xrc::XrcEvent::decode),
             rdma_status: find_cmsg(control, sys::SOL_RDS, sys::RDS_CMSG_RDMA_STATUS)
                 .and_then(crate::mr::RdmaStatus::decode),
-            rdma_dest: find_cmsg(control, sys::SOL_RDS, sys::RDS_CMSG_RDMA_DEST)
-                .and_then(|d| Some(u64::from_ne_bytes(d.get(..8)?.try_into().ok()?))),
+            rdma_dest: find_cmsg(control, sys::SOL_RDS, sys::RDS_CMSG_RDMA_DEST).and_then(ne_u64),
+            cong_update: find_cmsg(control, sys::SOL_RDS, sys::RDS_CMSG_CONG_UPDATE)
+                .and_then(ne_u64),
         })
     }
 
@@ -482,6 +488,24 @@ impl RdsSocket {
     /// failures too.
     pub fn recverr(&self) -> io::Result<bool> {
         Ok(self.getsockopt_int(sys::SOL_RDS, sys::RDS_RECVERR)? != 0)
+    }
+
+    /// `RDS_CANCEL_SENT_TO`: drops this socket's messages to `addr` that
+    /// are still queued or unacknowledged. `ENOTCONN` if unbound.
+    pub fn cancel_sent_to(&self, addr: SocketAddr) -> io::Result<()> {
+        let raw = RawAddr::from_socket_addr(&addr);
+        // SAFETY: raw holds a sockaddr of raw.len() bytes, alive across the
+        // call; the kernel only reads it.
+        cvt(unsafe {
+            libc::setsockopt(
+                self.raw(),
+                sys::SOL_RDS,
+                sys::RDS_CANCEL_SENT_TO,
+                raw.as_ptr().cast(),
+                raw.len(),
+            )
+        })
+        .map(|_| ())
     }
 
     /// Sets `RDS_RECVERR`.
@@ -744,6 +768,11 @@ fn encode_cmsg(out: &mut [u8], level: c_int, kind: c_int, data: &[u8]) -> Option
     out[type_off..type_off + 4].copy_from_slice(&kind.to_ne_bytes());
     out[header..len].copy_from_slice(data);
     Some(space)
+}
+
+/// A cmsg's first 8 bytes as a native-endian `u64`.
+fn ne_u64(data: &[u8]) -> Option<u64> {
+    Some(u64::from_ne_bytes(data.get(..8)?.try_into().ok()?))
 }
 
 /// Walks the control messages in `control` (what `recvmsg` returned in

@@ -236,6 +236,20 @@ pub struct rds_rdma_args {
     pub user_token: u64,
 }
 
+/// `struct rds_atomic_args`: the data of the `RDS_CMSG_*ATOMIC_*` cmsgs.
+/// `operands` is the C union: `{compare, swap, compare_mask, swap_mask}`
+/// for the compare-and-swap forms, `{add, nocarry_mask}` for fetch-and-add.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct rds_atomic_args {
+    pub cookie: u64,
+    pub local_addr: u64,
+    pub remote_addr: u64,
+    pub operands: [u64; 4],
+    pub flags: u64,
+    pub user_token: u64,
+}
+
 /// `struct rds_free_mr_args`: the value of `RDS_FREE_MR`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -507,6 +521,9 @@ mod tests {
         assert_eq!(offset_of!(rds_get_mr_args, flags), 24);
         assert_eq!(size_of::<rds_free_mr_args>(), 16);
         assert_eq!(size_of::<rds_rdma_args>(), 56);
+        assert_eq!(size_of::<rds_atomic_args>(), 72);
+        assert_eq!(core::mem::offset_of!(rds_atomic_args, operands), 24);
+        assert_eq!(core::mem::offset_of!(rds_atomic_args, flags), 56);
         assert_eq!(offset_of!(rds_rdma_args, local_vec_addr), 24);
         assert_eq!(offset_of!(rds_rdma_args, user_token), 48);
     }

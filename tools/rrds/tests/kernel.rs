@@ -11,7 +11,7 @@ use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use rrds::mr::cookie_offset;
-use rrds::{RdsSocket, Received};
+use rrds::{Atomic, AtomicOp, RdsSocket, Received};
 
 struct Pair {
     local: IpAddr,
@@ -119,4 +119,88 @@ fn mapping_fails_cleanly() {
         .send_to_mapped(b"x", to, &mut buf, 0)
         .expect_err("unbound");
     assert_eq!(err.raw_os_error(), Some(libc::ENOTCONN));
+}
+
+/// Fetch-and-add and compare-and-swap change the peer's memory and return
+/// the value before, where the device has atomics (`RRDS_TEST_ATOMICS=1`:
+/// rxe). Masked forms (which rxe lacks), and every form on a device
+/// without atomics (siw), fail with `EOPNOTSUPP` and change nothing.
+#[test]
+#[ignore]
+fn atomics_change_the_peers_memory() {
+    let p = pair();
+    let has_atomics = std::env::var("RRDS_TEST_ATOMICS").expect("RRDS_TEST_ATOMICS") == "1";
+    let a = RdsSocket::new().expect("socket");
+    a.bind(SocketAddr::new(p.local, 4205)).expect("bind");
+    let to = SocketAddr::new(p.remote, 4206);
+    let b = in_netns(&p.peer_netns, || {
+        let b = RdsSocket::new()?;
+        b.bind(to)?;
+        Ok(b)
+    })
+    .expect("peer socket");
+    let mut memory = vec![0u8; 2 * 4096];
+    let skip = memory.as_ptr().align_offset(4096);
+    let word = &mut memory[skip..skip + 4096];
+    word[..8].copy_from_slice(&5u64.to_ne_bytes());
+    // siw connects the registration QP from the registering task's namespace.
+    let region = in_netns(&p.peer_netns, || b.register_memory(word, 0)).expect("RDS_GET_MR");
+    let peer_value = || {
+        let mut v = [0u8; 8];
+        region.copy_out(0, &mut v).expect("in the region");
+        u64::from_ne_bytes(v)
+    };
+    let op = |atomic, token| AtomicOp {
+        atomic,
+        cookie: region.cookie(),
+        remote_offset: 0,
+        token,
+        flags: 0,
+    };
+    let masked = Atomic::MaskedFetchAdd {
+        add: 1,
+        nocarry_mask: 0,
+    };
+    let err = a.send_atomic(b"m", to, op(masked, 1)).expect_err("masked");
+    assert_eq!(err.raw_os_error(), Some(libc::EOPNOTSUPP));
+    if !has_atomics {
+        let err = a
+            .send_atomic(b"f", to, op(Atomic::FetchAdd { add: 3 }, 2))
+            .expect_err("no atomics");
+        assert_eq!(err.raw_os_error(), Some(libc::EOPNOTSUPP));
+        assert_eq!(peer_value(), 5);
+        return;
+    }
+    // Each round: the operation, the value it returns, the value after.
+    let rounds = [
+        (Atomic::FetchAdd { add: 3 }, 5, 8),
+        (
+            Atomic::CompareSwap {
+                compare: 8,
+                swap: 100,
+            },
+            8,
+            100,
+        ),
+        // A compare that fails swaps nothing and still returns the value.
+        (
+            Atomic::CompareSwap {
+                compare: 1,
+                swap: 7,
+            },
+            100,
+            100,
+        ),
+    ];
+    let mut got = [0u8; 16];
+    for (token, (atomic, old, now)) in (10u64..).zip(rounds) {
+        let in_flight = a
+            .send_atomic(b"a", to, op(atomic, token))
+            .expect("send_atomic");
+        assert_eq!(receive(&b, &mut got).len, 1);
+        let status = receive(&a, &mut got).rdma_status.expect("an outcome");
+        assert!(status.is_success(), "{status:?}");
+        assert_eq!(in_flight.finish(&status).expect("its outcome"), Some(old));
+        assert_eq!(peer_value(), now, "after {atomic:?}");
+    }
 }

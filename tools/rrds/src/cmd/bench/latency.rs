@@ -1,6 +1,7 @@
 //! Latency mode: the client (bound to `--addr`) sends a `size`-byte
 //! message, the server (bound to `--peer-addr`) echoes it back, the client
-//! times the round trip; repeated for `--duration`.
+//! times the round trip; repeated for `--duration`; `--tasks` such pairs
+//! at once.
 
 use std::io;
 use std::net::SocketAddr;
@@ -10,11 +11,13 @@ use std::time::Instant;
 use rrds::RdsSocket;
 
 use super::context;
+use super::in_tasks;
 use super::no_progress;
 use super::open_peer_socket;
 use super::open_socket;
 use super::pattern::Pattern;
 use super::run_pair;
+use super::summed_rate;
 use super::Config;
 use super::Flow;
 use super::Kind;
@@ -23,14 +26,38 @@ use super::SLICE;
 use crate::cmd::stats::Latency;
 
 /// What the client measured.
-struct Measured {
+pub(super) struct Measured {
     rtt_ns: Vec<u64>,
     secs: f64,
     errors: u64,
 }
 
-/// One latency run.
+/// One latency run: `--tasks` client/server pairs at once, their round
+/// trips pooled.
 pub(super) fn run(cfg: &Config, size: usize, run: u32) -> io::Result<Sample> {
+    let tasks = in_tasks(cfg.tasks, || one_pair(cfg, size))?;
+    Ok(sample(&tasks, size, run))
+}
+
+/// The run's sample from what each task's client measured.
+pub(super) fn sample(tasks: &[Measured], size: usize, run: u32) -> Sample {
+    let rtt_ns: Vec<u64> = tasks
+        .iter()
+        .flat_map(|m| m.rtt_ns.iter().copied())
+        .collect();
+    let latency = Latency::from_nanos(&rtt_ns);
+    Sample {
+        msgs_per_sec: summed_rate(tasks.iter().map(|m| (m.rtt_ns.len() as f64, m.secs))),
+        lat_mean_us: latency.map(|l| l.mean_us),
+        lat_p50_us: latency.map(|l| l.p50_us),
+        lat_p99_us: latency.map(|l| l.p99_us),
+        errors: tasks.iter().map(|m| m.errors).sum(),
+        ..Sample::empty(Kind::Latency, size, run)
+    }
+}
+
+/// One client/server pair, its own two sockets.
+fn one_pair(cfg: &Config, size: usize) -> io::Result<Measured> {
     let server = open_peer_socket(cfg, size)?;
     let client = open_socket(cfg, cfg.addr, size)?;
     let server_addr = server.local_addr()?;
@@ -48,20 +75,11 @@ pub(super) fn run(cfg: &Config, size: usize, run: u32) -> io::Result<Sample> {
     );
     // A failed server stops the client early: its error is the cause.
     served?;
-    let measured = measured?;
-    let latency = Latency::from_nanos(&measured.rtt_ns);
-    Ok(Sample {
-        msgs_per_sec: (measured.secs > 0.0).then(|| measured.rtt_ns.len() as f64 / measured.secs),
-        lat_mean_us: latency.map(|l| l.mean_us),
-        lat_p50_us: latency.map(|l| l.p50_us),
-        lat_p99_us: latency.map(|l| l.p99_us),
-        errors: measured.errors,
-        ..Sample::empty(Kind::Latency, size, run)
-    })
+    measured
 }
 
 /// Echoes every message from `client` until stopped.
-fn serve(flow: &Flow, sock: &RdsSocket, client: SocketAddr) -> io::Result<()> {
+pub(super) fn serve(flow: &Flow, sock: &RdsSocket, client: SocketAddr) -> io::Result<()> {
     let mut buf = vec![0u8; flow.size];
     while !flow.stopped() {
         match sock.recv_from(&mut buf) {
@@ -119,7 +137,7 @@ fn round_trip(
 }
 
 /// Times round trips for `duration`.
-fn ping_pong(flow: &Flow, sock: &RdsSocket, server: SocketAddr) -> io::Result<Measured> {
+pub(super) fn ping_pong(flow: &Flow, sock: &RdsSocket, server: SocketAddr) -> io::Result<Measured> {
     let cfg = flow.cfg;
     let pattern = Pattern::new(cfg.seed, flow.size);
     let mut out = vec![0u8; flow.size];

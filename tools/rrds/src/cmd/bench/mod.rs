@@ -1,7 +1,9 @@
 //! `rrds bench`: an rds-stress-like benchmark over the RDS socket ABI, so it
 //! runs unchanged against the in-tree `rds` module and against rrds.
 //!
-//! Both ends run in this process, in two threads with one socket each. The
+//! By default both ends run in this process, in two threads with one socket
+//! each (`--tasks` pairs of them). `--server` and `--connect` split them
+//! across machines instead, as rds-stress does (see `remote`). The
 //! sending end (rate: sender; latency: client) binds to `--addr`, the
 //! receiving end (rate: receiver; latency: echo server) to `--peer-addr`,
 //! which defaults to `--addr` (a loopback address by default). With two
@@ -16,6 +18,7 @@ mod plot;
 mod progress;
 mod rate;
 mod rdma;
+mod remote;
 mod report;
 
 use std::fmt;
@@ -178,6 +181,24 @@ pub struct BenchArgs {
     /// the receiver).
     #[arg(long, default_value_t = 32, value_parser = value_parser!(u32).range(1..=65536))]
     pub depth: u32,
+    /// Serve the receiving ends of clients' runs (`--connect`), one run at
+    /// a time, bound to --addr and --port, until killed. Prints a line per
+    /// run served on standard error; the client reports the results.
+    #[arg(long, conflicts_with_all = ["connect", "peer_addr", "peer_netns", "plot"])]
+    pub server: bool,
+    /// --server's port.
+    #[arg(long, default_value_t = remote::DEFAULT_PORT, requires = "server")]
+    pub port: u16,
+    /// Run the sending ends here, bound to --addr, against the receiving
+    /// ends of `rrds bench --server` at ADDR:PORT (rds-stress's -s). The
+    /// server's address is the receiving end's (--peer-addr).
+    #[arg(long, value_name = "ADDR:PORT", conflicts_with_all = ["peer_addr", "peer_netns"])]
+    pub connect: Option<SocketAddr>,
+    /// Pairs of ends running at once, each pair with its own two sockets
+    /// (rds-stress's tasks): rates add up over the pairs, latencies are
+    /// pooled. --depth is per pair.
+    #[arg(long, default_value_t = 1, value_parser = value_parser!(u32).range(1..=64))]
+    pub tasks: u32,
     /// Fill payloads from a seeded pattern and check every received byte.
     /// Corrupt, lost or reordered messages count as errors and fail the
     /// benchmark (messages of the wrong length always do).
@@ -200,9 +221,13 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
-    /// The receiving end's address: `--peer-addr`, else `--addr`.
+    /// The receiving end's address: the server's with `--connect`, else
+    /// `--peer-addr`, else `--addr`.
     pub fn peer_addr(&self) -> IpAddr {
-        self.peer_addr.unwrap_or(self.addr)
+        match self.connect {
+            Some(server) => server.ip(),
+            None => self.peer_addr.unwrap_or(self.addr),
+        }
     }
 }
 
@@ -265,6 +290,10 @@ struct Config {
     transport: TransportArg,
     duration: Duration,
     depth: u64,
+    /// Pairs of ends running at once (`--tasks`).
+    tasks: u32,
+    /// The server running the receiving ends (`--connect`), if not here.
+    remote: Option<SocketAddr>,
     verify: bool,
     seed: u64,
     timeout: Duration,
@@ -389,10 +418,15 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
         transport: args.transport,
         duration: args.duration,
         depth: u64::from(args.depth),
+        tasks: args.tasks,
+        remote: args.connect,
         verify: args.verify,
         seed: args.seed,
         timeout: args.timeout,
     };
+    if args.server {
+        return remote::serve(&cfg, args.port).map(|()| true);
+    }
     check_endpoints(cfg.addr, cfg.peer_addr, cfg.transport)
         .map_err(|msg| io::Error::new(io::ErrorKind::InvalidInput, msg))?;
     if cfg.transport == TransportArg::Ib && cfg.addr == cfg.peer_addr {
@@ -426,11 +460,12 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
                     step: summaries.len() * args.runs as usize + run as usize,
                     steps,
                 });
-                let measured = match kind {
-                    Kind::Rate => rate::run(&cfg, size, run),
-                    Kind::Latency => latency::run(&cfg, size, run),
-                    Kind::RdmaWrite => rdma::run(&cfg, size, run, Direction::Write),
-                    Kind::RdmaRead => rdma::run(&cfg, size, run, Direction::Read),
+                let measured = match (kind, cfg.remote) {
+                    (_, Some(server)) => remote::run(&cfg, server, kind, size, run),
+                    (Kind::Rate, None) => rate::run(&cfg, size, run),
+                    (Kind::Latency, None) => latency::run(&cfg, size, run),
+                    (Kind::RdmaWrite, None) => rdma::run(&cfg, size, run, Direction::Write),
+                    (Kind::RdmaRead, None) => rdma::run(&cfg, size, run, Direction::Read),
                 };
                 // Erased before anything else is printed, errors included.
                 progress.stop();
@@ -495,12 +530,12 @@ fn pin_ib(sock: &RdsSocket) -> io::Result<()> {
     })
 }
 
-/// Binds `sock` to `addr` port 0 with the transport `cfg` asks for.
-fn bind(cfg: &Config, sock: &RdsSocket, addr: IpAddr) -> io::Result<()> {
+/// Binds `sock` to `at` with the transport `cfg` asks for.
+fn bind(cfg: &Config, sock: &RdsSocket, at: SocketAddr) -> io::Result<()> {
     if cfg.transport == TransportArg::Ib {
         pin_ib(sock)?;
     }
-    let at = SocketAddr::new(addr, 0);
+    let addr = at.ip();
     sock.bind(at).map_err(|err| {
         if cfg.transport == TransportArg::Ib && err.raw_os_error() == Some(libc::ENOPROTOOPT) {
             context(
@@ -571,16 +606,26 @@ fn open_peer_socket(cfg: &Config, size: usize) -> io::Result<RdsSocket> {
     }
 }
 
-/// A non-blocking socket bound to `addr`, able to send `size`-byte
-/// messages.
+/// A non-blocking socket bound to `addr` (port 0), able to send
+/// `size`-byte messages.
 fn open_socket(cfg: &Config, addr: IpAddr, size: usize) -> io::Result<RdsSocket> {
-    setup_socket(cfg, new_socket()?, addr, size)
+    open_socket_at(cfg, SocketAddr::new(addr, 0), size)
+}
+
+/// Like [`open_socket`], bound to `at`.
+fn open_socket_at(cfg: &Config, at: SocketAddr, size: usize) -> io::Result<RdsSocket> {
+    setup_socket(cfg, new_socket()?, at, size)
 }
 
 /// Buffers, bind, non-blocking and the send limit of a new socket.
-fn setup_socket(cfg: &Config, sock: RdsSocket, addr: IpAddr, size: usize) -> io::Result<RdsSocket> {
+fn setup_socket(
+    cfg: &Config,
+    sock: RdsSocket,
+    at: SocketAddr,
+    size: usize,
+) -> io::Result<RdsSocket> {
     set_buffers(&sock, buffer_bytes(size, cfg.depth))?;
-    bind(cfg, &sock, addr)?;
+    bind(cfg, &sock, at)?;
     sock.set_nonblocking(true)?;
     let limit = sock.send_limit()?;
     if limit < size {
@@ -598,6 +643,34 @@ fn setup_socket(cfg: &Config, sock: RdsSocket, addr: IpAddr, size: usize) -> io:
 /// A timeout error for an end that saw no progress.
 fn no_progress(what: String) -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, what)
+}
+
+/// Runs `task` `tasks` times at once, one thread each (`--tasks`; each
+/// opens its own sockets), and returns every result, or the first error.
+fn in_tasks<T: Send>(tasks: u32, task: impl Fn() -> io::Result<T> + Sync) -> io::Result<Vec<T>> {
+    if tasks <= 1 {
+        return task().map(|one| vec![one]);
+    }
+    thread::scope(|scope| {
+        let handles: Vec<_> = (0..tasks).map(|_| scope.spawn(&task)).collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("benchmark task panicked")))
+            })
+            .collect()
+    })
+}
+
+/// The sum of the tasks' rates `count / secs`; `None` if no task measured
+/// any time.
+fn summed_rate(parts: impl Iterator<Item = (f64, f64)>) -> Option<f64> {
+    parts
+        .filter(|&(_, secs)| secs > 0.0)
+        .map(|(count, secs)| count / secs)
+        .reduce(|a, b| a + b)
 }
 
 /// Runs `a` on a new thread and `b` on this one, sharing a stop flag that
@@ -626,6 +699,39 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn task_rates_add_up() {
+        assert_eq!(
+            summed_rate([(100.0, 2.0), (30.0, 1.0)].into_iter()),
+            Some(80.0)
+        );
+        // A task that measured no time adds nothing; none at all is no rate.
+        assert_eq!(
+            summed_rate([(5.0, 0.0), (10.0, 5.0)].into_iter()),
+            Some(2.0)
+        );
+        assert_eq!(summed_rate([(5.0, 0.0)].into_iter()), None);
+    }
+
+    #[test]
+    fn tasks_run_at_once_and_keep_their_results() {
+        let started = std::sync::atomic::AtomicU32::new(0);
+        let all = in_tasks(4, || {
+            let n = started.fetch_add(1, Ordering::SeqCst);
+            // Every task waits for the others: they must run concurrently.
+            let since = Instant::now();
+            while started.load(Ordering::SeqCst) < 4 && since.elapsed() < Duration::from_secs(10) {
+                thread::sleep(Duration::from_millis(1));
+            }
+            Ok((n, started.load(Ordering::SeqCst)))
+        })
+        .unwrap();
+        assert_eq!(all.len(), 4);
+        assert!(all.iter().all(|&(_, seen)| seen == 4));
+        let failed = in_tasks(3, || -> io::Result<()> { Err(io::Error::other("task")) });
+        assert!(failed.is_err());
+    }
 
     #[test]
     fn sizes_accept_suffixes() {

@@ -1,6 +1,6 @@
 //! Rate mode: one sender (bound to `--addr`) streams `size`-byte messages
 //! to one receiver (bound to `--peer-addr`), which counts them over
-//! `--duration`.
+//! `--duration`; `--tasks` such pairs at once, their rates summed.
 //!
 //! Flow control is end to end, so the receive queue stays bounded even where
 //! RDS itself does not bound it (loopback receivers never become congested,
@@ -17,12 +17,14 @@ use std::time::Instant;
 use rrds::RdsSocket;
 
 use super::context;
+use super::in_tasks;
 use super::is_transient;
 use super::no_progress;
 use super::open_peer_socket;
 use super::open_socket;
 use super::pattern::Pattern;
 use super::run_pair;
+use super::summed_rate;
 use super::Config;
 use super::Flow;
 use super::Kind;
@@ -30,15 +32,34 @@ use super::Sample;
 use super::SLICE;
 
 /// What the receiver counted.
-struct Counted {
-    msgs: u64,
-    bytes: u64,
-    secs: f64,
-    errors: u64,
+#[derive(Clone, Debug)]
+pub(super) struct Counted {
+    pub msgs: u64,
+    pub bytes: u64,
+    pub secs: f64,
+    pub errors: u64,
 }
 
-/// One rate run.
+/// One rate run: `--tasks` sender/receiver pairs at once.
 pub(super) fn run(cfg: &Config, size: usize, run: u32) -> io::Result<Sample> {
+    let tasks = in_tasks(cfg.tasks, || one_pair(cfg, size))?;
+    Ok(sample(&tasks, size, run))
+}
+
+/// The run's sample from what each task's receiver counted.
+pub(super) fn sample(tasks: &[Counted], size: usize, run: u32) -> Sample {
+    let per_sec =
+        |count: fn(&Counted) -> f64| summed_rate(tasks.iter().map(|c| (count(c), c.secs)));
+    Sample {
+        msgs_per_sec: per_sec(|c| c.msgs as f64),
+        mb_per_sec: per_sec(|c| c.bytes as f64 / 1e6),
+        errors: tasks.iter().map(|c| c.errors).sum(),
+        ..Sample::empty(Kind::Rate, size, run)
+    }
+}
+
+/// One sender/receiver pair, its own two sockets.
+fn one_pair(cfg: &Config, size: usize) -> io::Result<Counted> {
     let rx = open_peer_socket(cfg, size)?;
     let tx = open_socket(cfg, cfg.addr, size)?;
     let rx_addr = rx.local_addr()?;
@@ -56,18 +77,11 @@ pub(super) fn run(cfg: &Config, size: usize, run: u32) -> io::Result<Sample> {
     );
     // A failed sender stops the receiver early: its error is the cause.
     sent?;
-    let counted = counted?;
-    let per_sec = |n: f64| (counted.secs > 0.0).then(|| n / counted.secs);
-    Ok(Sample {
-        msgs_per_sec: per_sec(counted.msgs as f64),
-        mb_per_sec: per_sec(counted.bytes as f64 / 1e6),
-        errors: counted.errors,
-        ..Sample::empty(Kind::Rate, size, run)
-    })
+    counted
 }
 
 /// Sends until stopped; returns the number of messages sent.
-fn send(flow: &Flow, tx: &RdsSocket, receiver: SocketAddr) -> io::Result<u64> {
+pub(super) fn send(flow: &Flow, tx: &RdsSocket, receiver: SocketAddr) -> io::Result<u64> {
     let pattern = Pattern::new(flow.cfg.seed, flow.size);
     let mut buf = vec![0u8; flow.size];
     pattern.fill(0, &mut buf);
@@ -127,7 +141,7 @@ pub(super) fn grant(rx: &RdsSocket, sender: SocketAddr, received: u64) -> io::Re
 }
 
 /// Receives for `duration` from the first message on.
-fn receive(flow: &Flow, rx: &RdsSocket, sender: SocketAddr) -> io::Result<Counted> {
+pub(super) fn receive(flow: &Flow, rx: &RdsSocket, sender: SocketAddr) -> io::Result<Counted> {
     let cfg = flow.cfg;
     let pattern = cfg.verify.then(|| Pattern::new(cfg.seed, flow.size));
     let credit_every = (cfg.depth / 4).max(1);

@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
@@ -29,6 +30,7 @@ use rrds::RdsSocket;
 
 use super::context;
 use super::in_netns;
+use super::in_tasks;
 use super::is_transient;
 use super::no_progress;
 use super::open_peer_socket;
@@ -36,6 +38,7 @@ use super::open_socket;
 use super::pattern::Pattern;
 use super::rate::grant;
 use super::run_pair;
+use super::summed_rate;
 use super::Config;
 use super::Kind;
 use super::Sample;
@@ -43,10 +46,10 @@ use super::SLICE;
 
 const PAGE: usize = 4096;
 /// The messages carry a sequence number only.
-const MESSAGE: usize = 8;
+pub(super) const MESSAGE: usize = 8;
 
 /// What both ends share.
-struct Flow<'a> {
+pub(super) struct Flow<'a> {
     cfg: &'a Config,
     size: usize,
     direction: Direction,
@@ -54,7 +57,22 @@ struct Flow<'a> {
     stop: &'a AtomicBool,
 }
 
-impl Flow<'_> {
+impl<'a> Flow<'a> {
+    pub(super) fn new(
+        cfg: &'a Config,
+        size: usize,
+        direction: Direction,
+        stop: &'a AtomicBool,
+    ) -> Self {
+        Flow {
+            cfg,
+            size,
+            direction,
+            pattern: Pattern::new(cfg.seed, size),
+            stop,
+        }
+    }
+
     fn stopped(&self) -> bool {
         self.stop.load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -62,70 +80,72 @@ impl Flow<'_> {
     fn slots(&self) -> u64 {
         self.cfg.depth
     }
-}
 
-/// What the receiver counted.
-struct Counted {
-    ops: u64,
-    secs: f64,
-    errors: u64,
-}
+    /// Memory for the receiver's regions, one per slot, with room to align.
+    pub(super) fn slot_memory(&self) -> Vec<Vec<u8>> {
+        (0..self.slots())
+            .map(|_| vec![0u8; self.size + PAGE])
+            .collect()
+    }
 
-/// One RDMA run.
-pub(super) fn run(cfg: &Config, size: usize, run: u32, direction: Direction) -> io::Result<Sample> {
-    let rx = open_peer_socket(cfg, MESSAGE)?;
-    let tx = open_socket(cfg, cfg.addr, MESSAGE)?;
-    // Failed operations are reported even without NOTIFY_ME (it is set anyway).
-    tx.set_recverr(true)?;
-    let (rx_addr, tx_addr) = (rx.local_addr()?, tx.local_addr()?);
-    let stop = AtomicBool::new(false);
-    let flow = Flow {
-        cfg,
-        size,
-        direction,
-        pattern: Pattern::new(cfg.seed, size),
-        stop: &stop,
-    };
-    // Page-aligned regions: siw registers at most 256 pages, which an
-    // unaligned 1 MiB would exceed.
-    let mut memory: Vec<Vec<u8>> = (0..flow.slots()).map(|_| vec![0u8; size + PAGE]).collect();
-    let regions = {
-        let aligned = memory.iter_mut().enumerate().map(|(slot, b)| {
-            let skip = b.as_ptr().align_offset(PAGE);
-            let region = &mut b[skip..skip + size];
-            if direction == Direction::Read {
-                flow.pattern.fill(slot as u64, region);
-            }
-            region
-        });
-        let aligned: Vec<&mut [u8]> = aligned.collect();
-        // siw connects the registration QP from the registering task's
-        // namespace: register from the receiver's.
+    /// Registers a page-aligned region per slot of `memory` on `rx` (siw
+    /// registers at most 256 pages, which an unaligned 1 MiB would
+    /// exceed), holding the slot's pattern for READs. siw connects the
+    /// registration QP from the registering task's namespace: `netns` is
+    /// the receiver's, if not ours.
+    pub(super) fn register<'m>(
+        &self,
+        rx: &'m RdsSocket,
+        memory: &'m mut [Vec<u8>],
+        netns: Option<&Path>,
+    ) -> io::Result<Vec<MemoryRegion<'m>>> {
+        let aligned: Vec<&mut [u8]> = memory
+            .iter_mut()
+            .enumerate()
+            .map(|(slot, b)| {
+                let skip = b.as_ptr().align_offset(PAGE);
+                let region = &mut b[skip..skip + self.size];
+                if self.direction == Direction::Read {
+                    self.pattern.fill(slot as u64, region);
+                }
+                region
+            })
+            .collect();
         let register = || {
             aligned
                 .into_iter()
                 .map(|b| rx.register_memory(b, 0))
                 .collect::<io::Result<Vec<MemoryRegion<'_>>>>()
         };
-        match &cfg.peer_netns {
+        match netns {
             Some(netns) => in_netns(netns, register),
             None => register(),
         }
-        .map_err(|err| context(err, "receiver: RDS_GET_MR"))?
-    };
-    let cookies: Vec<u64> = regions.iter().map(MemoryRegion::cookie).collect();
-    let (sent, counted) = run_pair(
-        &stop,
-        || send(&flow, &tx, rx_addr, &cookies),
-        || receive(&flow, &rx, tx_addr, &regions),
-    );
-    let sender_errors = sent?;
-    let counted = counted?;
-    let per_sec = |n: f64| (counted.secs > 0.0).then(|| n / counted.secs);
-    Ok(Sample {
-        msgs_per_sec: per_sec(counted.ops as f64),
-        mb_per_sec: per_sec((counted.ops * size as u64) as f64 / 1e6),
-        errors: counted.errors + sender_errors,
+        .map_err(|err| context(err, "receiver: RDS_GET_MR"))
+    }
+}
+
+/// What the receiver counted.
+pub(super) struct Counted {
+    pub ops: u64,
+    pub secs: f64,
+    pub errors: u64,
+}
+
+/// One RDMA run: `--tasks` sender/receiver pairs at once, each with its
+/// own regions.
+pub(super) fn run(cfg: &Config, size: usize, run: u32, direction: Direction) -> io::Result<Sample> {
+    let tasks = in_tasks(cfg.tasks, || one_pair(cfg, size, direction))?;
+    Ok(sample(&tasks, size, run, direction))
+}
+
+/// The run's sample from what each task counted.
+pub(super) fn sample(tasks: &[Counted], size: usize, run: u32, direction: Direction) -> Sample {
+    let per_sec = |bytes: u64| summed_rate(tasks.iter().map(|c| ((c.ops * bytes) as f64, c.secs)));
+    Sample {
+        msgs_per_sec: per_sec(1),
+        mb_per_sec: per_sec(size as u64).map(|b| b / 1e6),
+        errors: tasks.iter().map(|c| c.errors).sum(),
         ..Sample::empty(
             match direction {
                 Direction::Write => Kind::RdmaWrite,
@@ -134,12 +154,41 @@ pub(super) fn run(cfg: &Config, size: usize, run: u32, direction: Direction) -> 
             size,
             run,
         )
-    })
+    }
+}
+
+/// One sender/receiver pair: its own two sockets and regions. The errors
+/// counted include the sender's.
+fn one_pair(cfg: &Config, size: usize, direction: Direction) -> io::Result<Counted> {
+    let rx = open_peer_socket(cfg, MESSAGE)?;
+    let tx = open_socket(cfg, cfg.addr, MESSAGE)?;
+    // Failed operations are reported even without NOTIFY_ME (it is set anyway).
+    tx.set_recverr(true)?;
+    let (rx_addr, tx_addr) = (rx.local_addr()?, tx.local_addr()?);
+    let stop = AtomicBool::new(false);
+    let flow = Flow::new(cfg, size, direction, &stop);
+    let mut memory = flow.slot_memory();
+    let regions = flow.register(&rx, &mut memory, cfg.peer_netns.as_deref())?;
+    let cookies: Vec<u64> = regions.iter().map(MemoryRegion::cookie).collect();
+    let (sent, counted) = run_pair(
+        &stop,
+        || send(&flow, &tx, rx_addr, &cookies),
+        || receive(&flow, &rx, tx_addr, &regions),
+    );
+    let sender_errors = sent?;
+    let mut counted = counted?;
+    counted.errors += sender_errors;
+    Ok(counted)
 }
 
 /// Issues operations until stopped; returns the errors it saw (failed
 /// operations, READs that brought the wrong bytes).
-fn send(flow: &Flow, tx: &RdsSocket, receiver: SocketAddr, cookies: &[u64]) -> io::Result<u64> {
+pub(super) fn send(
+    flow: &Flow,
+    tx: &RdsSocket,
+    receiver: SocketAddr,
+    cookies: &[u64],
+) -> io::Result<u64> {
     let cfg = flow.cfg;
     let mut spare: Vec<Vec<u8>> = Vec::new();
     let mut in_flight: HashMap<u64, RdmaInFlight> = HashMap::new();
@@ -240,7 +289,7 @@ fn send(flow: &Flow, tx: &RdsSocket, receiver: SocketAddr, cookies: &[u64]) -> i
 }
 
 /// Counts operations for `duration` from the first on.
-fn receive(
+pub(super) fn receive(
     flow: &Flow,
     rx: &RdsSocket,
     sender: SocketAddr,

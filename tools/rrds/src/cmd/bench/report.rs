@@ -26,6 +26,7 @@ pub struct Report<W: Write> {
     duration_s: f64,
     runs: u32,
     depth: u32,
+    tasks: u32,
     verify: bool,
 }
 
@@ -127,6 +128,7 @@ impl<W: Write> Report<W> {
             duration_s: args.duration.as_secs_f64(),
             runs: args.runs,
             depth: args.depth,
+            tasks: args.tasks,
             verify: args.verify,
         }
     }
@@ -140,7 +142,7 @@ impl<W: Write> Report<W> {
         writeln!(
             self.out,
             "rrds bench: impl={} addr={} peer_addr={} transport={} duration={}s runs={} depth={} \
-             verify={}",
+             tasks={} verify={}",
             self.implementation,
             self.addr,
             self.peer_addr,
@@ -148,6 +150,7 @@ impl<W: Write> Report<W> {
             self.duration_s,
             self.runs,
             self.depth,
+            self.tasks,
             if self.verify { "on" } else { "off" }
         )?;
         writeln!(self.out, "{}", Row::header())
@@ -203,6 +206,7 @@ impl<W: Write> Report<W> {
             .number("duration_s", Some(self.duration_s))
             .uint("runs", u64::from(self.runs))
             .uint("depth", u64::from(self.depth))
+            .uint("tasks", u64::from(self.tasks))
             .boolean("verify", self.verify)
             .uint("errors", errors)
             .raw("medians", &json::array(&medians));
@@ -304,7 +308,7 @@ mod tests {
             text,
             "{\"type\":\"summary\",\"impl\":\"rrds\",\"addr\":\"127.0.0.1\",\
              \"peer_addr\":\"127.0.0.1\",\"transport\":\"default\",\"duration_s\":2.000,\
-             \"runs\":3,\"depth\":32,\"verify\":false,\"errors\":0,\"medians\":[{\"runs\":3,\
+             \"runs\":3,\"depth\":32,\"tasks\":1,\"verify\":false,\"errors\":0,\"medians\":[{\"runs\":3,\
              \"mode\":\"latency\",\"size\":8192,\"msgs_per_sec\":50000.000,\"mb_per_sec\":null,\
              \"lat_mean_us\":20.250,\"lat_p50_us\":19.500,\"lat_p99_us\":40.000,\"errors\":0}]}\n"
         );
@@ -322,7 +326,7 @@ mod tests {
         assert_eq!(
             lines[0],
             "rrds bench: impl=rrds addr=127.0.0.1 peer_addr=127.0.0.1 transport=default \
-             duration=2s runs=3 depth=32 verify=off"
+             duration=2s runs=3 depth=32 tasks=1 verify=off"
         );
         assert_eq!(lines[1].len(), lines[2].len());
         assert_eq!(lines[1].len(), lines[3].len());
