@@ -146,9 +146,44 @@ mod tests {
         assert_eq!(args.runs, 3);
         assert_eq!(args.mode, cmd::bench::Mode::Both);
         assert_eq!(args.depth, 32);
+        assert_eq!(args.tasks, 1);
+        assert!(!args.server);
+        assert_eq!(args.connect, None);
         assert!(!args.verify);
         assert!(!args.json);
         assert_eq!(args.plot, None);
+    }
+
+    #[test]
+    fn bench_splits_in_server_and_client() {
+        let bench = |argv: &[&str]| match parse(argv).map(|cli| cli.command) {
+            Ok(Command::Bench(args)) => Ok(args),
+            Ok(_) => panic!("not bench"),
+            Err(err) => Err(err),
+        };
+        let server = bench(&["bench", "--server", "--addr", "10.0.0.2", "--port", "4001"]).unwrap();
+        assert!(server.server);
+        assert_eq!(server.port, 4001);
+        assert_eq!(bench(&["bench", "--server"]).unwrap().port, 4000);
+        let client = bench(&["bench", "--connect", "10.0.0.2:4000", "--tasks", "4"]).unwrap();
+        assert_eq!(client.connect, Some("10.0.0.2:4000".parse().unwrap()));
+        assert_eq!(client.tasks, 4);
+        // The receiving end is the server's.
+        assert_eq!(client.peer_addr(), "10.0.0.2".parse::<IpAddr>().unwrap());
+        assert!(bench(&["bench", "--server", "--connect", "10.0.0.2:4000"]).is_err());
+        assert!(bench(&["bench", "--server", "--peer-netns", "b"]).is_err());
+        assert!(bench(&[
+            "bench",
+            "--connect",
+            "10.0.0.2:4000",
+            "--peer-addr",
+            "10.0.0.3"
+        ])
+        .is_err());
+        assert!(bench(&["bench", "--connect", "10.0.0.2"]).is_err());
+        assert!(bench(&["bench", "--port", "4001"]).is_err());
+        assert!(bench(&["bench", "--tasks", "0"]).is_err());
+        assert!(bench(&["bench", "--tasks", "65"]).is_err());
     }
 
     #[test]

@@ -45,6 +45,7 @@ pub struct Meta {
     pub runs: u32,
     pub duration_s: f64,
     pub depth: u32,
+    pub tasks: u32,
 }
 
 impl Meta {
@@ -57,6 +58,7 @@ impl Meta {
             runs: args.runs,
             duration_s: args.duration.as_secs_f64(),
             depth: args.depth,
+            tasks: args.tasks,
         }
     }
 }
@@ -217,11 +219,16 @@ pub fn svg(meta: &Meta, summaries: &[Summary]) -> String {
         "start",
         "fill=\"#555\"",
         &format!(
-            "median of {} run{} of {} s per point, depth {}",
+            "median of {} run{} of {} s per point, depth {}{}",
             meta.runs,
             if meta.runs == 1 { "" } else { "s" },
             num_label(meta.duration_s),
-            meta.depth
+            meta.depth,
+            if meta.tasks == 1 {
+                String::new()
+            } else {
+                format!(", {} tasks", meta.tasks)
+            }
         ),
     );
     if charts.is_empty() {
@@ -655,6 +662,7 @@ mod tests {
             runs: 3,
             duration_s: 5.0,
             depth: 32,
+            tasks: 1,
         }
     }
 

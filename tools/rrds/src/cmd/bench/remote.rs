@@ -16,7 +16,10 @@
 //!   that task's sender;
 //! - client, when every sending end has finished: `done`; the server then
 //!   stops its echo servers (latency) and frees its regions (RDMA: only then
-//!   are no operations in flight);
+//!   are no operations in flight), and answers `done` when it is ready for
+//!   the next run. The client waits for that answer before it closes its
+//!   sockets: closing the last RDS socket of a namespace drops what is
+//!   still queued on its connections, its own `done` included;
 //! - server, for a run it cannot start: `error TEXT`.
 //!
 //! The settings that shape the flow (size, depth, pattern, duration) are
@@ -392,8 +395,12 @@ pub(super) fn run(
                 }
             }
         }
-        for stop in &stops {
-            stop.store(true, Ordering::Relaxed);
+        // Latency clients stop on their own: stopping them would fail their
+        // round trip in flight.
+        if kind != Kind::Latency {
+            for stop in &stops {
+                stop.store(true, Ordering::Relaxed);
+            }
         }
         let locals = handles
             .into_iter()
@@ -407,10 +414,23 @@ pub(super) fn run(
             None => locals,
         }
     });
-    // Every sending end has finished: the server may let go.
-    let done = send(cfg, &ctl, server, &Control::Done);
+    // Every sending end has finished: the server may let go. Its answer
+    // matters: closing the last socket of a namespace drops what it still
+    // has queued, `done` included.
+    send(cfg, &ctl, server, &Control::Done)?;
+    let confirmed = loop {
+        match receive(&ctl, Some(server), Some(grace(cfg.timeout)))? {
+            Some((Control::Done, _)) => break true,
+            Some(_) => {}
+            None => break false,
+        }
+    };
     let locals = locals?;
-    done?;
+    if !confirmed {
+        return Err(no_progress(format!(
+            "the server at {server} did not confirm the end of the run"
+        )));
+    }
     let counted = || results.iter().flatten();
     Ok(match kind {
         Kind::Rate => rate::sample(&counted().cloned().collect::<Vec<_>>(), size, run),
@@ -605,7 +625,8 @@ fn serve_run(base: &Config, ctl: &RdsSocket, client: SocketAddr, hello: &Hello) 
                 "no `done` from the client {client} (gone?)"
             )));
         }
-        Ok(())
+        // Ready for the next run: the client may close its sockets.
+        send(cfg, ctl, client, &Control::Done)
     })
 }
 

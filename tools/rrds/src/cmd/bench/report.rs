@@ -51,14 +51,14 @@ fn cell(value: Option<f64>, decimals: usize) -> String {
 impl Row<'_> {
     fn header() -> String {
         format!(
-            "{:<8} {:>8} {:<6} {:>12} {:>10} {:>10} {:>10} {:>10} {:>7}",
+            "{:<10} {:>8} {:<6} {:>12} {:>10} {:>10} {:>10} {:>10} {:>7}",
             "mode", "size", "run", "msgs/s", "MB/s", "mean_us", "p50_us", "p99_us", "errors"
         )
     }
 
     fn text(&self) -> String {
         format!(
-            "{:<8} {:>8} {:<6} {:>12} {:>10} {:>10} {:>10} {:>10} {:>7}",
+            "{:<10} {:>8} {:<6} {:>12} {:>10} {:>10} {:>10} {:>10} {:>7}",
             self.mode,
             self.size,
             self.run,
@@ -330,8 +330,12 @@ mod tests {
         );
         assert_eq!(lines[1].len(), lines[2].len());
         assert_eq!(lines[1].len(), lines[3].len());
-        assert!(lines[2].starts_with("rate           64 2            1000.0       0.06          -"));
-        assert!(lines[3].starts_with("latency      8192 median      50000.0          -      20.25"));
+        assert!(
+            lines[2].starts_with("rate             64 2            1000.0       0.06          -")
+        );
+        assert!(
+            lines[3].starts_with("latency        8192 median      50000.0          -      20.25")
+        );
         assert_eq!(lines[4], "impl=rrds errors=0");
     }
 }
