@@ -276,6 +276,22 @@ TEST_F(ib_tools, bench_client_and_server)
 }
 
 /*
+ * The user guide's RDMA example (examples/rds_rdma_write.c): a receiver in
+ * rrds-b registers a page, the sender here writes it with an RDMA WRITE
+ * and gets the outcome notification, the receiver finds the bytes.
+ */
+TEST_F(ib_tools, c_example_rdma_write)
+{
+	char out[2048];
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s/build/rds_rdma_write %s %s rrds-b 2>&1",
+			    selftests_dir(), variant->local, variant->remote)) TH_LOG("%s", out);
+	TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "sender: RDMA WRITE token 42 status 0 (success)"));
+	EXPECT_NE(NULL, strstr(out, "receiver: message \"written\", 4096 bytes written"));
+}
+
+/*
  * rrds bench's RDMA modes between the namespaces: WRITEs into and READs
  * from regions the receiver registered, every operation's bytes verified
  * and every outcome a success.
