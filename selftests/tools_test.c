@@ -53,6 +53,23 @@ static const char *bench_server_log(void)
 	return log;
 }
 
+/*
+ * The JSON of an `rrds bench` run: a summary of @tasks tasks, every run and
+ * median with 0 errors and every rate measured.
+ */
+static void expect_clean_bench(struct __test_metadata *_metadata, const char *out, int tasks)
+{
+	char want[32];
+
+	snprintf(want, sizeof(want), "\"tasks\":%d,", tasks);
+	EXPECT_NE(NULL, strstr(out, "\"type\":\"summary\""));
+	EXPECT_NE(NULL, strstr(out, want));
+	EXPECT_NE(NULL, strstr(out, "\"errors\":0"));
+	for (const char *e = strstr(out, "\"errors\":"); e; e = strstr(e + 1, "\"errors\":"))
+		EXPECT_EQ('0', e[9]);
+	EXPECT_EQ(NULL, strstr(out, "\"msgs_per_sec\":null"));
+}
+
 FIXTURE(impl) {
 	int unused;
 };
@@ -150,15 +167,10 @@ TEST_F(impl, bench_client_and_server)
 			    "--size 65536 --duration 2 --runs 1 --mode both --tasks 2 --verify "
 			    "--json 2>&1", rrds_cmd())) TH_LOG("%s\n%s", out, bench_server_log());
 	TH_LOG("%s", out);
-	EXPECT_NE(NULL, strstr(out, "\"type\":\"summary\""));
-	EXPECT_NE(NULL, strstr(out, "\"tasks\":2,"));
-	EXPECT_NE(NULL, strstr(out, "\"errors\":0"));
-	for (const char *e = strstr(out, "\"errors\":"); e; e = strstr(e + 1, "\"errors\":"))
-		EXPECT_EQ('0', e[9]);
-	/* A rate and a latency median per size, all measured. */
+	expect_clean_bench(_metadata, out, 2);
+	/* A rate and a latency median per size. */
 	EXPECT_NE(NULL, strstr(out, "\"mode\":\"rate\",\"size\":65536,\"msgs_per_sec\":"));
 	EXPECT_NE(NULL, strstr(out, "\"mode\":\"latency\",\"size\":64,\"msgs_per_sec\":"));
-	EXPECT_EQ(NULL, strstr(out, "\"msgs_per_sec\":null"));
 	bench_server_stop();
 	/* One line per run served. */
 	EXPECT_NE(NULL, strstr(bench_server_log(), "served rate 65536 B x 2 for 127.0.0.1:"));
@@ -231,9 +243,7 @@ TEST_F(ib_tools, bench_across_namespaces_verified)
 			    "--json 2>&1",
 			    rrds_cmd(), variant->local, variant->remote)) TH_LOG("%s", out);
 	TH_LOG("%s", out);
-	EXPECT_NE(NULL, strstr(out, "\"type\":\"summary\""));
-	EXPECT_NE(NULL, strstr(out, "\"tasks\":3,"));
-	EXPECT_NE(NULL, strstr(out, "\"errors\":0"));
+	expect_clean_bench(_metadata, out, 3);
 	EXPECT_NE(NULL, strstr(out, "\"transport\":\"ib\""));
 }
 
@@ -260,12 +270,7 @@ TEST_F(ib_tools, bench_client_and_server)
 				    rrds_cmd(), variant->remote, variant->local, runs[i]))
 			TH_LOG("%s\n%s", out, bench_server_log());
 		TH_LOG("%s", out);
-		EXPECT_NE(NULL, strstr(out, "\"type\":\"summary\""));
-		EXPECT_NE(NULL, strstr(out, "\"tasks\":2,"));
-		for (const char *e = strstr(out, "\"errors\":"); e; e = strstr(e + 1, "\"errors\":"))
-			EXPECT_EQ('0', e[9]);
-		EXPECT_NE(NULL, strstr(out, "\"errors\":0"));
-		EXPECT_EQ(NULL, strstr(out, "\"msgs_per_sec\":null"));
+		expect_clean_bench(_metadata, out, 2);
 	}
 	bench_server_stop();
 	TH_LOG("%s", bench_server_log());
@@ -321,13 +326,8 @@ TEST_F(ib_tools, bench_rdma_write_and_read_verified)
 				    modes[i % 2]))
 			TH_LOG("%s", out);
 		TH_LOG("%s", out);
-		EXPECT_NE(NULL, strstr(out, "\"type\":\"summary\""));
+		expect_clean_bench(_metadata, out, strstr(shapes[i / 2], "--tasks 2") ? 2 : 1);
 		EXPECT_NE(NULL, strstr(out, i % 2 ? "\"mode\":\"rdma_read\"" : "\"mode\":\"rdma_write\""));
-		/* Every run and summary record counts 0 errors. */
-		for (const char *e = strstr(out, "\"errors\":"); e; e = strstr(e + 1, "\"errors\":")) {
-			EXPECT_EQ('0', e[9]);
-		}
-		EXPECT_NE(NULL, strstr(out, "\"errors\":0"));
 	}
 }
 

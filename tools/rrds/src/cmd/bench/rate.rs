@@ -32,7 +32,7 @@ use super::Sample;
 use super::SLICE;
 
 /// What the receiver counted.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(super) struct Counted {
     pub msgs: u64,
     pub bytes: u64,

@@ -82,12 +82,10 @@ enum Control {
         port: u16,
         cookies: Vec<u64>,
     },
+    /// A receiver's count (RDMA: `msgs` are operations).
     Result {
         task: usize,
-        count: u64,
-        bytes: u64,
-        secs: f64,
-        errors: u64,
+        counted: rate::Counted,
     },
     Done,
     Error(String),
@@ -118,14 +116,9 @@ impl Control {
                 port,
                 cookies,
             } => format!("ready task={task} port={port} cookies={}", list(cookies)),
-            Control::Result {
-                task,
-                count,
-                bytes,
-                secs,
-                errors,
-            } => format!(
-                "result task={task} count={count} bytes={bytes} secs={secs} errors={errors}"
+            Control::Result { task, counted: c } => format!(
+                "result task={task} count={} bytes={} secs={} errors={}",
+                c.msgs, c.bytes, c.secs, c.errors
             ),
             Control::Done => "done".to_string(),
             Control::Error(text) => format!("error {text}"),
@@ -184,10 +177,12 @@ impl Control {
             },
             "result" => Control::Result {
                 task: usize::try_from(num("task")?).ok()?,
-                count: num("count")?,
-                bytes: num("bytes")?,
-                secs: get("secs")?.parse().ok()?,
-                errors: num("errors")?,
+                counted: rate::Counted {
+                    msgs: num("count")?,
+                    bytes: num("bytes")?,
+                    secs: get("secs")?.parse().ok()?,
+                    errors: num("errors")?,
+                },
             },
             "done" => Control::Done,
             _ => return None,
@@ -368,23 +363,9 @@ pub(super) fn run(
             while results.iter().any(Option::is_none) && failed.is_none() {
                 let left = deadline.saturating_duration_since(Instant::now());
                 match receive(&ctl, Some(server), Some(left)) {
-                    Ok(Some((
-                        Control::Result {
-                            task,
-                            count,
-                            bytes,
-                            secs,
-                            errors,
-                        },
-                        _,
-                    ))) if task < results.len() => {
+                    Ok(Some((Control::Result { task, counted }, _))) if task < results.len() => {
                         stops[task].store(true, Ordering::Relaxed);
-                        results[task] = Some(rate::Counted {
-                            msgs: count,
-                            bytes,
-                            secs,
-                            errors,
-                        });
+                        results[task] = Some(counted);
                     }
                     Ok(Some((Control::Error(text), _))) => {
                         failed = Some(io::Error::other(format!("server {server}: {text}")));
@@ -587,14 +568,8 @@ fn serve_run(base: &Config, ctl: &RdsSocket, client: SocketAddr, hello: &Hello) 
             // task's sender.
             for (task, handle) in handles.by_ref().enumerate() {
                 match join(handle) {
-                    Ok(Some(c)) => {
-                        let result = Control::Result {
-                            task,
-                            count: c.msgs,
-                            bytes: c.bytes,
-                            secs: c.secs,
-                            errors: c.errors,
-                        };
+                    Ok(Some(counted)) => {
+                        let result = Control::Result { task, counted };
                         outcome = outcome.and(send(cfg, ctl, client, &result));
                     }
                     Ok(None) => {}
@@ -663,10 +638,12 @@ mod tests {
         });
         round_trip(Control::Result {
             task: 0,
-            count: 10,
-            bytes: 81920,
-            secs: 2.000_125,
-            errors: 0,
+            counted: rate::Counted {
+                msgs: 10,
+                bytes: 81920,
+                secs: 2.000_125,
+                errors: 0,
+            },
         });
         round_trip(Control::Done);
         round_trip(Control::Error("bind 10.0.0.1:0: no such device".into()));
