@@ -1013,8 +1013,9 @@ out:
 /*
  * Eight processes register and free at random, RRDS_MR_CYCLES registrations
  * each (default 500: 4,000 in all, a minute under TCG; 12,500 gives the
- * 100,000 of the issue: about 9 minutes on rxe, over 20 on siw, hence the
- * case's timeout; run it alone, outside run_tests.sh's 1500 s per program),
+ * 100,000 of the issue: about 9 minutes on rxe, 16 on siw, and once over
+ * 20, hence the case's timeout; run it alone, outside run_tests.sh's 1500 s
+ * per program),
  * while the parent keeps RDMA WRITEs to rrds-b in flight on the same
  * devices: every cookie and every RDMA outcome checked, nothing pinned and
  * no QP left at the end.
