@@ -130,9 +130,6 @@ struct Partial {
     count: usize,
     /// Work requests of the message's RDMA operation posted so far.
     rdma_next: usize,
-    /// Whether the operation was claimed (`RdmaOp::start`): a first attempt
-    /// that found no free slot must not claim it again.
-    rdma_claimed: bool,
 }
 
 /// Send credits (flow control), as upstream's `i_credits`.
@@ -335,6 +332,17 @@ impl Rings {
         if !self.kick(path) {
             return false;
         }
+        // The message's operation is claimed here, once: a retry after a full
+        // ring continues the partial message above. One posted on a link that
+        // failed since, or cancelled (the connection normally drops such a
+        // message before it gets here), never runs twice, and its message
+        // never goes without it (upstream never retransmits one either).
+        if let Some(op) = message.rdma() {
+            if !op.start() {
+                op.dropped();
+                return true;
+            }
+        }
         let mut header = *header;
         // A silent operation's message posts its RDMA and no fragment.
         let silent = message
@@ -362,7 +370,6 @@ impl Rings {
                 fragments(message.len()).count().max(1)
             },
             rdma_next: 0,
-            rdma_claimed: false,
         });
         self.finish_own(path)
     }
@@ -405,7 +412,6 @@ impl Rings {
                 message: map,
                 next: 0,
                 rdma_next: 0,
-                rdma_claimed: false,
             });
         }
     }
@@ -465,28 +471,13 @@ impl Rings {
     /// fragment (one page per request, no credits: RDMA consumes no
     /// receive): `true` when none of it is left to post.
     fn continue_rdma(&mut self, path: &IbPath) -> bool {
-        let Some(p) = &mut self.partial else {
+        let Some(p) = &self.partial else {
             return true;
         };
-        if p.message.rdma().is_none() {
-            return true;
-        }
         let message = p.message.clone();
         let Some(op) = message.rdma() else {
             return true;
         };
-        if !p.rdma_claimed {
-            p.rdma_claimed = true;
-            if !op.start() {
-                // Posted on a link that failed since, or cancelled (the
-                // connection normally drops such a message before it gets
-                // here): the operation never runs twice, and its message never
-                // goes without it (upstream never retransmits one either).
-                op.dropped();
-                self.partial = None;
-                return true;
-            }
-        }
         while let Some(p) = &self.partial {
             let i = p.rdma_next;
             if i >= op.chunk_count() {

@@ -47,6 +47,23 @@ fn in_netns<T>(name: &str, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
     out
 }
 
+impl Pair {
+    /// A socket here on `port` and one in the peer's namespace on
+    /// `port + 1`, and the peer's address.
+    fn sockets(&self, port: u16) -> (RdsSocket, RdsSocket, SocketAddr) {
+        let a = RdsSocket::new().expect("socket");
+        a.bind(SocketAddr::new(self.local, port)).expect("bind");
+        let to = SocketAddr::new(self.remote, port + 1);
+        let b = in_netns(&self.peer_netns, || {
+            let b = RdsSocket::new()?;
+            b.bind(to)?;
+            Ok(b)
+        })
+        .expect("peer socket");
+        (a, b, to)
+    }
+}
+
 /// The next datagram on `sock`, within 20 s.
 fn receive(sock: &RdsSocket, buf: &mut [u8]) -> Received {
     assert!(
@@ -63,15 +80,7 @@ fn receive(sock: &RdsSocket, buf: &mut [u8]) -> Received {
 #[ignore]
 fn mapped_region_is_announced_to_the_peer() {
     let p = pair();
-    let a = RdsSocket::new().expect("socket");
-    a.bind(SocketAddr::new(p.local, 4201)).expect("bind");
-    let to = SocketAddr::new(p.remote, 4202);
-    let b = in_netns(&p.peer_netns, || {
-        let b = RdsSocket::new()?;
-        b.bind(to)?;
-        Ok(b)
-    })
-    .expect("peer socket");
+    let (a, b, to) = p.sockets(4201);
     let mut memory = vec![0u8; 4 * 4096];
     let region_buf = &mut memory[5..5 + 3 * 4096];
     let offset = (region_buf.as_ptr() as usize % 4096) as u32;
@@ -130,15 +139,7 @@ fn mapping_fails_cleanly() {
 fn atomics_change_the_peers_memory() {
     let p = pair();
     let has_atomics = std::env::var("RRDS_TEST_ATOMICS").expect("RRDS_TEST_ATOMICS") == "1";
-    let a = RdsSocket::new().expect("socket");
-    a.bind(SocketAddr::new(p.local, 4205)).expect("bind");
-    let to = SocketAddr::new(p.remote, 4206);
-    let b = in_netns(&p.peer_netns, || {
-        let b = RdsSocket::new()?;
-        b.bind(to)?;
-        Ok(b)
-    })
-    .expect("peer socket");
+    let (a, b, to) = p.sockets(4205);
     let mut memory = vec![0u8; 2 * 4096];
     let skip = memory.as_ptr().align_offset(4096);
     let word = &mut memory[skip..skip + 4096];

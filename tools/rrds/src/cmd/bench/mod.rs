@@ -86,6 +86,14 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The RDMA kind of `direction`.
+    fn of(direction: Direction) -> Self {
+        match direction {
+            Direction::Write => Self::RdmaWrite,
+            Direction::Read => Self::RdmaRead,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Rate => "rate",
@@ -297,6 +305,31 @@ struct Config {
     verify: bool,
     seed: u64,
     timeout: Duration,
+}
+
+/// What a receiving end counted (rate: messages; RDMA: operations, and
+/// their bytes).
+#[derive(Clone, Debug, PartialEq)]
+struct Counted {
+    msgs: u64,
+    bytes: u64,
+    secs: f64,
+    errors: u64,
+}
+
+impl Counted {
+    /// The run's sample from what each task's receiver counted: the tasks'
+    /// rates summed.
+    fn sample(tasks: &[Counted], kind: Kind, size: usize, run: u32) -> Sample {
+        let per_sec =
+            |count: fn(&Counted) -> f64| summed_rate(tasks.iter().map(|c| (count(c), c.secs)));
+        Sample {
+            msgs_per_sec: per_sec(|c| c.msgs as f64),
+            mb_per_sec: per_sec(|c| c.bytes as f64 / 1e6),
+            errors: tasks.iter().map(|c| c.errors).sum(),
+            ..Sample::empty(kind, size, run)
+        }
+    }
 }
 
 /// What both ends of a run share.

@@ -24,38 +24,17 @@ use super::open_peer_socket;
 use super::open_socket;
 use super::pattern::Pattern;
 use super::run_pair;
-use super::summed_rate;
 use super::Config;
+use super::Counted;
 use super::Flow;
 use super::Kind;
 use super::Sample;
 use super::SLICE;
 
-/// What the receiver counted.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct Counted {
-    pub msgs: u64,
-    pub bytes: u64,
-    pub secs: f64,
-    pub errors: u64,
-}
-
 /// One rate run: `--tasks` sender/receiver pairs at once.
 pub(super) fn run(cfg: &Config, size: usize, run: u32) -> io::Result<Sample> {
     let tasks = in_tasks(cfg.tasks, || one_pair(cfg, size))?;
-    Ok(sample(&tasks, size, run))
-}
-
-/// The run's sample from what each task's receiver counted.
-pub(super) fn sample(tasks: &[Counted], size: usize, run: u32) -> Sample {
-    let per_sec =
-        |count: fn(&Counted) -> f64| summed_rate(tasks.iter().map(|c| (count(c), c.secs)));
-    Sample {
-        msgs_per_sec: per_sec(|c| c.msgs as f64),
-        mb_per_sec: per_sec(|c| c.bytes as f64 / 1e6),
-        errors: tasks.iter().map(|c| c.errors).sum(),
-        ..Sample::empty(Kind::Rate, size, run)
-    }
+    Ok(Counted::sample(&tasks, Kind::Rate, size, run))
 }
 
 /// One sender/receiver pair, its own two sockets.

@@ -38,8 +38,8 @@ use super::open_socket;
 use super::pattern::Pattern;
 use super::rate::grant;
 use super::run_pair;
-use super::summed_rate;
 use super::Config;
+use super::Counted;
 use super::Kind;
 use super::Sample;
 use super::SLICE;
@@ -125,36 +125,11 @@ impl<'a> Flow<'a> {
     }
 }
 
-/// What the receiver counted.
-pub(super) struct Counted {
-    pub ops: u64,
-    pub secs: f64,
-    pub errors: u64,
-}
-
 /// One RDMA run: `--tasks` sender/receiver pairs at once, each with its
 /// own regions.
 pub(super) fn run(cfg: &Config, size: usize, run: u32, direction: Direction) -> io::Result<Sample> {
     let tasks = in_tasks(cfg.tasks, || one_pair(cfg, size, direction))?;
-    Ok(sample(&tasks, size, run, direction))
-}
-
-/// The run's sample from what each task counted.
-pub(super) fn sample(tasks: &[Counted], size: usize, run: u32, direction: Direction) -> Sample {
-    let per_sec = |bytes: u64| summed_rate(tasks.iter().map(|c| ((c.ops * bytes) as f64, c.secs)));
-    Sample {
-        msgs_per_sec: per_sec(1),
-        mb_per_sec: per_sec(size as u64).map(|b| b / 1e6),
-        errors: tasks.iter().map(|c| c.errors).sum(),
-        ..Sample::empty(
-            match direction {
-                Direction::Write => Kind::RdmaWrite,
-                Direction::Read => Kind::RdmaRead,
-            },
-            size,
-            run,
-        )
-    }
+    Ok(Counted::sample(&tasks, Kind::of(direction), size, run))
 }
 
 /// One sender/receiver pair: its own two sockets and regions. The errors
@@ -298,7 +273,8 @@ pub(super) fn receive(
     let cfg = flow.cfg;
     let credit_every = (cfg.depth / 4).max(1);
     let mut counted = Counted {
-        ops: 0,
+        msgs: 0,
+        bytes: 0,
         secs: 0.0,
         errors: 0,
     };
@@ -335,21 +311,22 @@ pub(super) fn receive(
                     }
                 }
                 expected = expected.wrapping_add(1);
-                counted.ops += 1;
-                if counted.ops - credited >= credit_every && grant(rx, sender, counted.ops)? {
-                    credited = counted.ops;
+                counted.msgs += 1;
+                counted.bytes += flow.size as u64;
+                if counted.msgs - credited >= credit_every && grant(rx, sender, counted.msgs)? {
+                    credited = counted.msgs;
                 }
             }
             Ok(_) => {}
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
-                if counted.ops > credited && grant(rx, sender, counted.ops)? {
-                    credited = counted.ops;
+                if counted.msgs > credited && grant(rx, sender, counted.msgs)? {
+                    credited = counted.msgs;
                 }
                 let idle = now - last_progress;
                 if idle >= cfg.timeout {
                     return Err(no_progress(format!(
                         "receiver: no operation for {:?} after {} (lost message?)",
-                        cfg.timeout, counted.ops
+                        cfg.timeout, counted.msgs
                     )));
                 }
                 let mut wait = SLICE.min(cfg.timeout - idle);

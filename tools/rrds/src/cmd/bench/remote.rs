@@ -47,6 +47,7 @@ use super::open_socket_at;
 use super::rate;
 use super::rdma;
 use super::Config;
+use super::Counted;
 use super::Flow;
 use super::Kind;
 use super::Sample;
@@ -82,10 +83,10 @@ enum Control {
         port: u16,
         cookies: Vec<u64>,
     },
-    /// A receiver's count (RDMA: `msgs` are operations).
+    /// A receiver's count.
     Result {
         task: usize,
-        counted: rate::Counted,
+        counted: Counted,
     },
     Done,
     Error(String),
@@ -177,7 +178,7 @@ impl Control {
             },
             "result" => Control::Result {
                 task: usize::try_from(num("task")?).ok()?,
-                counted: rate::Counted {
+                counted: Counted {
                     msgs: num("count")?,
                     bytes: num("bytes")?,
                     secs: get("secs")?.parse().ok()?,
@@ -335,7 +336,7 @@ pub(super) fn run(
     }
     let ready: Vec<(SocketAddr, Vec<u64>)> = ready.into_iter().flatten().collect();
     let stops: Vec<AtomicBool> = tasks.iter().map(|_| AtomicBool::new(false)).collect();
-    let mut results: Vec<Option<rate::Counted>> = tasks.iter().map(|_| None).collect();
+    let mut results: Vec<Option<Counted>> = tasks.iter().map(|_| None).collect();
     let locals = thread::scope(|scope| {
         let handles: Vec<_> = tasks
             .iter()
@@ -414,7 +415,7 @@ pub(super) fn run(
     }
     let counted = || results.iter().flatten();
     Ok(match kind {
-        Kind::Rate => rate::sample(&counted().cloned().collect::<Vec<_>>(), size, run),
+        Kind::Rate => Counted::sample(&counted().cloned().collect::<Vec<_>>(), kind, size, run),
         Kind::Latency => {
             let measured: Vec<latency::Measured> = locals
                 .into_iter()
@@ -430,15 +431,14 @@ pub(super) fn run(
                 Local::Rdma(errors) => *errors,
                 _ => 0,
             });
-            let tasks: Vec<rdma::Counted> = counted()
+            let tasks: Vec<Counted> = counted()
                 .zip(sender_errors)
-                .map(|(c, sender)| rdma::Counted {
-                    ops: c.msgs,
-                    secs: c.secs,
+                .map(|(c, sender)| Counted {
                     errors: c.errors + sender,
+                    ..c.clone()
                 })
                 .collect();
-            rdma::sample(&tasks, size, run, direction(kind))
+            Counted::sample(&tasks, kind, size, run)
         }
     })
 }
@@ -537,26 +537,19 @@ fn serve_run(base: &Config, ctl: &RdsSocket, client: SocketAddr, hello: &Hello) 
             .zip(&regions)
             .map(|((sock, &from), regions)| {
                 let (flow, rdma_flow) = (&flow, &rdma_flow);
-                scope.spawn(move || -> io::Result<Option<rate::Counted>> {
+                scope.spawn(move || -> io::Result<Option<Counted>> {
                     match kind {
                         Kind::Rate => rate::receive(flow, sock, from).map(Some),
                         Kind::Latency => latency::serve(flow, sock, from).map(|()| None),
                         Kind::RdmaWrite | Kind::RdmaRead => {
-                            rdma::receive(rdma_flow, sock, from, regions).map(|c| {
-                                Some(rate::Counted {
-                                    msgs: c.ops,
-                                    bytes: c.ops * hello.size as u64,
-                                    secs: c.secs,
-                                    errors: c.errors,
-                                })
-                            })
+                            rdma::receive(rdma_flow, sock, from, regions).map(Some)
                         }
                     }
                 })
             })
             .collect();
         let deadline = Instant::now() + cfg.duration + grace(cfg.timeout);
-        let join = |handle: thread::ScopedJoinHandle<'_, io::Result<Option<rate::Counted>>>| {
+        let join = |handle: thread::ScopedJoinHandle<'_, io::Result<Option<Counted>>>| {
             handle
                 .join()
                 .unwrap_or_else(|_| Err(io::Error::other("benchmark task panicked")))
@@ -638,7 +631,7 @@ mod tests {
         });
         round_trip(Control::Result {
             task: 0,
-            counted: rate::Counted {
+            counted: Counted {
                 msgs: 10,
                 bytes: 81920,
                 secs: 2.000_125,
