@@ -6,7 +6,8 @@
 //! The operation's local memory is pinned in `sendmsg` (process context).
 //! The IB ring posts it page by page, one SGE per work request (iWARP's
 //! `max_sge_rd` is 1), ahead of the message's first fragment on the same RC
-//! QP, and maps each page only while its request is outstanding. An
+//! QP, and maps each page only while its request is outstanding (on iWARP a
+//! READ's local memory is registered instead: see `SinkRegistration`). An
 //! operation runs at most once: one posted on a link that failed before it
 //! completed is reported `RDS_RDMA_DROPPED`, and its message is dropped
 //! instead of retransmitted, as upstream.
@@ -42,7 +43,8 @@ use crate::{
     message::MAX_MSG_SIZE,
     mr::{
         self,
-        Pinned, //
+        Pinned,
+        Sink, //
     },
     socket::RdsSock,
 };
@@ -64,6 +66,16 @@ struct Chunk {
     len: usize,
     /// Where in the peer's range it goes (or comes from).
     remote: u64,
+    /// The READ sink covering it (an index into `sinks`) and its address
+    /// there.
+    sink: Option<(usize, u64)>,
+}
+
+/// How an operation's READ sinks are registered, where they must be
+/// (iWARP): `register` registers one range of at most `max_pages` pages.
+pub(crate) struct SinkRegistration<'a> {
+    pub(crate) max_pages: usize,
+    pub(crate) register: &'a mut dyn FnMut(u64, u64) -> Result<Sink>,
 }
 
 /// Who hears how the operation ended.
@@ -114,6 +126,8 @@ pub(crate) struct RdmaOp {
     /// `RDS_RDMA_FENCE`: the message waits for the op to complete.
     fence: bool,
     pages: KVec<Pinned>,
+    /// MRs over a READ's local memory, where the device needs them.
+    sinks: KVec<Sink>,
     chunks: KVec<Chunk>,
     notify: Option<Notify>,
     /// `PENDING`, `POSTED` (on some link), `DONE` (outcome reported).
@@ -122,12 +136,14 @@ pub(crate) struct RdmaOp {
     unpin: Option<Pin<KBox<DeferredUnpin>>>,
 }
 
-/// Pages to unpin in process context: a message (and its op) can lose its
-/// last reference under a spinlock, and `unpin_user_pages_dirty_lock`
-/// sleeps. Allocated with the op, so dropping it allocates nothing.
+/// Pages to unpin and sinks to invalidate in process context: a message
+/// (and its op) can lose its last reference under a spinlock, and
+/// `unpin_user_pages_dirty_lock` and `Sink::drop` sleep. Allocated with the
+/// op, so dropping it allocates nothing.
 #[pin_data]
 struct DeferredUnpin {
     pages: KVec<Pinned>,
+    sinks: KVec<Sink>,
     #[pin]
     work: Work<DeferredUnpin>,
 }
@@ -148,6 +164,7 @@ fn new_unpin() -> Result<Pin<KBox<DeferredUnpin>>> {
     KBox::pin_init(
         pin_init!(DeferredUnpin {
             pages: KVec::new(),
+            sinks: KVec::new(),
             work <- new_work!("rrds_rdma_unpin"),
         }),
         GFP_KERNEL,
@@ -159,7 +176,9 @@ impl Drop for RdmaOp {
         let Some(mut unpin) = self.unpin.take() else {
             return;
         };
-        *unpin.as_mut().project().pages = core::mem::take(&mut self.pages);
+        let deferred = unpin.as_mut().project();
+        *deferred.pages = core::mem::take(&mut self.pages);
+        *deferred.sinks = core::mem::take(&mut self.sinks);
         workqueue::queue().enqueue(unpin);
     }
 }
@@ -168,8 +187,14 @@ impl RdmaOp {
     /// The operation `struct rds_rdma_args` (`args`, at least `ARGS_LEN`
     /// bytes) asks for, with upstream's checks (`rds_rdma_extra_size`,
     /// `rds_cmsg_rdma_args`). The local iovec array is read from user
-    /// memory once and used from that copy. Process context.
-    pub(crate) fn from_args(args: &[u8], sock: &Arc<RdsSock>, recverr: bool) -> Result<Self> {
+    /// memory once and used from that copy. A READ's local memory is
+    /// registered through `sinks` when given. Process context.
+    pub(crate) fn from_args(
+        args: &[u8],
+        sock: &Arc<RdsSock>,
+        recverr: bool,
+        sinks: Option<SinkRegistration<'_>>,
+    ) -> Result<Self> {
         if args.len() < ARGS_LEN {
             return Err(EINVAL);
         }
@@ -198,6 +223,7 @@ impl RdmaOp {
             silent: flags & u64::from(bindings::RDS_RDMA_SILENT) != 0,
             fence: flags & u64::from(bindings::RDS_RDMA_FENCE) != 0,
             pages: KVec::with_capacity(nr_local, GFP_KERNEL)?,
+            sinks: KVec::new(),
             chunks: KVec::new(),
             notify: None,
             state: Atomic::new(PENDING),
@@ -225,6 +251,7 @@ impl RdmaOp {
                         offset: start,
                         len,
                         remote,
+                        sink: None,
                     },
                     GFP_KERNEL,
                 )?;
@@ -236,8 +263,38 @@ impl RdmaOp {
         if op.bytes as u64 > remote_bytes {
             return Err(EINVAL);
         }
+        // Registered once the arguments are known to be good.
+        if let (false, Some(reg)) = (write, sinks) {
+            op.register_sinks(&raw, reg)?;
+        }
         op.notify = Notify::wanted(flags, token, sock, recverr);
         Ok(op)
+    }
+
+    /// Registers the READ's local memory through `reg`, each sink at most
+    /// `reg.max_pages` pages of one iovec (`raw` holds the iovecs), and
+    /// points every chunk at its sink.
+    fn register_sinks(&mut self, raw: &[u8], reg: SinkRegistration<'_>) -> Result {
+        // The sink of the current run of chunks: its index, iovec and first page.
+        let mut current: Option<(usize, usize, usize)> = None;
+        let max_pages = reg.max_pages.max(1);
+        for chunk in self.chunks.iter_mut() {
+            let (vec, page, start) = (chunk.vec, chunk.page, chunk.offset);
+            let fits = current.is_some_and(|(_, v, first)| v == vec && page - first < max_pages);
+            if !fits {
+                let (addr, bytes) = (ne_u64(raw, vec * 16), ne_u64(raw, vec * 16 + 8));
+                let base = addr - addr % PAGE_SIZE as u64;
+                let from = base + (page * PAGE_SIZE + start) as u64;
+                let to = (addr + bytes).min(base + ((page + max_pages) * PAGE_SIZE) as u64);
+                self.sinks
+                    .push((reg.register)(from, to - from)?, GFP_KERNEL)?;
+                current = Some((self.sinks.len() - 1, vec, page));
+            }
+            // Zero-based: the sink's first page starts at address 0.
+            chunk.sink =
+                current.map(|(i, _, first)| (i, ((page - first) * PAGE_SIZE + start) as u64));
+        }
+        Ok(())
     }
 
     /// The atomic operation `struct rds_atomic_args` (`args`) of cmsg type
@@ -323,6 +380,7 @@ impl RdmaOp {
             silent: flags & u64::from(bindings::RDS_RDMA_SILENT) != 0,
             fence: flags & u64::from(bindings::RDS_RDMA_FENCE) != 0,
             pages: KVec::with_capacity(1, GFP_KERNEL)?,
+            sinks: KVec::new(),
             chunks: KVec::with_capacity(1, GFP_KERNEL)?,
             notify: None,
             state: Atomic::new(PENDING),
@@ -336,6 +394,7 @@ impl RdmaOp {
                 offset,
                 len: 8,
                 remote: 0,
+                sink: None,
             },
             GFP_KERNEL,
         )?;
@@ -387,6 +446,18 @@ impl RdmaOp {
             c.len,
             self.remote_addr.wrapping_add(c.remote),
         ))
+    }
+
+    /// Chunk `i`'s registered sink on `device`, if it has one there: the
+    /// address and key its work request names it with.
+    pub(crate) fn chunk_sink(
+        &self,
+        i: usize,
+        device: *mut bindings::ib_device,
+    ) -> Option<(u64, u32)> {
+        let (index, address) = self.chunks.get(i)?.sink?;
+        let sink = self.sinks.get(index).filter(|s| s.is_on(device))?;
+        Some((address, sink.lkey()))
     }
 
     pub(crate) fn rkey(&self) -> u32 {

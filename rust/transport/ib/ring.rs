@@ -489,19 +489,27 @@ impl Rings {
             let Some((page, offset, len, remote)) = op.chunk(i) else {
                 return false;
             };
-            let direction = if op.is_write() {
-                DmaDirection::ToDevice
-            } else {
-                DmaDirection::FromDevice
+            // A READ sink registered on this device (iWARP) is named by its MR;
+            // other local memory is mapped page by page under the DMA lkey.
+            let (map, mut sge) = match op.chunk_sink(i, self.device) {
+                Some((address, key)) => (None, sge(address, len, key)),
+                None => {
+                    let direction = if op.is_write() {
+                        DmaDirection::ToDevice
+                    } else {
+                        DmaDirection::FromDevice
+                    };
+                    // SAFETY: The page is pinned by the operation, which the message
+                    // (kept in the slot with the mapping) owns.
+                    let Ok(map) = (unsafe {
+                        DmaMapping::map_pinned(self.device, page, offset, len, direction)
+                    }) else {
+                        return false;
+                    };
+                    let sge = sge(map.addr(), len, self.lkey);
+                    (Some(map), sge)
+                }
             };
-            // SAFETY: The page is pinned by the operation, which the message (kept in
-            // the slot with the mapping) owns.
-            let Ok(map) =
-                (unsafe { DmaMapping::map_pinned(self.device, page, offset, len, direction) })
-            else {
-                return false;
-            };
-            let mut sge = sge(map.addr(), len, self.lkey);
             let cqe = path.cqe(TAG_SEND);
             let posted = match op.atomic() {
                 Some(a) => self.qp.post_atomic(
@@ -521,7 +529,7 @@ impl Rings {
             }
             let slot = self.send_posted % SEND_SLOTS;
             self.send_slots[slot] = SendSlot {
-                map: Some(map),
+                map,
                 message: Some(message.clone()),
                 rdma: Some(i + 1 == op.chunk_count()),
             };
