@@ -7,7 +7,8 @@
 //! The IB ring posts it page by page, one SGE per work request (iWARP's
 //! `max_sge_rd` is 1), ahead of the message's first fragment on the same RC
 //! QP, and maps each page only while its request is outstanding (on iWARP a
-//! READ's local memory is registered instead: see `SinkRegistration`). An
+//! READ's local memory is registered instead, and one READ fills each
+//! registered sink: see `SinkRegistration`). An
 //! operation runs at most once: one posted on a link that failed before it
 //! completed is reported `RDS_RDMA_DROPPED`, and its message is dropped
 //! instead of retransmitted, as upstream.
@@ -66,8 +67,8 @@ struct Chunk {
     len: usize,
     /// Where in the peer's range it goes (or comes from).
     remote: u64,
-    /// The READ sink covering it (an index into `sinks`) and its address
-    /// there.
+    /// The READ sink it fills (an index into `sinks`) and the sink's
+    /// address of its first byte: such a chunk is the whole sink.
     sink: Option<(usize, u64)>,
 }
 
@@ -273,26 +274,31 @@ impl RdmaOp {
 
     /// Registers the READ's local memory through `reg`, each sink at most
     /// `reg.max_pages` pages of one iovec (`raw` holds the iovecs), and
-    /// points every chunk at its sink.
+    /// merges each sink's chunks into one: a registered sink is one SGE
+    /// however many pages it spans, so one READ fills it.
     fn register_sinks(&mut self, raw: &[u8], reg: SinkRegistration<'_>) -> Result {
-        // The sink of the current run of chunks: its index, iovec and first page.
-        let mut current: Option<(usize, usize, usize)> = None;
         let max_pages = reg.max_pages.max(1);
-        for chunk in self.chunks.iter_mut() {
-            let (vec, page, start) = (chunk.vec, chunk.page, chunk.offset);
-            let fits = current.is_some_and(|(_, v, first)| v == vec && page - first < max_pages);
-            if !fits {
-                let (addr, bytes) = (ne_u64(raw, vec * 16), ne_u64(raw, vec * 16 + 8));
-                let base = addr - addr % PAGE_SIZE as u64;
-                let from = base + (page * PAGE_SIZE + start) as u64;
-                let to = (addr + bytes).min(base + ((page + max_pages) * PAGE_SIZE) as u64);
-                self.sinks
-                    .push((reg.register)(from, to - from)?, GFP_KERNEL)?;
-                current = Some((self.sinks.len() - 1, vec, page));
+        let pages = core::mem::take(&mut self.chunks);
+        // The first page of the current sink.
+        let mut first = 0;
+        for chunk in pages {
+            if let Some(last) = self.chunks.last_mut() {
+                if last.vec == chunk.vec && chunk.page - first < max_pages {
+                    last.len += chunk.len;
+                    continue;
+                }
             }
-            // Zero-based: the sink's first page starts at address 0.
-            chunk.sink =
-                current.map(|(i, _, first)| (i, ((page - first) * PAGE_SIZE + start) as u64));
+            let (vec, page, start) = (chunk.vec, chunk.page, chunk.offset);
+            let (addr, bytes) = (ne_u64(raw, vec * 16), ne_u64(raw, vec * 16 + 8));
+            let base = addr - addr % PAGE_SIZE as u64;
+            let from = base + (page * PAGE_SIZE + start) as u64;
+            let to = (addr + bytes).min(base + ((page + max_pages) * PAGE_SIZE) as u64);
+            self.sinks
+                .push((reg.register)(from, to - from)?, GFP_KERNEL)?;
+            first = page;
+            // Zero-based: the sink's first byte is at its offset in its first page.
+            let sink = Some((self.sinks.len() - 1, start as u64));
+            self.chunks.push(Chunk { sink, ..chunk }, GFP_KERNEL)?;
         }
         Ok(())
     }
@@ -435,8 +441,8 @@ impl RdmaOp {
         self.chunks.len()
     }
 
-    /// Chunk `i`: its page, offset and length, and the peer address it moves to
-    /// (or from).
+    /// Chunk `i`: its (first) page, offset and length, and the peer address
+    /// it moves to (or from).
     pub(crate) fn chunk(&self, i: usize) -> Option<(*mut bindings::page, usize, usize, u64)> {
         let c = self.chunks.get(i)?;
         let page = self.pages.get(c.vec)?.page(c.page)?;
@@ -448,16 +454,17 @@ impl RdmaOp {
         ))
     }
 
-    /// Chunk `i`'s registered sink on `device`, if it has one there: the
-    /// address and key its work request names it with.
-    pub(crate) fn chunk_sink(
-        &self,
-        i: usize,
-        device: *mut bindings::ib_device,
-    ) -> Option<(u64, u32)> {
+    /// Chunk `i`'s registered sink, if it has one: the address and key its
+    /// work request names it with (the chunk may span many pages then).
+    pub(crate) fn chunk_sink(&self, i: usize) -> Option<(u64, u32)> {
         let (index, address) = self.chunks.get(i)?.sink?;
-        let sink = self.sinks.get(index).filter(|s| s.is_on(device))?;
-        Some((address, sink.lkey()))
+        Some((address, self.sinks.get(index)?.lkey()))
+    }
+
+    /// Whether a QP of `device` can post the operation: its sinks, if any,
+    /// are registered there.
+    pub(crate) fn usable_on(&self, device: *mut bindings::ib_device) -> bool {
+        self.sinks.iter().all(|sink| sink.is_on(device))
     }
 
     pub(crate) fn rkey(&self) -> u32 {

@@ -342,6 +342,12 @@ impl Rings {
                 op.dropped();
                 return true;
             }
+            // Its READ sinks were registered on another device (the bound
+            // address moved there since): not postable here.
+            if !op.usable_on(self.device) {
+                op.dropped();
+                return true;
+            }
         }
         let mut header = *header;
         // A silent operation's message posts its RDMA and no fragment.
@@ -489,9 +495,9 @@ impl Rings {
             let Some((page, offset, len, remote)) = op.chunk(i) else {
                 return false;
             };
-            // A READ sink registered on this device (iWARP) is named by its MR;
+            // A READ sink (iWARP, on this device: `usable_on`) is named by its MR;
             // other local memory is mapped page by page under the DMA lkey.
-            let (map, mut sge) = match op.chunk_sink(i, self.device) {
+            let (map, mut sge) = match op.chunk_sink(i) {
                 Some((address, key)) => (None, sge(address, len, key)),
                 None => {
                     let direction = if op.is_write() {
