@@ -8,6 +8,7 @@
 #   make bench                     rrds against the in-tree rds module over loopback, in a VM
 #   make bench-ib                  the same over IB (an rxe pair), with perftest as the ceiling
 #   make bench-rdma                RDMA WRITE/READ through RDS against ib_write_bw/ib_read_bw
+#   make bench-register            GET_MR + FREE_MR cycles against in-tree's RDMA_MAP + FREE_MR
 #
 # KDIR defaults to the cached test kernel (scripts/kernel-dir builds it on first use).
 
@@ -30,7 +31,7 @@ SHELL := /bin/bash
 rust_sources = $(filter-out rust/bindings_generated.rs,$(wildcard rust/*.rs rust/*/*.rs rust/*/*/*.rs))
 kmake = $(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM)
 
-.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench bench-ib bench-rdma bench-xrc setup
+.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench bench-ib bench-rdma bench-register bench-xrc setup
 
 all: modules
 
@@ -72,6 +73,11 @@ bench-ib:
 bench-rdma:
 	RRDS_PERFTEST_TESTS="write_bw read_bw" scripts/bench-ib --mode rdma --size 64k --size 1m \
 		--depth 8 --duration 5 --timeout 60 --runs 3 --verify
+
+# No raw-verbs counterpart: perftest does not run.
+bench-register:
+	RRDS_PERFTEST_RUNS=0 scripts/bench-ib --mode register --size 4k --size 64k --size 1m \
+		--duration 5 --timeout 60 --runs 3
 
 bench-xrc:
 	scripts/bench-xrc

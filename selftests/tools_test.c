@@ -248,6 +248,34 @@ TEST_F(ib_tools, bench_across_namespaces_verified)
 }
 
 /*
+ * rrds bench --mode register: GET_MR + FREE_MR cycles of 4 KiB and 1 MiB in
+ * rrds-b (two tasks), timed, nothing left pinned after.
+ */
+TEST_F(ib_tools, bench_register_cycles)
+{
+	char out[16384];
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out),
+			    "%s bench --addr %s --peer-addr %s --peer-netns rrds-b --transport ib "
+			    "--size 4096 --size 1m --duration 2 --runs 1 --mode register --tasks 2 "
+			    "--json 2>&1",
+			    rrds_cmd(), variant->local, variant->remote)) TH_LOG("%s", out);
+	TH_LOG("%s", out);
+	expect_clean_bench(_metadata, out, 2);
+	EXPECT_NE(NULL, strstr(out, "\"mode\":\"register\",\"size\":4096,\"msgs_per_sec\":"));
+	EXPECT_NE(NULL, strstr(out, "\"mode\":\"register\",\"size\":1048576,\"msgs_per_sec\":"));
+	EXPECT_EQ(NULL, strstr(out, "\"lat_p50_us\":null"));
+	/*
+	 * Every cycle freed what it registered: nothing pinned is left once the
+	 * last invalidations complete (FREE_MR without INVALIDATE does not wait).
+	 */
+	EXPECT_EQ(0, sh("for i in $(seq 50); do %s info counters | "
+			"awk '$1 == \"mr_pages_pinned\" { p = $2 } "
+			"$1 == \"mr_pages_unpinned\" { u = $2 } END { exit !(p > 0 && p == u) }' "
+			"&& exit 0; sleep 0.2; done; exit 1", rrds_cmd()));
+}
+
+/*
  * rrds bench split in client and server across the namespaces: the server
  * in rrds-b runs the receiving ends (and, in RDMA modes, registers the
  * regions and hands their cookies over), the client here the sending ends

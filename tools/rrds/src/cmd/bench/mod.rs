@@ -18,6 +18,7 @@ mod plot;
 mod progress;
 mod rate;
 mod rdma;
+mod register;
 mod remote;
 mod report;
 
@@ -74,6 +75,10 @@ pub enum Mode {
     RdmaRead,
     /// RDMA WRITE, then RDMA READ.
     Rdma,
+    /// Registration latency: register SIZE bytes for the peer and free them
+    /// again, cycle after cycle (`RDS_GET_MR`, or `RDS_CMSG_RDMA_MAP` where
+    /// GET_MR is refused, as in-tree RDS/IB on rxe and siw).
+    Register,
 }
 
 /// What one run measures.
@@ -83,6 +88,7 @@ pub enum Kind {
     Latency,
     RdmaWrite,
     RdmaRead,
+    Register,
 }
 
 impl Kind {
@@ -100,6 +106,7 @@ impl Kind {
             Self::Latency => "latency",
             Self::RdmaWrite => "rdma_write",
             Self::RdmaRead => "rdma_read",
+            Self::Register => "register",
         }
     }
 }
@@ -119,6 +126,7 @@ impl Mode {
             Self::RdmaWrite => &[Kind::RdmaWrite],
             Self::RdmaRead => &[Kind::RdmaRead],
             Self::Rdma => &[Kind::RdmaWrite, Kind::RdmaRead],
+            Self::Register => &[Kind::Register],
         }
     }
 }
@@ -499,6 +507,7 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
                     (Kind::Latency, None) => latency::run(&cfg, size, run),
                     (Kind::RdmaWrite, None) => rdma::run(&cfg, size, run, Direction::Write),
                     (Kind::RdmaRead, None) => rdma::run(&cfg, size, run, Direction::Read),
+                    (Kind::Register, None) => register::run(&cfg, size, run),
                 };
                 // Erased before anything else is printed, errors included.
                 progress.stop();

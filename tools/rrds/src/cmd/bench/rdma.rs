@@ -44,7 +44,7 @@ use super::Kind;
 use super::Sample;
 use super::SLICE;
 
-const PAGE: usize = 4096;
+pub(super) const PAGE: usize = 4096;
 /// The messages carry a sequence number only.
 pub(super) const MESSAGE: usize = 8;
 
@@ -93,12 +93,20 @@ impl<'a> Flow<'a> {
     /// exceed), holding the slot's pattern for READs. siw connects the
     /// registration QP from the registering task's namespace: `netns` is
     /// the receiver's, if not ours.
+    ///
+    /// In-tree RDS/IB has no `RDS_GET_MR` on FRWR devices (rxe, siw: ENODEV
+    /// or EOPNOTSUPP), only `RDS_CMSG_RDMA_MAP` on a connection that is up,
+    /// which registers on that connection's QP. Where GET_MR is ENODEV or
+    /// EOPNOTSUPP, the regions are mapped by messages to `sender` instead
+    /// (their cookies reach it as `RDS_CMSG_RDMA_DEST`, which
+    /// [`drain_mapped`] takes): `Registered::Map`.
     pub(super) fn register<'m>(
         &self,
         rx: &'m RdsSocket,
         memory: &'m mut [Vec<u8>],
         netns: Option<&Path>,
-    ) -> io::Result<Vec<MemoryRegion<'m>>> {
+        sender: SocketAddr,
+    ) -> io::Result<(Vec<MemoryRegion<'m>>, Registered)> {
         let aligned: Vec<&mut [u8]> = memory
             .iter_mut()
             .enumerate()
@@ -111,17 +119,117 @@ impl<'a> Flow<'a> {
                 region
             })
             .collect();
-        let register = || {
-            aligned
+        if aligned.is_empty() {
+            return Ok((Vec::new(), Registered::GetMr));
+        }
+        let register = || -> io::Result<(Vec<MemoryRegion<'m>>, Registered)> {
+            let mut probe = vec![0u8; PAGE];
+            match rx.register_memory(&mut probe, 0) {
+                Ok(_) => {}
+                Err(err) if no_get_mr(&err) => {
+                    wait_until_mappable(self.cfg, rx, sender)?;
+                    let regions = aligned
+                        .into_iter()
+                        .map(|b| rx.send_to_mapped(MAPPED, sender, b, 0))
+                        .collect::<io::Result<Vec<MemoryRegion<'_>>>>()
+                        .map_err(|err| context(err, "receiver: RDS_CMSG_RDMA_MAP"))?;
+                    return Ok((regions, Registered::Map));
+                }
+                Err(err) => return Err(context(err, "receiver: RDS_GET_MR")),
+            }
+            let regions = aligned
                 .into_iter()
                 .map(|b| rx.register_memory(b, 0))
                 .collect::<io::Result<Vec<MemoryRegion<'_>>>>()
+                .map_err(|err| context(err, "receiver: RDS_GET_MR"))?;
+            Ok((regions, Registered::GetMr))
         };
         match netns {
             Some(netns) => in_netns(netns, register),
             None => register(),
         }
-        .map_err(|err| context(err, "receiver: RDS_GET_MR"))
+    }
+}
+
+/// Maps a probe region in a message to `sender` until that works:
+/// in-tree RDS/IB answers ENODEV until the connection (which the first
+/// attempt starts) is up.
+pub(super) fn wait_until_mappable(
+    cfg: &Config,
+    rx: &RdsSocket,
+    sender: SocketAddr,
+) -> io::Result<()> {
+    let since = Instant::now();
+    let mut probe = vec![0u8; PAGE];
+    loop {
+        match rx.send_to_mapped(MAPPED, sender, &mut probe, 0) {
+            Ok(_) => return Ok(()),
+            // ENODEV until the connection is up; EOPNOTSUPP (no RDMA transport) stays.
+            Err(err) if err.raw_os_error() == Some(libc::ENODEV) || is_transient(&err) => {
+                if since.elapsed() >= cfg.timeout {
+                    return Err(context(
+                        err,
+                        "receiver: RDS_CMSG_RDMA_MAP, connection not up",
+                    ));
+                }
+                // A plain message starts the connection where the failed
+                // map did not.
+                let _ = rx.send_to(MAPPED, sender);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(err) => return Err(context(err, "receiver: RDS_CMSG_RDMA_MAP")),
+        }
+    }
+}
+
+/// How the receiver registered its regions.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Registered {
+    /// `RDS_GET_MR`.
+    GetMr,
+    /// `RDS_CMSG_RDMA_MAP` in messages to the sender (in-tree RDS/IB).
+    Map,
+}
+
+/// The payload of the receiver's mapping messages (and of its probes),
+/// shorter than the credit messages the sender counts.
+pub(super) const MAPPED: &[u8] = b"m";
+
+/// GET_MR (or a map) is refused for want of a usable connection or
+/// device: in-tree RDS/IB on an FRWR device.
+pub(super) fn no_get_mr(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc::ENODEV) | Some(libc::EOPNOTSUPP)
+    )
+}
+
+/// Takes the receiver's mapping messages off `tx` until the one carrying
+/// `last` (the last region's cookie) arrives: messages of one connection
+/// arrive in order, so every earlier one has been seen.
+pub(super) fn drain_mapped(
+    tx: &RdsSocket,
+    last: u64,
+    timeout: std::time::Duration,
+) -> io::Result<()> {
+    let since = Instant::now();
+    let mut buf = [0u8; 16];
+    loop {
+        match tx.recv_msg(&mut buf) {
+            Ok(got) if got.rdma_dest == Some(last) => return Ok(()),
+            Ok(_) => {}
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                let idle = since.elapsed();
+                if idle >= timeout {
+                    return Err(no_progress(format!(
+                        "sender: the receiver's mapped cookies did not arrive within {timeout:?}"
+                    )));
+                }
+                tx.wait_readable(SLICE.min(timeout - idle))?;
+            }
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(context(err, "sender: recvmsg")),
+        }
     }
 }
 
@@ -143,8 +251,12 @@ fn one_pair(cfg: &Config, size: usize, direction: Direction) -> io::Result<Count
     let stop = AtomicBool::new(false);
     let flow = Flow::new(cfg, size, direction, &stop);
     let mut memory = flow.slot_memory();
-    let regions = flow.register(&rx, &mut memory, cfg.peer_netns.as_deref())?;
+    let (regions, registered) =
+        flow.register(&rx, &mut memory, cfg.peer_netns.as_deref(), tx_addr)?;
     let cookies: Vec<u64> = regions.iter().map(MemoryRegion::cookie).collect();
+    if let (Registered::Map, Some(&last)) = (registered, cookies.last()) {
+        drain_mapped(&tx, last, cfg.timeout)?;
+    }
     let (sent, counted) = run_pair(
         &stop,
         || send(&flow, &tx, rx_addr, &cookies),

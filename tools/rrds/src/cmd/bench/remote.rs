@@ -269,6 +269,14 @@ enum Local {
     Rdma(u64),
 }
 
+/// Register mode measures one host's registrations: it has no server.
+fn local_only() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "--mode register runs without --connect",
+    )
+}
+
 /// One run with the receiving ends at `server` (`--connect`).
 pub(super) fn run(
     cfg: &Config,
@@ -277,6 +285,9 @@ pub(super) fn run(
     size: usize,
     run: u32,
 ) -> io::Result<Sample> {
+    if kind == Kind::Register {
+        return Err(local_only());
+    }
     if is_rdma(kind) && cfg.depth > MAX_REMOTE_SLOTS {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -352,6 +363,7 @@ pub(super) fn run(
                             let flow = rdma::Flow::new(cfg, size, direction(kind), stop);
                             rdma::send(&flow, sock, *to, cookies).map(Local::Rdma)
                         }
+                        Kind::Register => Err(local_only()),
                     }
                 })
             })
@@ -415,6 +427,7 @@ pub(super) fn run(
     }
     let counted = || results.iter().flatten();
     Ok(match kind {
+        Kind::Register => return Err(local_only()),
         Kind::Rate => Counted::sample(&counted().cloned().collect::<Vec<_>>(), kind, size, run),
         Kind::Latency => {
             let measured: Vec<latency::Measured> = locals
@@ -512,10 +525,17 @@ fn serve_run(base: &Config, ctl: &RdsSocket, client: SocketAddr, hello: &Hello) 
             }
         })
         .collect();
+    // Mapped regions' messages (in-tree RDS) go to the client's senders,
+    // which take only their credit messages.
     let regions = socks
         .iter()
         .zip(memory.iter_mut())
-        .map(|(sock, memory)| rdma_flow.register(sock, memory, None))
+        .zip(&senders)
+        .map(|((sock, memory), &sender)| {
+            rdma_flow
+                .register(sock, memory, None, sender)
+                .map(|(regions, _)| regions)
+        })
         .collect::<io::Result<Vec<Vec<MemoryRegion<'_>>>>>()?;
     for (task, (sock, regions)) in socks.iter().zip(&regions).enumerate() {
         let ready = Control::Ready {
@@ -544,6 +564,7 @@ fn serve_run(base: &Config, ctl: &RdsSocket, client: SocketAddr, hello: &Hello) 
                         Kind::RdmaWrite | Kind::RdmaRead => {
                             rdma::receive(rdma_flow, sock, from, regions).map(Some)
                         }
+                        Kind::Register => Err(local_only()),
                     }
                 })
             })
