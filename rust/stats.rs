@@ -77,9 +77,6 @@ counters! {
     MrPagesPinned => "mr_pages_pinned",
     MrPagesUnpinned => "mr_pages_unpinned",
     MrQpRecreated => "mr_qp_recreated",
-    // RDMA READ sinks registered (iWARP: the READ responses need an STag
-    // with remote write access).
-    RdmaReadSinks => "rdma_read_sinks_registered",
     // RDMA operations (rust/rdma.rs): status notifications lost for want
     // of memory.
     RdmaNotifyLost => "rdma_notify_lost",

@@ -342,12 +342,6 @@ impl Rings {
                 op.dropped();
                 return true;
             }
-            // Its READ sinks were registered on another device (the bound
-            // address moved there since): not postable here.
-            if !op.usable_on(self.device) {
-                op.dropped();
-                return true;
-            }
         }
         let mut header = *header;
         // A silent operation's message posts its RDMA and no fragment.
@@ -495,27 +489,19 @@ impl Rings {
             let Some((page, offset, len, remote)) = op.chunk(i) else {
                 return false;
             };
-            // A READ sink (iWARP, on this device: `usable_on`) is named by its MR;
-            // other local memory is mapped page by page under the DMA lkey.
-            let (map, mut sge) = match op.chunk_sink(i) {
-                Some((address, key)) => (None, sge(address, len, key)),
-                None => {
-                    let direction = if op.is_write() {
-                        DmaDirection::ToDevice
-                    } else {
-                        DmaDirection::FromDevice
-                    };
-                    // SAFETY: The page is pinned by the operation, which the message
-                    // (kept in the slot with the mapping) owns.
-                    let Ok(map) = (unsafe {
-                        DmaMapping::map_pinned(self.device, page, offset, len, direction)
-                    }) else {
-                        return false;
-                    };
-                    let sge = sge(map.addr(), len, self.lkey);
-                    (Some(map), sge)
-                }
+            let direction = if op.is_write() {
+                DmaDirection::ToDevice
+            } else {
+                DmaDirection::FromDevice
             };
+            // SAFETY: The page is pinned by the operation, which the message (kept in
+            // the slot with the mapping) owns.
+            let Ok(map) =
+                (unsafe { DmaMapping::map_pinned(self.device, page, offset, len, direction) })
+            else {
+                return false;
+            };
+            let mut sge = sge(map.addr(), len, self.lkey);
             let cqe = path.cqe(TAG_SEND);
             let posted = match op.atomic() {
                 Some(a) => self.qp.post_atomic(
@@ -535,7 +521,7 @@ impl Rings {
             }
             let slot = self.send_posted % SEND_SLOTS;
             self.send_slots[slot] = SendSlot {
-                map,
+                map: Some(map),
                 message: Some(message.clone()),
                 rdma: Some(i + 1 == op.chunk_count()),
             };
