@@ -25,22 +25,24 @@ use super::Sample;
 use super::SLICE;
 use crate::cmd::stats::Latency;
 
-/// What the client measured.
+/// What the client measured (register mode: the registering end, a
+/// cycle per "round trip").
 pub(super) struct Measured {
-    rtt_ns: Vec<u64>,
-    secs: f64,
-    errors: u64,
+    pub(super) rtt_ns: Vec<u64>,
+    pub(super) secs: f64,
+    pub(super) errors: u64,
 }
 
 /// One latency run: `--tasks` client/server pairs at once, their round
 /// trips pooled.
 pub(super) fn run(cfg: &Config, size: usize, run: u32) -> io::Result<Sample> {
     let tasks = in_tasks(cfg.tasks, || one_pair(cfg, size))?;
-    Ok(sample(&tasks, size, run))
+    Ok(sample(&tasks, Kind::Latency, size, run))
 }
 
-/// The run's sample from what each task's client measured.
-pub(super) fn sample(tasks: &[Measured], size: usize, run: u32) -> Sample {
+/// The run's sample of `kind` from what each task measured: the tasks'
+/// times pooled, their rates summed.
+pub(super) fn sample(tasks: &[Measured], kind: Kind, size: usize, run: u32) -> Sample {
     let rtt_ns: Vec<u64> = tasks
         .iter()
         .flat_map(|m| m.rtt_ns.iter().copied())
@@ -52,7 +54,7 @@ pub(super) fn sample(tasks: &[Measured], size: usize, run: u32) -> Sample {
         lat_p50_us: latency.map(|l| l.p50_us),
         lat_p99_us: latency.map(|l| l.p99_us),
         errors: tasks.iter().map(|m| m.errors).sum(),
-        ..Sample::empty(Kind::Latency, size, run)
+        ..Sample::empty(kind, size, run)
     }
 }
 

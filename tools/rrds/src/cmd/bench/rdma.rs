@@ -123,26 +123,19 @@ impl<'a> Flow<'a> {
             return Ok((Vec::new(), Registered::GetMr));
         }
         let register = || -> io::Result<(Vec<MemoryRegion<'m>>, Registered)> {
-            let mut probe = vec![0u8; PAGE];
-            match rx.register_memory(&mut probe, 0) {
-                Ok(_) => {}
-                Err(err) if no_get_mr(&err) => {
-                    wait_until_mappable(self.cfg, rx, sender)?;
-                    let regions = aligned
-                        .into_iter()
-                        .map(|b| rx.send_to_mapped(MAPPED, sender, b, 0))
-                        .collect::<io::Result<Vec<MemoryRegion<'_>>>>()
-                        .map_err(|err| context(err, "receiver: RDS_CMSG_RDMA_MAP"))?;
-                    return Ok((regions, Registered::Map));
-                }
-                Err(err) => return Err(context(err, "receiver: RDS_GET_MR")),
-            }
+            let registered = Registered::probe(self.cfg, rx, sender)?;
             let regions = aligned
                 .into_iter()
-                .map(|b| rx.register_memory(b, 0))
-                .collect::<io::Result<Vec<MemoryRegion<'_>>>>()
-                .map_err(|err| context(err, "receiver: RDS_GET_MR"))?;
-            Ok((regions, Registered::GetMr))
+                .map(|b| match registered {
+                    Registered::GetMr => rx
+                        .register_memory(b, 0)
+                        .map_err(|err| context(err, "receiver: RDS_GET_MR")),
+                    Registered::Map => rx
+                        .send_to_mapped(MAPPED, sender, b, 0)
+                        .map_err(|err| context(err, "receiver: RDS_CMSG_RDMA_MAP")),
+                })
+                .collect::<io::Result<Vec<MemoryRegion<'_>>>>()?;
+            Ok((regions, registered))
         };
         match netns {
             Some(netns) => in_netns(netns, register),
@@ -154,11 +147,7 @@ impl<'a> Flow<'a> {
 /// Maps a probe region in a message to `sender` until that works:
 /// in-tree RDS/IB answers ENODEV until the connection (which the first
 /// attempt starts) is up.
-pub(super) fn wait_until_mappable(
-    cfg: &Config,
-    rx: &RdsSocket,
-    sender: SocketAddr,
-) -> io::Result<()> {
+fn wait_until_mappable(cfg: &Config, rx: &RdsSocket, sender: SocketAddr) -> io::Result<()> {
     let since = Instant::now();
     let mut probe = vec![0u8; PAGE];
     loop {
@@ -182,7 +171,7 @@ pub(super) fn wait_until_mappable(
     }
 }
 
-/// How the receiver registered its regions.
+/// How the receiver registers its regions.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Registered {
     /// `RDS_GET_MR`.
@@ -191,13 +180,32 @@ pub(super) enum Registered {
     Map,
 }
 
+impl Registered {
+    /// How `rx` can register: `GetMr` if a probe GET_MR works, else (ENODEV
+    /// or EOPNOTSUPP: in-tree RDS/IB on an FRWR device) `Map`, once a probe
+    /// map to `sender` shows the connection is up.
+    pub(super) fn probe(cfg: &Config, rx: &RdsSocket, sender: SocketAddr) -> io::Result<Self> {
+        let mut probe = vec![0u8; PAGE];
+        // The probe region is freed again at once.
+        let refused = rx.register_memory(&mut probe, 0).err();
+        match refused {
+            None => Ok(Self::GetMr),
+            Some(err) if no_get_mr(&err) => {
+                wait_until_mappable(cfg, rx, sender)?;
+                Ok(Self::Map)
+            }
+            Some(err) => Err(context(err, "receiver: RDS_GET_MR")),
+        }
+    }
+}
+
 /// The payload of the receiver's mapping messages (and of its probes),
 /// shorter than the credit messages the sender counts.
 pub(super) const MAPPED: &[u8] = b"m";
 
 /// GET_MR (or a map) is refused for want of a usable connection or
 /// device: in-tree RDS/IB on an FRWR device.
-pub(super) fn no_get_mr(err: &io::Error) -> bool {
+fn no_get_mr(err: &io::Error) -> bool {
     matches!(
         err.raw_os_error(),
         Some(libc::ENODEV) | Some(libc::EOPNOTSUPP)

@@ -20,42 +20,24 @@ use super::context;
 use super::in_netns;
 use super::in_tasks;
 use super::is_transient;
+use super::latency;
+use super::latency::Measured;
 use super::open_peer_socket;
 use super::open_socket;
-use super::rdma::no_get_mr;
-use super::rdma::wait_until_mappable;
+use super::rdma::Registered;
 use super::rdma::MAPPED;
 use super::rdma::MESSAGE;
 use super::rdma::PAGE;
 use super::run_pair;
-use super::summed_rate;
 use super::Config;
 use super::Kind;
 use super::Sample;
 use super::SLICE;
-use crate::cmd::stats::Latency;
-
-/// What one registering task measured.
-struct Measured {
-    cycle_ns: Vec<u64>,
-    secs: f64,
-}
 
 /// One register run: `--tasks` socket pairs at once, their cycles pooled.
 pub(super) fn run(cfg: &Config, size: usize, run: u32) -> io::Result<Sample> {
     let tasks = in_tasks(cfg.tasks, || one_pair(cfg, size))?;
-    let cycle_ns: Vec<u64> = tasks
-        .iter()
-        .flat_map(|m| m.cycle_ns.iter().copied())
-        .collect();
-    let latency = Latency::from_nanos(&cycle_ns);
-    Ok(Sample {
-        msgs_per_sec: summed_rate(tasks.iter().map(|m| (m.cycle_ns.len() as f64, m.secs))),
-        lat_mean_us: latency.map(|l| l.mean_us),
-        lat_p50_us: latency.map(|l| l.p50_us),
-        lat_p99_us: latency.map(|l| l.p99_us),
-        ..Sample::empty(Kind::Register, size, run)
-    })
+    Ok(latency::sample(&tasks, Kind::Register, size, run))
 }
 
 /// One registering socket and the peer socket its mapping messages go to.
@@ -89,22 +71,16 @@ fn cycles(
     region: &mut [u8],
     stop: &AtomicBool,
 ) -> io::Result<Measured> {
-    let map = match rx.register_memory(region, 0) {
-        Ok(_) => false,
-        Err(err) if no_get_mr(&err) => {
-            wait_until_mappable(cfg, rx, peer)?;
-            true
-        }
-        Err(err) => return Err(context(err, "RDS_GET_MR")),
-    };
+    let registered = Registered::probe(cfg, rx, peer)?;
     let mut measured = Measured {
-        cycle_ns: Vec::new(),
+        rtt_ns: Vec::new(),
         secs: 0.0,
+        errors: 0,
     };
     let start = Instant::now();
     while start.elapsed() < cfg.duration && !stop.load(Ordering::Relaxed) {
         let began = Instant::now();
-        if map {
+        if registered == Registered::Map {
             match rx.send_to_mapped(MAPPED, peer, region, 0) {
                 Ok(mapped) => drop(mapped),
                 // The peer's receive queue is full: not part of a cycle.
@@ -120,7 +96,7 @@ fn cycles(
                     .map_err(|err| context(err, "RDS_GET_MR"))?,
             );
         }
-        measured.cycle_ns.push(began.elapsed().as_nanos() as u64);
+        measured.rtt_ns.push(began.elapsed().as_nanos() as u64);
     }
     measured.secs = start.elapsed().as_secs_f64();
     Ok(measured)

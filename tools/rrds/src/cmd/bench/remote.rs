@@ -437,7 +437,7 @@ pub(super) fn run(
                     _ => None,
                 })
                 .collect();
-            latency::sample(&measured, size, run)
+            latency::sample(&measured, kind, size, run)
         }
         Kind::RdmaWrite | Kind::RdmaRead => {
             let sender_errors = locals.iter().map(|l| match l {
