@@ -7,12 +7,13 @@
 //! hang their per-device state off [`RdmaDevice`].
 
 use kernel::{
-    fmt,
+    fmt, impl_has_work,
     prelude::*,
     sync::{
         Arc,
         Mutex, //
     },
+    workqueue::Work,
 };
 
 use crate::{
@@ -20,6 +21,7 @@ use crate::{
     ffi::{
         bindings,
         ib_client::IbClientOps,
+        ib_cq::Cqe,
         ib_device::{
             DeviceCaps,
             DeviceName,
@@ -62,6 +64,15 @@ pub(crate) struct RdmaDevice {
     /// Registration QPs, the MR pool and the MRs registered on the device.
     #[pin]
     mrs: Mutex<crate::mr::DeviceMrs>,
+    /// Completions of READ-response fence markers (rust/mr/fence.rs).
+    fence_cqe: Cqe<RdmaDevice>,
+    /// Releases MRs after a fence round and starts the next one.
+    #[pin]
+    fence_work: Work<RdmaDevice>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for RdmaDevice { self.fence_work }
 }
 
 // SAFETY: `device` is only compared (identity), never dereferenced through the
@@ -74,12 +85,14 @@ impl RdmaDevice {
     fn new(ib_device: &IbDevice, domain: ProtectionDomain) -> Result<Arc<Self>> {
         // `try_pin_init!` binds each field name as a local: keep the arguments' names apart.
         Arc::pin_init(
-            try_pin_init!(Self {
+            try_pin_init!(&this in Self {
                 device: ib_device.as_raw(),
                 caps: ib_device.caps(),
                 name <- kernel::new_mutex!(ib_device.name()),
                 pd <- kernel::new_mutex!(Some(domain)),
                 mrs <- kernel::new_mutex!(crate::mr::DeviceMrs::default()),
+                fence_cqe: Cqe::new(this, 0),
+                fence_work <- kernel::new_work!("rrds_mr_fence"),
             }),
             GFP_KERNEL,
         )
@@ -106,6 +119,10 @@ impl RdmaDevice {
 
     pub(crate) fn mrs(&self) -> &Mutex<crate::mr::DeviceMrs> {
         &self.mrs
+    }
+
+    pub(crate) fn fence_cqe(&self) -> &Cqe<RdmaDevice> {
+        &self.fence_cqe
     }
 
     /// Whether the device is still there (its PD not yet taken by `remove`).

@@ -77,6 +77,9 @@ counters! {
     MrPagesPinned => "mr_pages_pinned",
     MrPagesUnpinned => "mr_pages_unpinned",
     MrQpRecreated => "mr_qp_recreated",
+    // Fence rounds on iWARP devices: pages of invalidated MRs wait for
+    // every data QP to finish the READ response it was sending.
+    MrTxFences => "mr_tx_fences",
     // RDMA operations (rust/rdma.rs): status notifications lost for want
     // of memory.
     RdmaNotifyLost => "rdma_notify_lost",

@@ -481,6 +481,97 @@ TEST_F_TIMEOUT(mr, rdma_write_and_read_verified, 600)
 	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
 }
 
+/* The byte a peer region holds at @i in free_while_the_peer_reads. */
+static char read_pattern(size_t i)
+{
+	return (char)(i * 31 + 7) | 1;
+}
+
+/*
+ * The peer frees its MR (without waiting) and unmaps the memory while READs
+ * from it are being answered: each READ either gets the peer's data or
+ * fails, nothing stays pinned, and the kernel log stays clean. rrds-b's TCP
+ * send buffers are capped at 8 KiB and its veth delays by 300 ms, so siw's
+ * transmit is stalled in a response most of the time: siw keeps sending a
+ * response it started after the LOCAL_INV completes, so the pages stay
+ * pinned until a fence round (mr_tx_fences, iWARP only) shows it done.
+ */
+TEST_F_TIMEOUT(mr, free_while_the_peer_reads, 600)
+{
+	enum { READS = 8 };
+	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
+	struct sockaddr_in to = sin4(variant->remote, PORT_B);
+	long long fences0 = counter("mr_tx_fences");
+	volatile char *local;
+	char *remote, got[16];
+	uint64_t cookie, token;
+	int status, ok = 0;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	set_timeouts(a);
+	set_timeouts(b);
+	const char *veth = variant->kind[0] == 'r' ? "rxb" : "swb";
+
+	ASSERT_EQ(0, sh("ip netns exec %s sysctl -qw net.ipv4.tcp_wmem='4096 8192 8192'", NS_B));
+	ASSERT_EQ(0, sh("ip netns exec %s tc qdisc replace dev %s root netem delay 300ms",
+			NS_B, veth));
+	/* Connected first, so the READs start at once. */
+	ASSERT_EQ(1, ERR(sendto(a, "c", 1, 0, (struct sockaddr *)&to, sizeof(to))));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	local = mmap(NULL, READS * MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		     -1, 0);
+	ASSERT_NE(MAP_FAILED, local);
+	remote = mmap(NULL, MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, remote);
+	for (size_t j = 0; j < MIB; j++)
+		remote[j] = read_pattern(j);
+	ASSERT_EQ(0, peer_get_mr(b, remote, MIB, 0, &cookie));
+	memset((char *)local, 0, READS * MIB);
+	for (int i = 0; i < READS; i++) {
+		struct rds_iovec iov = { .addr = (uintptr_t)local + i * MIB, .bytes = MIB };
+
+		ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, MIB, &iov, 1,
+				       RDS_RDMA_NOTIFY_ME, i, "r", 1));
+	}
+	/* The first response has begun to land. */
+	ASSERT_TRUE(WAIT_FOR(60, local[0] != 0));
+	ASSERT_EQ(0, free_mr(b, cookie, 0));
+	ASSERT_EQ(0, munmap(remote, MIB));
+	for (int i = 0; i < READS; i++) {
+		ASSERT_EQ(1, rdma_status(a, &token, &status));
+		ASSERT_GT((uint64_t)READS, token);
+		if (status != RDS_RDMA_SUCCESS) {
+			EXPECT_TRUE(status == RDS_RDMA_REMOTE_ERROR || status == RDS_RDMA_DROPPED) {
+				TH_LOG("READ %d: status %d", (int)token, status);
+			}
+			continue;
+		}
+		ok++;
+		for (size_t j = 0; j < MIB; j++) {
+			if (local[token * MIB + j] != read_pattern(j)) {
+				EXPECT_EQ(read_pattern(j), local[token * MIB + j]) {
+					TH_LOG("READ %d byte %zu", (int)token, j);
+				}
+				break;
+			}
+		}
+	}
+	TH_LOG("%d of %d READs succeeded", ok, READS);
+	EXPECT_EQ(0, sh("ip netns exec %s sysctl -qw net.ipv4.tcp_wmem='4096 16384 4194304'",
+			NS_B));
+	EXPECT_EQ(0, sh("ip netns exec %s tc qdisc del dev %s root", NS_B, veth));
+	munmap((char *)local, READS * MIB);
+	close(a);
+	close(b);
+	EXPECT_TRUE(WAIT_FOR(20, pinned_now() == 0));
+	if (!strcmp(variant->kind, "siw")) {
+		EXPECT_LT(fences0, counter("mr_tx_fences"));
+	} else {
+		EXPECT_EQ(fences0, counter("mr_tx_fences"));
+	}
+}
+
 /*
  * Three local pieces into one remote region; a USE_ONCE MR goes with its
  * first RDMA; an invalidated cookie is a REMOTE_ERROR.

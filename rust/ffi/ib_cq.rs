@@ -419,6 +419,22 @@ impl QpRef {
         })
     }
 
+    /// The QP's state as the driver reports it (`ib_query_qp`).
+    pub(crate) fn state(&self) -> Result<u32> {
+        let mut attr = bindings::ib_qp_attr::default();
+        let mut init = bindings::ib_qp_init_attr::default();
+        // SAFETY: The QP is live (type invariant); both blocks are valid for the call.
+        to_result(unsafe {
+            bindings::ib_query_qp(
+                self.0.as_ptr(),
+                &mut attr,
+                bindings::ib_qp_attr_mask_IB_QP_STATE as c_int,
+                &mut init,
+            )
+        })?;
+        Ok(attr.qp_state)
+    }
+
     /// Moves the QP to error and waits until every posted request has completed
     /// (flushed). Process context, never from this QP's completion handlers.
     pub(crate) fn drain(&self) {

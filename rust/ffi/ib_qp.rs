@@ -21,6 +21,7 @@ use super::{
 /// IB QP states (`enum ib_qp_state`).
 pub(crate) const QPS_RESET: u32 = bindings::ib_qp_state_IB_QPS_RESET;
 pub(crate) const QPS_INIT: u32 = bindings::ib_qp_state_IB_QPS_INIT;
+pub(crate) const QPS_RTS: u32 = bindings::ib_qp_state_IB_QPS_RTS;
 pub(crate) const QPS_ERR: u32 = bindings::ib_qp_state_IB_QPS_ERR;
 
 /// What a QP's async events are delivered to.

@@ -9,9 +9,16 @@
 //! the device's pool. A REG or INV that fails or is flushed leaves the MR in
 //! an unknown state: it becomes `Stale` and is deregistered, never reused.
 //! Completions only record the outcome; unmapping, unpinning and pool
-//! returns run on the module's workqueue.
+//! returns run on the module's workqueue, on iWARP devices after a fence
+//! (fence.rs): no READ response may still be sending from the pages.
 
+mod fence;
 mod regqp;
+
+pub(crate) use fence::{
+    qp_added as fence_qp_added,
+    qp_removed as fence_qp_removed, //
+};
 
 use kernel::{
     fmt, impl_has_work, new_condvar, new_mutex, new_work,
@@ -104,6 +111,8 @@ pub(crate) struct DeviceMrs {
     next_serial: u64,
     /// The device is being removed: nothing goes back to the pool.
     gone: bool,
+    /// MRs waiting for no READ response to send from their pages (iWARP).
+    fence: fence::TxFence,
 }
 
 /// Where an MR is in its life.
@@ -120,7 +129,8 @@ enum State {
 
 /// The verbs objects of an MR. Field order: the key goes before the mapping.
 struct Hw {
-    mr: FastRegMr,
+    /// `None` once deregistered ahead of a fence (`drop_key_unless_released`).
+    mr: Option<FastRegMr>,
     sg: MappedSg,
 }
 
@@ -488,6 +498,7 @@ impl Mr {
                 false,
             ),
         };
+        fence::reserve(&mut d)?;
         stats::inc(if hit {
             Stat::MrPoolHit
         } else {
@@ -511,7 +522,7 @@ impl Mr {
                 invalidate: flags & bindings::RDS_RDMA_INVALIDATE != 0,
                 inner <- new_mutex!(MrInner {
                     state: State::Registering,
-                    hw: Some(Hw { mr: fast, sg: mapping.sg }),
+                    hw: Some(Hw { mr: Some(fast), sg: mapping.sg }),
                     pages: Some(mapping.pages),
                     qp: Some(registered_on),
                     abandoned: false,
@@ -527,17 +538,17 @@ impl Mr {
 
         let posted = {
             let inner = mr.inner.lock();
-            match &inner.hw {
+            match inner.hw.as_ref().and_then(|hw| hw.mr.as_ref()) {
                 // Removed with the device in the meantime.
                 None => Err(ENODEV),
-                Some(hw) => {
+                Some(fast) => {
                     // Atomics where the device has them (siw has none).
                     let mut access = ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE;
                     if device.caps().atomic != AtomicCap::None {
                         access |= ACCESS_REMOTE_ATOMIC;
                     }
                     let raw = Arc::into_raw(mr.clone());
-                    let posted = qp.with_qp(|q| q.post_reg_mr(&mr.reg_cqe, &hw.mr, access));
+                    let posted = qp.with_qp(|q| q.post_reg_mr(&mr.reg_cqe, fast, access));
                     if posted.is_err() {
                         // SAFETY: Leaked just above for a request that was not posted.
                         drop(unsafe { Arc::from_raw(raw) });
@@ -548,7 +559,7 @@ impl Mr {
         };
         if let Err(e) = posted {
             mr.inner.lock().state = State::Failed;
-            release(mr);
+            fence::release_after_fence(mr);
             return Err(e);
         }
         let mut timeo = msecs_to_jiffies(COMPLETION_TIMEOUT_MS) as isize;
@@ -573,7 +584,7 @@ impl Mr {
                 Err(e)
             }
             _ => {
-                release(mr);
+                fence::release_after_fence(mr);
                 Err(EIO)
             }
         }
@@ -610,7 +621,7 @@ impl Mr {
             }
         }
         drop(inner);
-        release(this.clone());
+        fence::release_after_fence(this.clone());
     }
 }
 
@@ -647,13 +658,15 @@ fn release(mr: Arc<Mr>) {
     }
     if let Some(Hw { mr: fast, sg }) = hw {
         drop(sg);
-        let class = CLASSES.iter().position(|&c| c as u32 >= fast.max_pages());
-        match class {
-            Some(c) if state == State::Released && !d.gone && d.pool[c].len() < POOL_KEEP => {
-                // Nothing to do if the pool cannot grow: the MR is deregistered.
-                let _ = d.pool[c].push(fast, GFP_KERNEL);
+        if let Some(fast) = fast {
+            let class = CLASSES.iter().position(|&c| c as u32 >= fast.max_pages());
+            match class {
+                Some(c) if state == State::Released && !d.gone && d.pool[c].len() < POOL_KEEP => {
+                    // Nothing to do if the pool cannot grow: the MR is deregistered.
+                    let _ = d.pool[c].push(fast, GFP_KERNEL);
+                }
+                _ => drop(fast),
             }
-            _ => drop(fast),
         }
     }
     drop(d);
@@ -667,6 +680,21 @@ fn release(mr: Arc<Mr>) {
     }
     // Under the lock waiters check their condition with: no lost wake-up.
     mr.owner.changed.notify_all();
+}
+
+impl Mr {
+    /// Deregisters the MR's key now unless a LOCAL_INV invalidated it (then
+    /// it goes back to the pool after the fence): a REG or INV that failed
+    /// or was flushed, or a LOCAL_INV never posted, may have left it valid.
+    fn drop_key_unless_released(&self) {
+        let mut inner = self.inner.lock();
+        if inner.state == State::Released {
+            return;
+        }
+        let key = inner.hw.as_mut().and_then(|hw| hw.mr.take());
+        drop(inner);
+        drop(key);
+    }
 }
 
 impl CompletionHandler for Mr {
@@ -711,7 +739,7 @@ impl WorkItem for Mr {
     type Pointer = Arc<Mr>;
 
     fn run(this: Arc<Mr>) {
-        release(this);
+        fence::release_after_fence(this);
     }
 }
 
@@ -781,4 +809,5 @@ pub(crate) fn device_removed(device: &Arc<RdmaDevice>) {
     for class in d.pool.iter_mut() {
         class.clear();
     }
+    fence::device_removed(&mut d);
 }

@@ -210,6 +210,12 @@ fn tear_down(retired: Retired) {
     link.cm_id.disconnect();
     // SAFETY: The QP, if any, lives until `link` drops below.
     if let Some(qp) = unsafe { QpRef::from_raw(link.cm_id.qp()) } {
+        if let Some(device) = link.device.as_ref().filter(|_| link.is_iwarp()) {
+            // Stopped sending READ responses before MR fences stop waiting for
+            // it, and taken off their list before the drain (no marker after).
+            let _ = qp.force_error();
+            crate::mr::fence_qp_removed(device, qp);
+        }
         qp.drain();
     }
     drop(rings);
@@ -667,14 +673,14 @@ impl IbPath {
     fn build(&self, link: &mut Link) -> Result {
         let raw = link.cm_id.device();
         let device = device::find(raw).ok_or(ENODEV)?;
-        let send_cq = CompletionQueue::alloc(raw, (SEND_SLOTS + 2) as u32)?;
+        let send_cq = CompletionQueue::alloc(raw, (SEND_SLOTS + 3) as u32)?;
         let recv_cq = CompletionQueue::alloc(raw, (RECV_SLOTS + 1) as u32)?;
         let mut attr = bindings::ib_qp_init_attr {
             send_cq: send_cq.as_raw(),
             recv_cq: recv_cq.as_raw(),
             cap: bindings::ib_qp_cap {
-                // Data slots, the ack, and the drain marker.
-                max_send_wr: (SEND_SLOTS + 2) as u32,
+                // Data slots, the ack, an MR fence marker and the drain marker.
+                max_send_wr: (SEND_SLOTS + 3) as u32,
                 max_recv_wr: (RECV_SLOTS + 1) as u32,
                 max_send_sge: 2,
                 max_recv_sge: 2,
@@ -697,6 +703,10 @@ impl IbPath {
         *self.generation.lock() += 1;
         rings.post_all_receives(self)?;
         *self.rings.lock() = Some(rings);
+        if let Some(device) = &link.device {
+            // Before the peer can send READs: MR fences wait for the QP (iWARP).
+            crate::mr::fence_qp_added(device, qp)?;
+        }
         Ok(())
     }
 
