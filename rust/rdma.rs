@@ -3,10 +3,11 @@
 //! RDMA operations a message carries (`RDS_CMSG_RDMA_ARGS`) and their
 //! status notifications (`RDS_CMSG_RDMA_STATUS`).
 //!
-//! The operation's local memory is pinned in `sendmsg` (process context).
-//! The IB ring posts it page by page, one SGE per work request (iWARP's
-//! `max_sge_rd` is 1), ahead of the message's first fragment on the same RC
-//! QP, and maps each page only while its request is outstanding. An
+//! The operation's local memory is pinned in `sendmsg` (process context)
+//! and cut into chunks of at most a page. The IB ring posts them ahead of
+//! the message's first fragment on the same RC QP, one SGE per chunk and as
+//! many chunks per work request as the device allows (iWARP's `max_sge_rd`
+//! is 1), and maps each page only while its request is outstanding. An
 //! operation runs at most once: one posted on a link that failed before it
 //! completed is reported `RDS_RDMA_DROPPED`, and its message is dropped
 //! instead of retransmitted, as upstream.
@@ -56,7 +57,7 @@ const PENDING: u32 = 0;
 const POSTED: u32 = 1;
 const DONE: u32 = 2;
 
-/// Part of one pinned page that one work request moves.
+/// Part of one pinned page: one SGE of a work request.
 struct Chunk {
     vec: usize,
     page: usize,

@@ -608,6 +608,25 @@ TEST_F(mr, rdma_gathers_use_once_and_stale_cookie)
 	EXPECT_EQ(0, memcmp(remote + 107, self->buf + 3 * PAGE, PAGE + 5));
 	EXPECT_EQ(0, memcmp(remote + 107 + PAGE + 5, self->buf + 9 * PAGE - 1, 2));
 	EXPECT_EQ(0, remote[6]);
+	/* And scattered back: one READ request into the three pieces where the device allows. */
+	for (size_t j = 0; j < 3 * PAGE; j++)
+		remote[j] = (char)(j * 11 + 5);
+	memset(self->buf, 0, 10 * PAGE);
+	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 7, 3 * PAGE - 7, iov, 3,
+			       RDS_RDMA_NOTIFY_ME, 4, "h", 1));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	ASSERT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(4u, token);
+	EXPECT_EQ(RDS_RDMA_SUCCESS, status);
+	EXPECT_EQ(0, memcmp(self->buf + 10, remote + 7, 100));
+	EXPECT_EQ(0, memcmp(self->buf + 3 * PAGE, remote + 107, PAGE + 5));
+	EXPECT_EQ(0, memcmp(self->buf + 9 * PAGE - 1, remote + 107 + PAGE + 5, 2));
+	EXPECT_EQ(0, self->buf[9]);
+	EXPECT_EQ(0, self->buf[110]);
+	EXPECT_EQ(0, self->buf[4 * PAGE + 5]);
+	EXPECT_EQ(0, self->buf[9 * PAGE + 1]);
+	for (size_t j = 0; j < 10 * PAGE; j++)
+		self->buf[j] = (char)(j * 31);
 	/* Bad arguments, each with upstream's errno. */
 	EXPECT_EQ(-EINVAL, rdma_send(a, variant->remote, PORT_B, cookie, 0, 3 * PAGE, iov, 0,
 				     RDS_RDMA_READWRITE, 0, "x", 1));

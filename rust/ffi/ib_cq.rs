@@ -292,6 +292,10 @@ impl DmaMapping {
     pub(crate) fn addr(&self) -> u64 {
         self.addr
     }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
 }
 
 impl Drop for DmaMapping {

@@ -362,18 +362,18 @@ pub(crate) const ACCESS_REMOTE_WRITE: i32 = (bindings::ib_access_flags_IB_ACCESS
 pub(crate) const ACCESS_REMOTE_ATOMIC: i32 =
     bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC as i32;
 
-/// A signalled request of `opcode` over the one SGE `sge`, completing to `cqe`.
-fn one_sge_wr<T: CompletionHandler>(
+/// A signalled request of `opcode` over `sges`, completing to `cqe`.
+fn signalled_wr<T: CompletionHandler>(
     cqe: &Cqe<T>,
-    sge: &mut bindings::ib_sge,
+    sges: &mut [bindings::ib_sge],
     opcode: u32,
 ) -> bindings::ib_send_wr {
     bindings::ib_send_wr {
         __bindgen_anon_1: bindings::ib_send_wr__bindgen_ty_1 {
             wr_cqe: cqe.as_raw(),
         },
-        sg_list: sge,
-        num_sge: 1,
+        sg_list: sges.as_mut_ptr(),
+        num_sge: sges.len() as c_int,
         opcode,
         send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as c_int,
         ..Default::default()
@@ -428,12 +428,14 @@ impl QpRef {
         post(self, &wr)
     }
 
-    /// Posts one signalled RDMA WRITE (or READ) of `sge` to (from) the
-    /// peer's `remote_addr` under `rkey`, completing to `cqe`.
+    /// Posts one signalled RDMA WRITE (or READ) of `sges`, gathered (or
+    /// scattered) in order, to (from) the peer's `remote_addr` under `rkey`,
+    /// completing to `cqe`. The caller keeps `sges` within the QP's
+    /// `max_send_sge` (and the device's `max_sge_rd` for a READ).
     pub(crate) fn post_rdma<T: CompletionHandler>(
         &self,
         cqe: &Cqe<T>,
-        sge: &mut bindings::ib_sge,
+        sges: &mut [bindings::ib_sge],
         write: bool,
         remote_addr: u64,
         rkey: u32,
@@ -444,7 +446,7 @@ impl QpRef {
             bindings::ib_wr_opcode_IB_WR_RDMA_READ
         };
         let wr = bindings::ib_rdma_wr {
-            wr: one_sge_wr(cqe, sge, opcode),
+            wr: signalled_wr(cqe, sges, opcode),
             remote_addr,
             rkey,
         };
@@ -465,7 +467,7 @@ impl QpRef {
         values: [u64; 4],
     ) -> Result {
         let wr = bindings::ib_atomic_wr {
-            wr: one_sge_wr(cqe, sge, opcode),
+            wr: signalled_wr(cqe, core::slice::from_mut(sge), opcode),
             remote_addr,
             compare_add: values[0],
             swap: values[1],

@@ -39,6 +39,7 @@ use super::{
         PORT_V6, //
     },
     ring::{
+        RdmaSges,
         Rings,
         FLAG_CONG_BITMAP,
         RECV_SLOTS,
@@ -675,6 +676,7 @@ impl IbPath {
         let device = device::find(raw).ok_or(ENODEV)?;
         let send_cq = CompletionQueue::alloc(raw, (SEND_SLOTS + 3) as u32)?;
         let recv_cq = CompletionQueue::alloc(raw, (RECV_SLOTS + 1) as u32)?;
+        let rdma_sges = RdmaSges::for_device(device.caps());
         let mut attr = bindings::ib_qp_init_attr {
             send_cq: send_cq.as_raw(),
             recv_cq: recv_cq.as_raw(),
@@ -682,7 +684,7 @@ impl IbPath {
                 // Data slots, the ack, an MR fence marker and the drain marker.
                 max_send_wr: (SEND_SLOTS + 3) as u32,
                 max_recv_wr: (RECV_SLOTS + 1) as u32,
-                max_send_sge: 2,
+                max_send_sge: rdma_sges.qp_send_sges(),
                 max_recv_sge: 2,
                 ..Default::default()
             },
@@ -699,7 +701,7 @@ impl IbPath {
         // SAFETY: The QP was just created on `id`, which `link` owns; the rings are
         // dropped before the link (teardown order).
         let qp = unsafe { QpRef::from_raw(link.cm_id.qp()) }.ok_or(ENOMEM)?;
-        let mut rings = Rings::new(qp, raw, lkey)?;
+        let mut rings = Rings::new(qp, raw, lkey, rdma_sges)?;
         *self.generation.lock() += 1;
         rings.post_all_receives(self)?;
         *self.rings.lock() = Some(rings);

@@ -35,6 +35,7 @@ use crate::{
             DmaPage,
             QpRef, //
         },
+        ib_device::DeviceCaps,
     },
     message::{
         flags,
@@ -43,10 +44,14 @@ use crate::{
         Message,
         HEADER_LEN, //
     },
+    rdma::RdmaOp,
 };
 
 /// Send slots per link (upstream's default send ring).
 pub(crate) const SEND_SLOTS: usize = 256;
+/// Most pages one RDMA WRITE or READ request gathers (rxe's `RXE_MAX_SGE`;
+/// in-tree RDS gathers at most 8).
+const MAX_RDMA_SGES: usize = 32;
 /// Receive buffers per link; also the initial credits a peer gets.
 pub(crate) const RECV_SLOTS: usize = 256;
 /// Largest credit grant one header carries (`RDS_MAX_ADV_CREDIT`).
@@ -110,11 +115,38 @@ impl HeaderArea {
     }
 }
 
+/// How many pages one RDMA request of a link gathers: WRITEs up to the
+/// device's `max_send_sge`, READs up to its `max_sge_rd` too (1 on siw).
+#[derive(Clone, Copy)]
+pub(super) struct RdmaSges {
+    write: usize,
+    read: usize,
+}
+
+impl RdmaSges {
+    pub(super) fn for_device(caps: &DeviceCaps) -> Self {
+        let limit = |n: i32| usize::try_from(n).unwrap_or(1).clamp(1, MAX_RDMA_SGES);
+        let write = limit(caps.max_send_sge);
+        Self {
+            write,
+            read: limit(caps.max_sge_rd).min(write),
+        }
+    }
+
+    /// The SGEs a data QP needs per send request: a fragment's two, or an
+    /// RDMA request's.
+    pub(super) fn qp_send_sges(&self) -> u32 {
+        self.write.max(2) as u32
+    }
+}
+
 /// One posted send: what it keeps alive until its completion.
 #[derive(Default)]
 struct SendSlot {
     /// Dropped before `message`, whose page it maps.
     map: Option<DmaMapping>,
+    /// An RDMA request's page mappings; dropped before `message` too.
+    rdma_maps: KVec<DmaMapping>,
     message: Option<Arc<Message>>,
     /// The slot is a work request of the message's RDMA operation (`Some`),
     /// its last one (`Some(true)`).
@@ -191,6 +223,7 @@ pub(super) struct Rings {
     pub(super) qp: QpRef,
     device: *mut bindings::ib_device,
     lkey: u32,
+    rdma_sges: RdmaSges,
     send_headers: HeaderArea,
     send_slots: KVec<SendSlot>,
     send_posted: usize,
@@ -231,7 +264,12 @@ unsafe impl Send for Rings {}
 
 impl Rings {
     /// Rings for `qp` on `device`, every receive buffer allocated but not posted.
-    pub(super) fn new(qp: QpRef, device: *mut bindings::ib_device, lkey: u32) -> Result<Self> {
+    pub(super) fn new(
+        qp: QpRef,
+        device: *mut bindings::ib_device,
+        lkey: u32,
+        rdma_sges: RdmaSges,
+    ) -> Result<Self> {
         let mut send_slots = KVec::with_capacity(SEND_SLOTS, GFP_KERNEL)?;
         for _ in 0..SEND_SLOTS {
             send_slots.push(SendSlot::default(), GFP_KERNEL)?;
@@ -244,6 +282,7 @@ impl Rings {
             qp,
             device,
             lkey,
+            rdma_sges,
             // One more header than slots: the ack's.
             send_headers: HeaderArea::new(device, SEND_SLOTS + 1, DmaDirection::ToDevice)?,
             send_slots,
@@ -468,8 +507,9 @@ impl Rings {
     }
 
     /// Posts the partial message's RDMA operation, if any, ahead of its first
-    /// fragment (one page per request, no credits: RDMA consumes no
-    /// receive): `true` when none of it is left to post.
+    /// fragment: each request gathers as many consecutive pages as the link
+    /// allows (`RdmaSges`) and takes one send slot but no credit (RDMA
+    /// consumes no receive). `true` when none of it is left to post.
     fn continue_rdma(&mut self, path: &IbPath) -> bool {
         let Some(p) = &self.partial else {
             return true;
@@ -478,59 +518,80 @@ impl Rings {
         let Some(op) = message.rdma() else {
             return true;
         };
+        let (direction, per_request) = if op.is_write() {
+            (DmaDirection::ToDevice, self.rdma_sges.write)
+        } else {
+            (DmaDirection::FromDevice, self.rdma_sges.read)
+        };
         while let Some(p) = &self.partial {
-            let i = p.rdma_next;
-            if i >= op.chunk_count() {
+            let first = p.rdma_next;
+            let count = op.chunk_count().saturating_sub(first).min(per_request);
+            if count == 0 {
                 return true;
             }
             if !self.has_send_slot() {
                 return false;
             }
-            let Some((page, offset, len, remote)) = op.chunk(i) else {
+            let Ok(maps) = self.map_chunks(op, first, count, direction) else {
                 return false;
             };
-            let direction = if op.is_write() {
-                DmaDirection::ToDevice
-            } else {
-                DmaDirection::FromDevice
-            };
-            // SAFETY: The page is pinned by the operation, which the message (kept in
-            // the slot with the mapping) owns.
-            let Ok(map) =
-                (unsafe { DmaMapping::map_pinned(self.device, page, offset, len, direction) })
-            else {
+            let mut sges = [bindings::ib_sge::default(); MAX_RDMA_SGES];
+            for (sge_out, map) in sges.iter_mut().zip(maps.iter()) {
+                *sge_out = sge(map.addr(), map.len(), self.lkey);
+            }
+            let Some((_, _, _, remote)) = op.chunk(first) else {
                 return false;
             };
-            let mut sge = sge(map.addr(), len, self.lkey);
             let cqe = path.cqe(TAG_SEND);
             let posted = match op.atomic() {
                 Some(a) => self.qp.post_atomic(
                     cqe,
-                    &mut sge,
+                    &mut sges[0],
                     a.opcode,
                     remote,
                     op.rkey(),
                     [a.compare_add, a.swap, a.compare_add_mask, a.swap_mask],
                 ),
-                None => self
-                    .qp
-                    .post_rdma(cqe, &mut sge, op.is_write(), remote, op.rkey()),
+                None => {
+                    self.qp
+                        .post_rdma(cqe, &mut sges[..count], op.is_write(), remote, op.rkey())
+                }
             };
             if posted.is_err() {
                 return false;
             }
             let slot = self.send_posted % SEND_SLOTS;
             self.send_slots[slot] = SendSlot {
-                map: Some(map),
+                map: None,
+                rdma_maps: maps,
                 message: Some(message.clone()),
-                rdma: Some(i + 1 == op.chunk_count()),
+                rdma: Some(first + count == op.chunk_count()),
             };
             self.send_posted += 1;
             if let Some(p) = &mut self.partial {
-                p.rdma_next += 1;
+                p.rdma_next += count;
             }
         }
         true
+    }
+
+    /// Maps chunks `first..first + count` of `op` for one request.
+    fn map_chunks(
+        &self,
+        op: &RdmaOp,
+        first: usize,
+        count: usize,
+        direction: DmaDirection,
+    ) -> Result<KVec<DmaMapping>> {
+        let mut maps = KVec::with_capacity(count, GFP_ATOMIC)?;
+        for i in first..first + count {
+            let (page, offset, len, _) = op.chunk(i).ok_or(EINVAL)?;
+            // SAFETY: The page is pinned by the operation, which the message (kept in
+            // the slot with the mappings) owns.
+            let map = unsafe { DmaMapping::map_pinned(self.device, page, offset, len, direction) }?;
+            maps.push(map, GFP_ATOMIC)?;
+        }
+        Ok(maps)
     }
 
     fn post_fragment(
@@ -627,6 +688,7 @@ impl Rings {
         self.send_done += 1;
         let slot = core::mem::take(&mut self.send_slots[i]);
         drop(slot.map);
+        drop(slot.rdma_maps);
         slot.message.map(|m| (m, slot.rdma))
     }
 
