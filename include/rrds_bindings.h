@@ -74,6 +74,7 @@ u64 rrds_ib_dma_map_page(struct ib_device *dev, struct page *page, unsigned long
 void rrds_ib_dma_unmap_page(struct ib_device *dev, u64 addr, size_t size,
 			    enum dma_data_direction direction);
 int rrds_ib_dma_mapping_error(struct ib_device *dev, u64 dma_addr);
+bool rrds_ib_uses_virt_dma(struct ib_device *dev);
 void rrds_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t size,
 				     enum dma_data_direction dir);
 void rrds_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t size,

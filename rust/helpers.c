@@ -161,6 +161,11 @@ int rrds_ib_dma_mapping_error(struct ib_device *dev, u64 dma_addr)
 	return ib_dma_mapping_error(dev, dma_addr);
 }
 
+bool rrds_ib_uses_virt_dma(struct ib_device *dev)
+{
+	return ib_uses_virt_dma(dev);
+}
+
 void rrds_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t size,
 				     enum dma_data_direction dir)
 {

@@ -73,6 +73,9 @@ pub(crate) struct DeviceCaps {
     /// initiator.
     pub(crate) max_qp_rd_atom: i32,
     pub(crate) max_qp_init_rd_atom: i32,
+    /// A software device (rxe, siw): the CPU copies from MRs' pages in the
+    /// driver's threads, after looking the key up.
+    pub(crate) software: bool,
 }
 
 /// A device name: `IB_DEVICE_NAME_MAX` bytes, NUL padded.
@@ -170,6 +173,8 @@ impl IbDevice {
             max_qp_rd_atom: attrs.max_qp_rd_atom,
             max_qp_init_rd_atom: attrs.max_qp_init_rd_atom,
             max_mr_size: attrs.max_mr_size,
+            // SAFETY: The device is registered (type invariant).
+            software: unsafe { bindings::rrds_ib_uses_virt_dma(self.as_raw()) },
         }
     }
 }

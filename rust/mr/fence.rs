@@ -73,7 +73,7 @@ pub(crate) struct TxFence {
 }
 
 /// Whether MRs of `device` wait for a fence before their pages go.
-fn needed(device: &RdmaDevice) -> bool {
+pub(super) fn needed(device: &RdmaDevice) -> bool {
     device.caps().transport == Transport::Iwarp
 }
 

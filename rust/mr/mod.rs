@@ -646,30 +646,58 @@ fn class_pages(device: &RdmaDevice, pages: usize) -> u32 {
 /// Releases a finished MR: unmaps it, returns its fast-reg MR to the pool if
 /// it was invalidated cleanly (deregisters it otherwise), unpins the pages
 /// and tells the owner. Process context.
+///
+/// On a software RoCE device (rxe) a responder checks the key per packet
+/// and then copies from the page with no lock held, so a READ response
+/// can still be copying after the LOCAL_INV completed. Deregistration
+/// waits for the driver's references to the MR, so there the invalidated
+/// MR is deregistered before its pages go, and a fresh one takes its place
+/// in the pool. (siw holds its reference for a whole response: the fence
+/// in `fence.rs` covers it.)
 fn release(mr: Arc<Mr>) {
-    let mut d = mr.device.mrs().lock();
     let (state, hw, pages) = {
-        let mut inner = mr.inner.lock();
-        inner.qp = None;
-        (inner.state, inner.hw.take(), inner.pages.take())
+        let mut d = mr.device.mrs().lock();
+        let taken = {
+            let mut inner = mr.inner.lock();
+            inner.qp = None;
+            (inner.state, inner.hw.take(), inner.pages.take())
+        };
+        if let Some(i) = d.live.iter().position(|m| m.serial == mr.serial) {
+            let _ = d.live.remove(i);
+        }
+        taken
     };
-    if let Some(i) = d.live.iter().position(|m| m.serial == mr.serial) {
-        let _ = d.live.remove(i);
-    }
     if let Some(Hw { mr: fast, sg }) = hw {
+        let renew = mr.device.caps().software && !fence::needed(&mr.device);
+        let (fast, renewed_pages) = match fast {
+            Some(fast) if renew => {
+                let pages = fast.max_pages();
+                // Waits for copies the device has in progress from the pages.
+                drop(fast);
+                (None, Some(pages))
+            }
+            other => (other, None),
+        };
         drop(sg);
-        if let Some(fast) = fast {
-            let class = CLASSES.iter().position(|&c| c as u32 >= fast.max_pages());
-            match class {
-                Some(c) if state == State::Released && !d.gone && d.pool[c].len() < POOL_KEEP => {
+        let mut d = mr.device.mrs().lock();
+        let wanted = fast.as_ref().map(|f| f.max_pages()).or(renewed_pages);
+        let class = wanted.and_then(|w| CLASSES.iter().position(|&c| c as u32 >= w));
+        match class {
+            Some(c) if state == State::Released && !d.gone && d.pool[c].len() < POOL_KEEP => {
+                let fast = match fast {
+                    Some(fast) => Some(fast),
+                    // Allocated under the lock: `device_removed` cannot free the PD meanwhile.
+                    None => renewed_pages
+                        .and_then(|p| mr.device.with_pd(|pd| FastRegMr::alloc(pd, p)).ok()),
+                };
+                if let Some(fast) = fast {
                     // Nothing to do if the pool cannot grow: the MR is deregistered.
                     let _ = d.pool[c].push(fast, GFP_KERNEL);
                 }
-                _ => drop(fast),
             }
+            _ => drop(fast),
         }
     }
-    drop(d);
     if matches!(state, State::Stale | State::Failed) {
         stats::inc(Stat::MrStale);
     }
