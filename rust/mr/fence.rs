@@ -77,6 +77,14 @@ pub(super) fn needed(device: &RdmaDevice) -> bool {
     device.caps().transport == Transport::Iwarp
 }
 
+/// Whether MRs of `device` are deregistered before their pages go, and
+/// replaced in the pool: software RoCE (rxe) checks the key per READ
+/// response packet but copies after the check with only a reference on the
+/// MR, which deregistration waits for. iWARP has the markers instead.
+pub(super) fn deregisters(device: &RdmaDevice) -> bool {
+    device.caps().software && !needed(device)
+}
+
 /// Makes room in the waiting list for one more MR of the device (before it
 /// is added to `live`), so that `defer` never allocates.
 pub(super) fn reserve(d: &mut DeviceMrs) -> Result {

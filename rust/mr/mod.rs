@@ -647,13 +647,9 @@ fn class_pages(device: &RdmaDevice, pages: usize) -> u32 {
 /// it was invalidated cleanly (deregisters it otherwise), unpins the pages
 /// and tells the owner. Process context.
 ///
-/// On a software RoCE device (rxe) a responder checks the key per packet
-/// and then copies from the page with no lock held, so a READ response
-/// can still be copying after the LOCAL_INV completed. Deregistration
-/// waits for the driver's references to the MR, so there the invalidated
-/// MR is deregistered before its pages go, and a fresh one takes its place
-/// in the pool. (siw holds its reference for a whole response: the fence
-/// in `fence.rs` covers it.)
+/// Where a READ response may still copy from the pages after the key is
+/// invalid (rxe, `fence::deregisters`), the MR is deregistered first and a
+/// fresh one takes its place in the pool.
 fn release(mr: Arc<Mr>) {
     let (state, hw, pages) = {
         let mut d = mr.device.mrs().lock();
@@ -668,29 +664,28 @@ fn release(mr: Arc<Mr>) {
         taken
     };
     if let Some(Hw { mr: fast, sg }) = hw {
-        let renew = mr.device.caps().software && !fence::needed(&mr.device);
-        let (fast, renewed_pages) = match fast {
-            Some(fast) if renew => {
-                let pages = fast.max_pages();
-                // Waits for copies the device has in progress from the pages.
-                drop(fast);
-                (None, Some(pages))
-            }
-            other => (other, None),
+        let pages = fast.as_ref().map(FastRegMr::max_pages);
+        let fast = if fence::deregisters(&mr.device) {
+            // Waits for copies the device has in progress from the pages.
+            drop(fast);
+            None
+        } else {
+            fast
         };
         drop(sg);
         let mut d = mr.device.mrs().lock();
-        let wanted = fast.as_ref().map(|f| f.max_pages()).or(renewed_pages);
-        let class = wanted.and_then(|w| CLASSES.iter().position(|&c| c as u32 >= w));
-        match class {
-            Some(c) if state == State::Released && !d.gone && d.pool[c].len() < POOL_KEEP => {
+        let class = pages.and_then(|p| CLASSES.iter().position(|&c| c as u32 >= p));
+        match (class, pages) {
+            (Some(c), Some(p))
+                if state == State::Released && !d.gone && d.pool[c].len() < POOL_KEEP =>
+            {
+                // A deregistered one is replaced under the lock: `device_removed`
+                // cannot free the PD meanwhile.
                 let fast = match fast {
-                    Some(fast) => Some(fast),
-                    // Allocated under the lock: `device_removed` cannot free the PD meanwhile.
-                    None => renewed_pages
-                        .and_then(|p| mr.device.with_pd(|pd| FastRegMr::alloc(pd, p)).ok()),
+                    Some(fast) => Ok(fast),
+                    None => mr.device.with_pd(|pd| FastRegMr::alloc(pd, p)),
                 };
-                if let Some(fast) = fast {
+                if let Ok(fast) = fast {
                     // Nothing to do if the pool cannot grow: the MR is deregistered.
                     let _ = d.pool[c].push(fast, GFP_KERNEL);
                 }
