@@ -781,7 +781,7 @@ TEST_F(mr, rdma_map_and_dest_announce_cookies)
 	struct rds_get_mr_args unmapped = { .vec = { .addr = 8, .bytes = PAGE } };
 	struct rds_get_mr_args bad_cookie_addr = map;
 	struct rds_rdma_args args = { .nr_local = 1 };
-	long long pinned;
+	long long pinned, pinned_by_map;
 	int status;
 
 	ASSERT_LE(0, a);
@@ -793,6 +793,7 @@ TEST_F(mr, rdma_map_and_dest_announce_cookies)
 				&(struct rds_cm){ RDS_CMSG_RDMA_MAP, &map, sizeof(map) }, 1,
 				"m", 1));
 	ASSERT_NE(0u, mapped);
+	pinned_by_map = pinned_now();
 	EXPECT_EQ(5u, mapped >> 32);
 	ASSERT_EQ(1, recv_cookie(b, got, sizeof(got), &seen));
 	EXPECT_EQ('m', got[0]);
@@ -822,7 +823,11 @@ TEST_F(mr, rdma_map_and_dest_announce_cookies)
 	ASSERT_EQ(0, send_cmsgs(a, variant->remote, PORT_B, NULL, 0, "p", 1));
 	ASSERT_EQ(1, recv_cookie(b, got, sizeof(got), &seen));
 	EXPECT_EQ(0u, seen);
-	/* Shapes: one cookie per message, none beside an operation, full length. */
+	/*
+	 * Shapes: one cookie per message, none beside an operation, full length.
+	 * The WRITE's pages stay pinned until its message is acked: wait for them.
+	 */
+	ASSERT_TRUE(WAIT_FOR(5, pinned_now() == pinned_by_map));
 	pinned = pinned_now();
 	EXPECT_EQ(-EINVAL, send_cmsgs(a, variant->remote, PORT_B, (struct rds_cm[]){
 		{ RDS_CMSG_RDMA_MAP, &map, sizeof(map) }, { RDS_CMSG_RDMA_DEST, &mapped, 8 } },

@@ -648,8 +648,9 @@ fn class_pages(device: &RdmaDevice, pages: usize) -> u32 {
 /// and tells the owner. Process context.
 ///
 /// Where a READ response may still copy from the pages after the key is
-/// invalid (rxe, `fence::deregisters`), the MR is deregistered first and a
-/// fresh one takes its place in the pool.
+/// invalid (rxe, `fence::deregisters`), the MR is deregistered first, and a
+/// fresh one takes its place in the pool: before the owner is told if the
+/// pool is empty, after it otherwise (off the path of the owner's FREE_MR).
 fn release(mr: Arc<Mr>) {
     let (state, hw, pages) = {
         let mut d = mr.device.mrs().lock();
@@ -663,8 +664,11 @@ fn release(mr: Arc<Mr>) {
         }
         taken
     };
+    // The pool class and size of a fresh MR to add once the owner has been told.
+    let mut replace = None;
     if let Some(Hw { mr: fast, sg }) = hw {
         let pages = fast.as_ref().map(FastRegMr::max_pages);
+        let class = pages.and_then(|p| CLASSES.iter().position(|&c| c as u32 >= p));
         let fast = if fence::deregisters(&mr.device) {
             // Waits for copies the device has in progress from the pages.
             drop(fast);
@@ -673,36 +677,50 @@ fn release(mr: Arc<Mr>) {
             fast
         };
         drop(sg);
-        let mut d = mr.device.mrs().lock();
-        let class = pages.and_then(|p| CLASSES.iter().position(|&c| c as u32 >= p));
-        match (class, pages) {
-            (Some(c), Some(p))
-                if state == State::Released && !d.gone && d.pool[c].len() < POOL_KEEP =>
-            {
-                // A deregistered one is replaced under the lock: `device_removed`
-                // cannot free the PD meanwhile.
-                let fast = match fast {
-                    Some(fast) => Ok(fast),
-                    None => mr.device.with_pd(|pd| FastRegMr::alloc(pd, p)),
-                };
-                if let Ok(fast) = fast {
-                    // Nothing to do if the pool cannot grow: the MR is deregistered.
-                    let _ = d.pool[c].push(fast, GFP_KERNEL);
+        if let (Some(c), Some(p), State::Released) = (class, pages, state) {
+            match fast {
+                Some(fast) => {
+                    let mut d = mr.device.mrs().lock();
+                    if !d.gone && d.pool[c].len() < POOL_KEEP {
+                        // Nothing to do if the pool cannot grow: the MR is deregistered.
+                        let _ = d.pool[c].push(fast, GFP_KERNEL);
+                    }
                 }
+                // An empty pool is refilled before the owner hears back, so its
+                // next GET_MR finds one; a fuller one after, off its path.
+                None if mr.device.mrs().lock().pool[c].is_empty() => refill(&mr.device, c, p),
+                None => replace = Some((c, p)),
             }
-            _ => drop(fast),
         }
     }
     if matches!(state, State::Stale | State::Failed) {
         stats::inc(Stat::MrStale);
     }
     drop(pages);
-    let mut pending = mr.owner.pending.lock();
-    if matches!(state, State::Released | State::Stale) {
-        *pending = pending.saturating_sub(1);
+    {
+        let mut pending = mr.owner.pending.lock();
+        if matches!(state, State::Released | State::Stale) {
+            *pending = pending.saturating_sub(1);
+        }
+        // Under the lock waiters check their condition with: no lost wake-up.
+        mr.owner.changed.notify_all();
     }
-    // Under the lock waiters check their condition with: no lost wake-up.
-    mr.owner.changed.notify_all();
+    if let Some((c, p)) = replace {
+        refill(&mr.device, c, p);
+    }
+}
+
+/// Puts a fresh fast-reg MR of `pages` in `device`'s pool `class`, in place
+/// of one deregistered, unless the pool is full or the device is going.
+fn refill(device: &RdmaDevice, class: usize, pages: u32) {
+    let mut d = device.mrs().lock();
+    if !d.gone && d.pool[class].len() < POOL_KEEP {
+        // Under the lock: `device_removed` cannot free the PD meanwhile.
+        if let Ok(fast) = device.with_pd(|pd| FastRegMr::alloc(pd, pages)) {
+            // Nothing to do if the pool cannot grow: the MR is deregistered.
+            let _ = d.pool[class].push(fast, GFP_KERNEL);
+        }
+    }
 }
 
 impl Mr {
