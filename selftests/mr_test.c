@@ -587,6 +587,7 @@ TEST_F(mr, rdma_gathers_use_once_and_stale_cookie)
 	};
 	struct rds_iovec bad[2] = { { .addr = (uintptr_t)self->buf, .bytes = 0 },
 				    { .addr = (uint64_t)-8, .bytes = 16 } };
+	struct rds_iovec big = { .addr = (uintptr_t)self->buf, .bytes = 64 * PAGE };
 	struct sockaddr_in to = sin4(variant->remote, PORT_B);
 	uint64_t cookie, once, token;
 	int status;
@@ -674,6 +675,20 @@ TEST_F(mr, rdma_gathers_use_once_and_stale_cookie)
 	ASSERT_EQ(2, ERR(sendto(a, "ok", 2, 0, (struct sockaddr *)&to, sizeof(to))));
 	ASSERT_EQ(2, ERR(recv(b, got, sizeof(got), 0)));
 	EXPECT_EQ(0, memcmp(got, "ok", 2));
+	/*
+	 * The same for an operation of several requests (64 pages: 2 on rxe,
+	 * 64 READs of one page on siw), of which only some are signalled: the
+	 * refused first one still reports, and the slots of the others go.
+	 */
+	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, 64 * PAGE, &big, 1,
+			       RDS_RDMA_NOTIFY_ME, 5, "S", 1));
+	ASSERT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(5u, token);
+	EXPECT_TRUE(status == RDS_RDMA_REMOTE_ERROR || status == RDS_RDMA_DROPPED)
+		TH_LOG("status %d", status);
+	ASSERT_EQ(3, ERR(sendto(a, "ok2", 3, 0, (struct sockaddr *)&to, sizeof(to))));
+	ASSERT_EQ(3, ERR(recv(b, got, sizeof(got), 0)));
+	EXPECT_EQ(0, memcmp(got, "ok2", 3));
 	close(a);
 	close(b);
 	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));

@@ -368,6 +368,18 @@ fn signalled_wr<T: CompletionHandler>(
     sges: &mut [bindings::ib_sge],
     opcode: u32,
 ) -> bindings::ib_send_wr {
+    let mut wr = unsignalled_wr(cqe, sges, opcode);
+    wr.send_flags = bindings::ib_send_flags_IB_SEND_SIGNALED as c_int;
+    wr
+}
+
+/// A request that raises a completion only if it fails or is flushed: a
+/// later signalled one's success implies its own (RC completes in order).
+fn unsignalled_wr<T: CompletionHandler>(
+    cqe: &Cqe<T>,
+    sges: &mut [bindings::ib_sge],
+    opcode: u32,
+) -> bindings::ib_send_wr {
     bindings::ib_send_wr {
         __bindgen_anon_1: bindings::ib_send_wr__bindgen_ty_1 {
             wr_cqe: cqe.as_raw(),
@@ -375,7 +387,6 @@ fn signalled_wr<T: CompletionHandler>(
         sg_list: sges.as_mut_ptr(),
         num_sge: sges.len() as c_int,
         opcode,
-        send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as c_int,
         ..Default::default()
     }
 }
@@ -428,10 +439,11 @@ impl QpRef {
         post(self, &wr)
     }
 
-    /// Posts one signalled RDMA WRITE (or READ) of `sges`, gathered (or
-    /// scattered) in order, to (from) the peer's `remote_addr` under `rkey`,
-    /// completing to `cqe`. The caller keeps `sges` within the QP's
-    /// `max_send_sge` (and the device's `max_sge_rd` for a READ).
+    /// Posts one RDMA WRITE (or READ) of `sges`, gathered (or scattered) in
+    /// order, to (from) the peer's `remote_addr` under `rkey`, completing to
+    /// `cqe`: always if `signalled`, else only in error. The caller keeps
+    /// `sges` within the QP's `max_send_sge` (and the device's `max_sge_rd`
+    /// for a READ).
     pub(crate) fn post_rdma<T: CompletionHandler>(
         &self,
         cqe: &Cqe<T>,
@@ -439,6 +451,7 @@ impl QpRef {
         write: bool,
         remote_addr: u64,
         rkey: u32,
+        signalled: bool,
     ) -> Result {
         let opcode = if write {
             bindings::ib_wr_opcode_IB_WR_RDMA_WRITE
@@ -446,7 +459,11 @@ impl QpRef {
             bindings::ib_wr_opcode_IB_WR_RDMA_READ
         };
         let wr = bindings::ib_rdma_wr {
-            wr: signalled_wr(cqe, sges, opcode),
+            wr: if signalled {
+                signalled_wr(cqe, sges, opcode)
+            } else {
+                unsignalled_wr(cqe, sges, opcode)
+            },
             remote_addr,
             rkey,
         };

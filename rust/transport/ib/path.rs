@@ -1097,9 +1097,10 @@ impl IbPath {
         let (done, blocked) = {
             let mut guard = self.rings.lock();
             match Option::as_mut(&mut *guard) {
-                Some(r) if r.qp.as_raw() == wc.qp() => {
-                    (r.send_completed(), core::mem::take(&mut r.blocked))
-                }
+                Some(r) if r.qp.as_raw() == wc.qp() => (
+                    r.send_completed(wc.is_success()),
+                    core::mem::take(&mut r.blocked),
+                ),
                 _ => (None, false),
             }
         };

@@ -58,6 +58,9 @@ pub(crate) const RECV_SLOTS: usize = 256;
 const MAX_ADV_CREDIT: u32 = 255;
 /// Posted-but-unadvertised credits that force an explicit ack (upstream: 16).
 const CREDIT_UPDATE_AT: u32 = 16;
+/// One request in this many of an RDMA operation is signalled (and its last
+/// one): rxe gathers a 1 MiB operation into 8 requests, one completion.
+const RDMA_SIGNAL_EVERY: usize = 8;
 /// Messages between ACK_REQUIRED flags (upstream's `max_unacked_packets` + 1).
 const ACK_EVERY: u32 = 8;
 /// `RDS_FLAG_CONG_BITMAP`: a congestion map update, not a message.
@@ -151,6 +154,10 @@ struct SendSlot {
     /// The slot is a work request of the message's RDMA operation (`Some`),
     /// its last one (`Some(true)`).
     rdma: Option<bool>,
+    /// Posted without `IB_SEND_SIGNALED` (an RDMA operation's request, not
+    /// its last): it completes silently with the next signalled one, of the
+    /// same operation, unless it fails or is flushed.
+    unsignalled: bool,
 }
 
 /// A message whose fragments are partly posted.
@@ -543,6 +550,13 @@ impl Rings {
                 return false;
             };
             let cqe = path.cqe(TAG_SEND);
+            // Only the operation's last request, and every `RDMA_SIGNAL_EVERY`th,
+            // raise a completion when all goes well: each stands for the ones
+            // before it. The periodic ones free slots for the rest of an
+            // operation longer than the ring (a 1 MiB READ on siw is 256).
+            let last = first + count == op.chunk_count();
+            let signalled =
+                last || (first / per_request) % RDMA_SIGNAL_EVERY == RDMA_SIGNAL_EVERY - 1;
             let posted = match op.atomic() {
                 Some(a) => self.qp.post_atomic(
                     cqe,
@@ -552,10 +566,14 @@ impl Rings {
                     op.rkey(),
                     [a.compare_add, a.swap, a.compare_add_mask, a.swap_mask],
                 ),
-                None => {
-                    self.qp
-                        .post_rdma(cqe, &mut sges[..count], op.is_write(), remote, op.rkey())
-                }
+                None => self.qp.post_rdma(
+                    cqe,
+                    &mut sges[..count],
+                    op.is_write(),
+                    remote,
+                    op.rkey(),
+                    signalled,
+                ),
             };
             if posted.is_err() {
                 return false;
@@ -565,7 +583,8 @@ impl Rings {
                 map: None,
                 rdma_maps: maps,
                 message: Some(message.clone()),
-                rdma: Some(first + count == op.chunk_count()),
+                rdma: Some(last),
+                unsignalled: !signalled,
             };
             self.send_posted += 1;
             if let Some(p) = &mut self.partial {
@@ -677,19 +696,35 @@ impl Rings {
         self.stalled_ticks
     }
 
-    /// A send completed: frees its slot. Returns the slot's contents, to be
-    /// dropped by the caller outside the lock (a message's last reference may
-    /// go with it).
-    pub(super) fn send_completed(&mut self) -> Option<(Arc<Message>, Option<bool>)> {
-        if self.send_done == self.send_posted {
-            return None;
+    /// A send completed: frees its slot, and on success the unsignalled
+    /// slots before it, which completed silently. Returns the completed
+    /// slot's contents, to be dropped by the caller outside the lock (a
+    /// message's last reference may go with it).
+    ///
+    /// A failed or flushed request completes whether it was signalled or not
+    /// (rxe and siw both post its completion), so an error frees one slot:
+    /// the oldest, which may be a request of the same operation that
+    /// succeeded silently before the failed one. The operation's outcome is
+    /// the error either way, and the link is torn down with the slots left.
+    pub(super) fn send_completed(&mut self, success: bool) -> Option<(Arc<Message>, Option<bool>)> {
+        loop {
+            if self.send_done == self.send_posted {
+                return None;
+            }
+            let i = self.send_done % SEND_SLOTS;
+            self.send_done += 1;
+            let slot = core::mem::take(&mut self.send_slots[i]);
+            drop(slot.map);
+            drop(slot.rdma_maps);
+            if success && slot.unsignalled {
+                // The signalled request completing is of the same operation (whose
+                // last is always signalled) and its slot still holds the message:
+                // this is not the last reference.
+                drop(slot.message);
+                continue;
+            }
+            return slot.message.map(|m| (m, slot.rdma));
         }
-        let i = self.send_done % SEND_SLOTS;
-        self.send_done += 1;
-        let slot = core::mem::take(&mut self.send_slots[i]);
-        drop(slot.map);
-        drop(slot.rdma_maps);
-        slot.message.map(|m| (m, slot.rdma))
     }
 
     /// The explicit ack completed.
