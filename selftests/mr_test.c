@@ -657,38 +657,40 @@ TEST_F(mr, rdma_gathers_use_once_and_stale_cookie)
 	 * once its data is sent and a refusal only resets the connection.
 	 */
 	EXPECT_EQ(0, free_mr(b, cookie, RDS_RDMA_INVALIDATE));
-	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, 100, iov, 1,
-			       RDS_RDMA_NOTIFY_ME, 2, "s", 1));
-	ASSERT_EQ(1, rdma_status(a, &token, &status));
-	EXPECT_EQ(2u, token);
 	/*
-	 * The peer's NAK gives REMOTE_ERROR; if the peer's disconnect flushes
-	 * our QP first, the operation ends DROPPED. Never success.
+	 * One request, then an operation of several (64 pages: 2 requests on
+	 * rxe, 64 READs of one page on siw) of which only some are signalled:
+	 * the refused first one still reports, and the slots of the others go.
 	 */
-	EXPECT_TRUE(status == RDS_RDMA_REMOTE_ERROR || status == RDS_RDMA_DROPPED)
-		TH_LOG("status %d", status);
-	/*
-	 * Ordinary messages keep flowing once the connection recovers; the
-	 * failed operation's own message is dropped, never delivered without
-	 * its RDMA (as upstream).
-	 */
-	ASSERT_EQ(2, ERR(sendto(a, "ok", 2, 0, (struct sockaddr *)&to, sizeof(to))));
-	ASSERT_EQ(2, ERR(recv(b, got, sizeof(got), 0)));
-	EXPECT_EQ(0, memcmp(got, "ok", 2));
-	/*
-	 * The same for an operation of several requests (64 pages: 2 on rxe,
-	 * 64 READs of one page on siw), of which only some are signalled: the
-	 * refused first one still reports, and the slots of the others go.
-	 */
-	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, 64 * PAGE, &big, 1,
-			       RDS_RDMA_NOTIFY_ME, 5, "S", 1));
-	ASSERT_EQ(1, rdma_status(a, &token, &status));
-	EXPECT_EQ(5u, token);
-	EXPECT_TRUE(status == RDS_RDMA_REMOTE_ERROR || status == RDS_RDMA_DROPPED)
-		TH_LOG("status %d", status);
-	ASSERT_EQ(3, ERR(sendto(a, "ok2", 3, 0, (struct sockaddr *)&to, sizeof(to))));
-	ASSERT_EQ(3, ERR(recv(b, got, sizeof(got), 0)));
-	EXPECT_EQ(0, memcmp(got, "ok2", 3));
+	const struct {
+		struct rds_iovec *local;
+		uint64_t bytes, token;
+		const char *after;
+	} stale[] = { { iov, 100, 2, "ok" }, { &big, 64 * PAGE, 5, "ok2" } };
+	for (size_t k = 0; k < 2; k++) {
+		size_t len = strlen(stale[k].after);
+
+		ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, stale[k].bytes,
+				       stale[k].local, 1, RDS_RDMA_NOTIFY_ME, stale[k].token,
+				       k ? "S" : "s", 1));
+		ASSERT_EQ(1, rdma_status(a, &token, &status));
+		EXPECT_EQ(stale[k].token, token);
+		/*
+		 * The peer's NAK gives REMOTE_ERROR; if the peer's disconnect flushes
+		 * our QP first, the operation ends DROPPED. Never success.
+		 */
+		EXPECT_TRUE(status == RDS_RDMA_REMOTE_ERROR || status == RDS_RDMA_DROPPED)
+			TH_LOG("status %d", status);
+		/*
+		 * Ordinary messages keep flowing once the connection recovers; the
+		 * failed operation's own message is dropped, never delivered without
+		 * its RDMA (as upstream).
+		 */
+		ASSERT_EQ((int)len, ERR(sendto(a, stale[k].after, len, 0,
+					       (struct sockaddr *)&to, sizeof(to))));
+		ASSERT_EQ((int)len, ERR(recv(b, got, sizeof(got), 0)));
+		EXPECT_EQ(0, memcmp(got, stale[k].after, len));
+	}
 	close(a);
 	close(b);
 	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));

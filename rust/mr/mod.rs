@@ -679,13 +679,7 @@ fn release(mr: Arc<Mr>) {
         drop(sg);
         if let (Some(c), Some(p), State::Released) = (class, pages, state) {
             match fast {
-                Some(fast) => {
-                    let mut d = mr.device.mrs().lock();
-                    if !d.gone && d.pool[c].len() < POOL_KEEP {
-                        // Nothing to do if the pool cannot grow: the MR is deregistered.
-                        let _ = d.pool[c].push(fast, GFP_KERNEL);
-                    }
-                }
+                Some(fast) => pool_put(&mut mr.device.mrs().lock(), c, fast),
                 // An empty pool is refilled before the owner hears back, so its
                 // next GET_MR finds one; a fuller one after, off its path.
                 None if mr.device.mrs().lock().pool[c].is_empty() => refill(&mr.device, c, p),
@@ -717,9 +711,17 @@ fn refill(device: &RdmaDevice, class: usize, pages: u32) {
     if !d.gone && d.pool[class].len() < POOL_KEEP {
         // Under the lock: `device_removed` cannot free the PD meanwhile.
         if let Ok(fast) = device.with_pd(|pd| FastRegMr::alloc(pd, pages)) {
-            // Nothing to do if the pool cannot grow: the MR is deregistered.
-            let _ = d.pool[class].push(fast, GFP_KERNEL);
+            pool_put(&mut d, class, fast);
         }
+    }
+}
+
+/// Keeps `fast` in pool `class` unless the pool is full or the device is
+/// going; otherwise it is deregistered here, under the lock (it may sleep).
+fn pool_put(d: &mut DeviceMrs, class: usize, fast: FastRegMr) {
+    if !d.gone && d.pool[class].len() < POOL_KEEP {
+        // Nothing to do if the pool cannot grow: the MR is deregistered.
+        let _ = d.pool[class].push(fast, GFP_KERNEL);
     }
 }
 
