@@ -569,15 +569,23 @@ impl Mr {
                 mr.inner.lock().state != State::Registering
             })
         };
-        let state = mr.inner.lock().state;
+        let state = {
+            // Abandoned under the lock the completion decides under: either it
+            // sees the flag and releases the MR, or we see its state.
+            let mut inner = mr.inner.lock();
+            if outcome.is_err() && inner.state == State::Registering {
+                inner.abandoned = true;
+            }
+            inner.state
+        };
         match (outcome, state) {
-            (Ok(()), State::Valid) => {
+            // Registered, even if the wait ended for another reason just then.
+            (_, State::Valid) => {
                 stats::inc(Stat::MrRegistered);
                 Ok(mr)
             }
             // Still registering: the completion (or the QP's flush) releases it.
             (Err(e), State::Registering) => {
-                mr.inner.lock().abandoned = true;
                 if e == ETIMEDOUT {
                     qp.failed();
                 }
@@ -746,7 +754,16 @@ impl CompletionHandler for Mr {
         // `self` is that Arc's value.
         let this = unsafe { Arc::from_raw(self) };
         let ok = wc.is_success();
-        let (qp, abandoned) = {
+        if !ok {
+            pr_debug!("MR {:#x}: work request status {}\n", this.rkey, wc.status());
+            // Before the state says so: a registration that sees `Failed`
+            // retries on a new QP only if this one is already down.
+            let qp = this.inner.lock().qp.clone();
+            if let Some(qp) = qp {
+                qp.failed();
+            }
+        }
+        let abandoned = {
             let mut inner = this.inner.lock();
             inner.state = match (tag, ok) {
                 // Nobody takes an abandoned registration: deregistration invalidates it.
@@ -756,14 +773,8 @@ impl CompletionHandler for Mr {
                 (_, true) => State::Released,
                 (_, false) => State::Stale,
             };
-            (inner.qp.clone(), inner.abandoned)
+            inner.abandoned
         };
-        if !ok {
-            pr_debug!("MR {:#x}: work request status {}\n", this.rkey, wc.status());
-            if let Some(qp) = qp {
-                qp.failed();
-            }
-        }
         if tag == TAG_REG && !abandoned {
             // Under the lock the waiter checks the state with: no lost wake-up.
             let _pending = this.owner.pending.lock();
