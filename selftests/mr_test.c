@@ -665,14 +665,14 @@ TEST_F(mr, rdma_gathers_use_once_and_stale_cookie)
 	const struct {
 		struct rds_iovec *local;
 		uint64_t bytes, token;
-		const char *after;
-	} stale[] = { { iov, 100, 2, "ok" }, { &big, 64 * PAGE, 5, "ok2" } };
-	for (size_t k = 0; k < 2; k++) {
+		const char *payload, *after;
+	} stale[] = { { iov, 100, 2, "s", "ok" }, { &big, 64 * PAGE, 5, "S", "ok2" } };
+	for (size_t k = 0; k < ARRAY_SIZE(stale); k++) {
 		size_t len = strlen(stale[k].after);
 
 		ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, stale[k].bytes,
 				       stale[k].local, 1, RDS_RDMA_NOTIFY_ME, stale[k].token,
-				       k ? "S" : "s", 1));
+				       stale[k].payload, 1));
 		ASSERT_EQ(1, rdma_status(a, &token, &status));
 		EXPECT_EQ(stale[k].token, token);
 		/*
