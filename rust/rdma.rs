@@ -7,7 +7,9 @@
 //! and cut into chunks of at most a page. The IB ring posts them ahead of
 //! the message's first fragment on the same RC QP, one SGE per chunk and as
 //! many chunks per work request as the device allows (iWARP's `max_sge_rd`
-//! is 1), and maps each page only while its request is outstanding. An
+//! is 1), and maps each page only while its request is outstanding (on
+//! iWARP a READ's local memory is registered instead, and one READ fills
+//! each registered sink: see `SinkRegistration`). An
 //! operation runs at most once: one posted on a link that failed before it
 //! completed is reported `RDS_RDMA_DROPPED`, and its message is dropped
 //! instead of retransmitted, as upstream.
@@ -43,7 +45,8 @@ use crate::{
     message::MAX_MSG_SIZE,
     mr::{
         self,
-        Pinned, //
+        Pinned,
+        Sink, //
     },
     socket::RdsSock,
 };
@@ -65,6 +68,16 @@ struct Chunk {
     len: usize,
     /// Where in the peer's range it goes (or comes from).
     remote: u64,
+    /// The READ sink it fills (an index into `sinks`) and the sink's
+    /// address of its first byte: such a chunk is the whole sink.
+    sink: Option<(usize, u64)>,
+}
+
+/// How an operation's READ sinks are registered, where they must be
+/// (iWARP): `register` registers one range of at most `max_pages` pages.
+pub(crate) struct SinkRegistration<'a> {
+    pub(crate) max_pages: usize,
+    pub(crate) register: &'a mut dyn FnMut(u64, u64) -> Result<Sink>,
 }
 
 /// Who hears how the operation ended.
@@ -115,6 +128,8 @@ pub(crate) struct RdmaOp {
     /// `RDS_RDMA_FENCE`: the message waits for the op to complete.
     fence: bool,
     pages: KVec<Pinned>,
+    /// MRs over a READ's local memory, where the device needs them.
+    sinks: KVec<Sink>,
     chunks: KVec<Chunk>,
     notify: Option<Notify>,
     /// `PENDING`, `POSTED` (on some link), `DONE` (outcome reported).
@@ -123,12 +138,14 @@ pub(crate) struct RdmaOp {
     unpin: Option<Pin<KBox<DeferredUnpin>>>,
 }
 
-/// Pages to unpin in process context: a message (and its op) can lose its
-/// last reference under a spinlock, and `unpin_user_pages_dirty_lock`
-/// sleeps. Allocated with the op, so dropping it allocates nothing.
+/// Pages to unpin and sinks to invalidate in process context: a message
+/// (and its op) can lose its last reference under a spinlock, and
+/// `unpin_user_pages_dirty_lock` and `Sink::drop` sleep. Allocated with the
+/// op, so dropping it allocates nothing.
 #[pin_data]
 struct DeferredUnpin {
     pages: KVec<Pinned>,
+    sinks: KVec<Sink>,
     #[pin]
     work: Work<DeferredUnpin>,
 }
@@ -149,6 +166,7 @@ fn new_unpin() -> Result<Pin<KBox<DeferredUnpin>>> {
     KBox::pin_init(
         pin_init!(DeferredUnpin {
             pages: KVec::new(),
+            sinks: KVec::new(),
             work <- new_work!("rrds_rdma_unpin"),
         }),
         GFP_KERNEL,
@@ -160,7 +178,9 @@ impl Drop for RdmaOp {
         let Some(mut unpin) = self.unpin.take() else {
             return;
         };
-        *unpin.as_mut().project().pages = core::mem::take(&mut self.pages);
+        let deferred = unpin.as_mut().project();
+        *deferred.pages = core::mem::take(&mut self.pages);
+        *deferred.sinks = core::mem::take(&mut self.sinks);
         workqueue::queue().enqueue(unpin);
     }
 }
@@ -169,8 +189,14 @@ impl RdmaOp {
     /// The operation `struct rds_rdma_args` (`args`, at least `ARGS_LEN`
     /// bytes) asks for, with upstream's checks (`rds_rdma_extra_size`,
     /// `rds_cmsg_rdma_args`). The local iovec array is read from user
-    /// memory once and used from that copy. Process context.
-    pub(crate) fn from_args(args: &[u8], sock: &Arc<RdsSock>, recverr: bool) -> Result<Self> {
+    /// memory once and used from that copy. A READ's local memory is
+    /// registered through `sinks` when given. Process context.
+    pub(crate) fn from_args(
+        args: &[u8],
+        sock: &Arc<RdsSock>,
+        recverr: bool,
+        sinks: Option<SinkRegistration<'_>>,
+    ) -> Result<Self> {
         if args.len() < ARGS_LEN {
             return Err(EINVAL);
         }
@@ -199,6 +225,7 @@ impl RdmaOp {
             silent: flags & u64::from(bindings::RDS_RDMA_SILENT) != 0,
             fence: flags & u64::from(bindings::RDS_RDMA_FENCE) != 0,
             pages: KVec::with_capacity(nr_local, GFP_KERNEL)?,
+            sinks: KVec::new(),
             chunks: KVec::new(),
             notify: None,
             state: Atomic::new(PENDING),
@@ -226,6 +253,7 @@ impl RdmaOp {
                         offset: start,
                         len,
                         remote,
+                        sink: None,
                     },
                     GFP_KERNEL,
                 )?;
@@ -237,8 +265,43 @@ impl RdmaOp {
         if op.bytes as u64 > remote_bytes {
             return Err(EINVAL);
         }
+        // Registered once the arguments are known to be good.
+        if let (false, Some(reg)) = (write, sinks) {
+            op.register_sinks(&raw, reg)?;
+        }
         op.notify = Notify::wanted(flags, token, sock, recverr);
         Ok(op)
+    }
+
+    /// Registers the READ's local memory through `reg`, each sink at most
+    /// `reg.max_pages` pages of one iovec (`raw` holds the iovecs), and
+    /// merges each sink's chunks into one: a registered sink is one SGE
+    /// however many pages it spans, so one READ fills it.
+    fn register_sinks(&mut self, raw: &[u8], reg: SinkRegistration<'_>) -> Result {
+        let max_pages = reg.max_pages.max(1);
+        let pages = core::mem::take(&mut self.chunks);
+        // The first page of the current sink.
+        let mut first = 0;
+        for chunk in pages {
+            if let Some(last) = self.chunks.last_mut() {
+                if last.vec == chunk.vec && chunk.page - first < max_pages {
+                    last.len += chunk.len;
+                    continue;
+                }
+            }
+            let (vec, page, start) = (chunk.vec, chunk.page, chunk.offset);
+            let (addr, bytes) = (ne_u64(raw, vec * 16), ne_u64(raw, vec * 16 + 8));
+            let base = addr - addr % PAGE_SIZE as u64;
+            let from = base + (page * PAGE_SIZE + start) as u64;
+            let to = (addr + bytes).min(base + ((page + max_pages) * PAGE_SIZE) as u64);
+            self.sinks
+                .push((reg.register)(from, to - from)?, GFP_KERNEL)?;
+            first = page;
+            // Zero-based: the sink's first byte is at its offset in its first page.
+            let sink = Some((self.sinks.len() - 1, start as u64));
+            self.chunks.push(Chunk { sink, ..chunk }, GFP_KERNEL)?;
+        }
+        Ok(())
     }
 
     /// The atomic operation `struct rds_atomic_args` (`args`) of cmsg type
@@ -324,6 +387,7 @@ impl RdmaOp {
             silent: flags & u64::from(bindings::RDS_RDMA_SILENT) != 0,
             fence: flags & u64::from(bindings::RDS_RDMA_FENCE) != 0,
             pages: KVec::with_capacity(1, GFP_KERNEL)?,
+            sinks: KVec::new(),
             chunks: KVec::with_capacity(1, GFP_KERNEL)?,
             notify: None,
             state: Atomic::new(PENDING),
@@ -337,6 +401,7 @@ impl RdmaOp {
                 offset,
                 len: 8,
                 remote: 0,
+                sink: None,
             },
             GFP_KERNEL,
         )?;
@@ -377,8 +442,8 @@ impl RdmaOp {
         self.chunks.len()
     }
 
-    /// Chunk `i`: its page, offset and length, and the peer address it moves to
-    /// (or from).
+    /// Chunk `i`: its (first) page, offset and length, and the peer address
+    /// it moves to (or from).
     pub(crate) fn chunk(&self, i: usize) -> Option<(*mut bindings::page, usize, usize, u64)> {
         let c = self.chunks.get(i)?;
         let page = self.pages.get(c.vec)?.page(c.page)?;
@@ -388,6 +453,19 @@ impl RdmaOp {
             c.len,
             self.remote_addr.wrapping_add(c.remote),
         ))
+    }
+
+    /// Chunk `i`'s registered sink, if it has one: the address and key its
+    /// work request names it with (the chunk may span many pages then).
+    pub(crate) fn chunk_sink(&self, i: usize) -> Option<(u64, u32)> {
+        let (index, address) = self.chunks.get(i)?.sink?;
+        Some((address, self.sinks.get(index)?.lkey()))
+    }
+
+    /// Whether a QP of `device` can post the operation: its sinks, if any,
+    /// are registered there.
+    pub(crate) fn usable_on(&self, device: *mut bindings::ib_device) -> bool {
+        self.sinks.iter().all(|sink| sink.is_on(device))
     }
 
     pub(crate) fn rkey(&self) -> u32 {

@@ -80,6 +80,9 @@ counters! {
     // Fence rounds on iWARP devices: pages of invalidated MRs wait for
     // every data QP to finish the READ response it was sending.
     MrTxFences => "mr_tx_fences",
+    // RDMA READ sinks registered (iWARP: the READ responses need an STag
+    // with remote write access).
+    RdmaReadSinks => "rdma_read_sinks_registered",
     // RDMA operations (rust/rdma.rs): status notifications lost for want
     // of memory.
     RdmaNotifyLost => "rdma_notify_lost",

@@ -40,6 +40,7 @@ FIXTURE_VARIANT(mr) {
 	const char *remote;	/* rrds-b's address, on <kind>_b */
 	unsigned int max_pages;	/* the device's fast-reg page list limit */
 	bool atomics;		/* the device has (plain) atomics */
+	bool read_sinks;	/* iWARP: READ sinks are registered (remote write) */
 };
 
 FIXTURE_VARIANT_ADD(mr, rxe) {
@@ -49,6 +50,7 @@ FIXTURE_VARIANT_ADD(mr, rxe) {
 
 FIXTURE_VARIANT_ADD(mr, siw) {
 	.kind = "siw", .local = "10.254.2.1", .remote = "10.254.2.2", .max_pages = 256,
+	.read_sinks = true,
 };
 
 FIXTURE_SETUP(mr)
@@ -420,12 +422,13 @@ TEST_F_TIMEOUT(mr, rdma_write_and_read_verified, 600)
 {
 	static const struct { size_t roff, loff, len; } cases[] = {
 		{ 0, 0, 1 }, { 5, 3, PAGE - 1 }, { 0, 0, PAGE }, { 100, 4000, 64 * 1024 },
-		{ 0, 0, MIB }, { 77, 1, MIB },
+		{ 0, 0, MIB }, { 0, 1, MIB }, { 77, 1, MIB },
 	};
 	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
 	char *local = self->buf, *remote;
 	char got[16];
 	uint64_t token;
+	long long sinks0;
 	int status;
 
 	ASSERT_LE(0, a);
@@ -462,17 +465,28 @@ TEST_F_TIMEOUT(mr, rdma_write_and_read_verified, 600)
 		if (roff)
 			EXPECT_EQ((char)0xee, remote[roff - 1]);
 		EXPECT_EQ((char)0xee, remote[roff + len]);
-		/* READ: the peer's pattern into local memory. */
+		/*
+		 * READ: the peer's pattern into local memory. On iWARP the sink is
+		 * registered, one MR per max_pages pages (257 local pages take 2
+		 * on siw); elsewhere none is.
+		 */
 		for (size_t j = 0; j < len; j++)
 			remote[roff + j] = (char)(j * 13 + i + 1);
 		memset(local, 0, MIB + PAGE);
+		sinks0 = counter("rdma_read_sinks_registered");
 		ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, len, &iov, 1,
 				       RDS_RDMA_NOTIFY_ME, 200 + i, "r", 1));
+		EXPECT_EQ(sinks0 + (long long)(variant->read_sinks ?
+				    (lpages + variant->max_pages - 1) / variant->max_pages : 0),
+			  counter("rdma_read_sinks_registered")) TH_LOG("read case %u", i);
 		ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
 		EXPECT_EQ(1, rdma_status(a, &token, &status));
 		EXPECT_EQ(200 + i, token);
 		EXPECT_EQ(RDS_RDMA_SUCCESS, status);
 		EXPECT_EQ(0, memcmp(remote + roff, local + loff, len)) TH_LOG("read case %u", i);
+		if (loff)
+			EXPECT_EQ(0, local[loff - 1]);
+		EXPECT_EQ(0, local[loff + len]);
 		EXPECT_EQ(0, free_mr(b, cookie, RDS_RDMA_INVALIDATE));
 	}
 	close(a);
@@ -590,6 +604,7 @@ TEST_F(mr, rdma_gathers_use_once_and_stale_cookie)
 	struct rds_iovec big = { .addr = (uintptr_t)self->buf, .bytes = 64 * PAGE };
 	struct sockaddr_in to = sin4(variant->remote, PORT_B);
 	uint64_t cookie, once, token;
+	long long sinks0;
 	int status;
 
 	ASSERT_LE(0, a);
@@ -609,12 +624,17 @@ TEST_F(mr, rdma_gathers_use_once_and_stale_cookie)
 	EXPECT_EQ(0, memcmp(remote + 107, self->buf + 3 * PAGE, PAGE + 5));
 	EXPECT_EQ(0, memcmp(remote + 107 + PAGE + 5, self->buf + 9 * PAGE - 1, 2));
 	EXPECT_EQ(0, remote[6]);
-	/* And scattered back: one READ request into the three pieces where the device allows. */
+	/*
+	 * And scattered back: one READ request into the three pieces where the
+	 * device allows; on iWARP one registered sink per piece.
+	 */
 	for (size_t j = 0; j < 3 * PAGE; j++)
 		remote[j] = (char)(j * 11 + 5);
 	memset(self->buf, 0, 10 * PAGE);
+	sinks0 = counter("rdma_read_sinks_registered");
 	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 7, 3 * PAGE - 7, iov, 3,
 			       RDS_RDMA_NOTIFY_ME, 4, "h", 1));
+	EXPECT_EQ(sinks0 + (variant->read_sinks ? 3 : 0), counter("rdma_read_sinks_registered"));
 	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
 	ASSERT_EQ(1, rdma_status(a, &token, &status));
 	EXPECT_EQ(4u, token);

@@ -220,6 +220,40 @@ pub(crate) struct MrRequest {
     pub(crate) flags: u64,
 }
 
+/// What an MR is registered for.
+#[derive(Clone, Copy)]
+enum Access {
+    /// `RDS_GET_MR` with these `RDS_RDMA_*` flags: the peer reads, writes
+    /// and (where the device can) runs atomics on it.
+    Peer(u64),
+    /// The local sink of an iWARP RDMA READ: written by the READ responses.
+    ReadSink,
+}
+
+/// An MR over the local sink of one RDMA READ, held by the operation.
+/// Dropping it posts its LOCAL_INV, which may sleep: process context only.
+pub(crate) struct Sink {
+    mr: Arc<Mr>,
+}
+
+impl Sink {
+    /// The key a work request names the sink with (an FRWR MR's lkey is its rkey).
+    pub(crate) fn lkey(&self) -> u32 {
+        self.mr.rkey
+    }
+
+    /// Whether the sink is registered on `device`, whose QPs may use it.
+    pub(crate) fn is_on(&self, device: *mut bindings::ib_device) -> bool {
+        self.mr.device.as_raw() == device
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        Mr::free(&self.mr);
+    }
+}
+
 /// The MRs of one socket, by rkey, and the registration QP they use.
 pub(crate) struct SocketMrs {
     owner: Arc<Owner>,
@@ -256,30 +290,14 @@ impl SocketMrs {
         req: &MrRequest,
         publish: impl FnOnce(u64) -> Result,
     ) -> Result<u64> {
-        let pages = pages_in(req.addr, req.bytes)?;
-        if pages > device.caps().max_fast_reg_page_list_len as usize {
-            return Err(EMSGSIZE);
-        }
-        let offset = (req.addr as usize) % PAGE_SIZE;
-        // A REG_MR flushed because the registration QP failed is not the
-        // caller's fault: once more, on a new QP.
-        let mut retried = false;
-        let mr = loop {
-            let qp = self.registration_qp(net, device, addr)?;
-            let pinned = Pinned::pin(req.addr - offset as u64, pages, true)?;
-            let sg = MappedSg::map(
-                device.as_raw(),
-                &pinned.0,
-                offset,
-                req.bytes as usize,
-                SgDirection::Bidirectional,
-            )?;
-            let mapping = Mapping { sg, pages: pinned };
-            match Mr::register(device, &self.owner, qp.clone(), mapping, offset, req.flags) {
-                Err(_) if !retried && !qp.is_up() => retried = true,
-                other => break other?,
-            }
-        };
+        let mr = self.register(
+            net,
+            device,
+            addr,
+            req.addr,
+            req.bytes,
+            Access::Peer(req.flags),
+        )?;
         let cookie = make_cookie(mr.rkey, mr.offset);
         if let Err(e) = publish(cookie) {
             Mr::free(&mr);
@@ -297,6 +315,61 @@ impl SocketMrs {
             return Err(e);
         }
         Ok(cookie)
+    }
+
+    /// Registers the `start`, `bytes` range of user memory on `device`
+    /// through the registration QP, retrying once on a new QP when the one
+    /// it was posted on failed meanwhile (a flushed REG_MR is not the
+    /// caller's fault).
+    fn register(
+        &mut self,
+        net: NetRef,
+        device: &Arc<RdmaDevice>,
+        addr: &Endpoint,
+        start: u64,
+        bytes: u64,
+        access: Access,
+    ) -> Result<Arc<Mr>> {
+        let pages = pages_in(start, bytes)?;
+        if pages > device.caps().max_fast_reg_page_list_len as usize {
+            return Err(EMSGSIZE);
+        }
+        let offset = (start as usize) % PAGE_SIZE;
+        let mut retried = false;
+        loop {
+            let qp = self.registration_qp(net, device, addr)?;
+            let pinned = Pinned::pin(start - offset as u64, pages, true)?;
+            let sg = MappedSg::map(
+                device.as_raw(),
+                &pinned.0,
+                offset,
+                bytes as usize,
+                SgDirection::Bidirectional,
+            )?;
+            let mapping = Mapping { sg, pages: pinned };
+            match Mr::register(device, &self.owner, qp.clone(), mapping, offset, access) {
+                Err(_) if !retried && !qp.is_up() => retried = true,
+                other => return other,
+            }
+        }
+    }
+
+    /// Registers the local sink of an RDMA READ (`start`, `bytes`) on an
+    /// iWARP `device`, whose READ responses are placed like WRITEs: only
+    /// an STag with remote write access may receive them. The MR is the
+    /// operation's, never the user's (no cookie); dropping the `Sink`
+    /// invalidates it.
+    pub(crate) fn register_sink(
+        &mut self,
+        net: NetRef,
+        device: &Arc<RdmaDevice>,
+        addr: &Endpoint,
+        start: u64,
+        bytes: u64,
+    ) -> Result<Sink> {
+        let mr = self.register(net, device, addr, start, bytes, Access::ReadSink)?;
+        stats::inc(Stat::RdmaReadSinks);
+        Ok(Sink { mr })
     }
 
     /// `RDS_FREE_MR` of `cookie` (non-zero): EINVAL for an unknown one. With
@@ -484,7 +557,7 @@ impl Mr {
         qp: Arc<RegQp>,
         mapping: Mapping,
         offset: usize,
-        flags: u64,
+        access: Access,
     ) -> Result<Arc<Mr>> {
         let count = mapping.pages.0.count();
         let mut d = device.mrs().lock();
@@ -509,7 +582,10 @@ impl Mr {
         let serial = d.next_serial;
         d.next_serial += 1;
         let rkey = fast.rkey();
-        let flags = flags as u32;
+        let flags = match access {
+            Access::Peer(flags) => flags as u32,
+            Access::ReadSink => 0,
+        };
         let registered_on = qp.clone();
         let mr = Arc::pin_init(
             try_pin_init!(&this in Mr {
@@ -542,11 +618,17 @@ impl Mr {
                 // Removed with the device in the meantime.
                 None => Err(ENODEV),
                 Some(fast) => {
-                    // Atomics where the device has them (siw has none).
-                    let mut access = ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE;
-                    if device.caps().atomic != AtomicCap::None {
-                        access |= ACCESS_REMOTE_ATOMIC;
-                    }
+                    let access = match access {
+                        Access::Peer(_) => {
+                            // Atomics where the device has them (siw has none).
+                            let mut access = ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE;
+                            if device.caps().atomic != AtomicCap::None {
+                                access |= ACCESS_REMOTE_ATOMIC;
+                            }
+                            access
+                        }
+                        Access::ReadSink => ACCESS_REMOTE_WRITE,
+                    };
                     let raw = Arc::into_raw(mr.clone());
                     let posted = qp.with_qp(|q| q.post_reg_mr(&mr.reg_cqe, fast, access));
                     if posted.is_err() {

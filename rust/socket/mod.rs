@@ -42,6 +42,7 @@ use crate::{
     errno,
     ffi::{
         bindings,
+        ib_device::Transport as DeviceTransport,
         net::{
             ne_u64,
             FamilyRegistration,
@@ -63,6 +64,7 @@ use crate::{
         Message, //
     },
     mr::{
+        self,
         MrRequest,
         SocketMrs, //
     },
@@ -889,6 +891,38 @@ fn register_mr(state: &RdsSock, req: &MrRequest, cookie_addr: u64) -> Result<u64
                 .writer()
                 .write_slice(&cookie.to_ne_bytes())
         })
+}
+
+/// The device of the socket's bound address and the address, if RDMA
+/// READs into local memory need their sinks registered there (iWARP: the
+/// READ responses are placed like WRITEs, so only an STag with remote write
+/// access may receive them); `None` where the PD's DMA lkey will do or there
+/// is no RDMA device.
+fn read_sink_device(state: &RdsSock) -> Option<(Arc<crate::device::RdmaDevice>, Endpoint)> {
+    let (device, _) = bound_device(state).ok()?;
+    if device.caps().transport != DeviceTransport::Iwarp {
+        return None;
+    }
+    Some((device, state.endpoint()?))
+}
+
+/// Registers `bytes` of local memory from `start` as a READ sink on `device`
+/// (see `read_sink_device`). A device gone meanwhile is EAGAIN, as for
+/// `RDS_CMSG_RDMA_MAP`.
+fn register_read_sink(
+    state: &RdsSock,
+    (device, ep): &(Arc<crate::device::RdmaDevice>, Endpoint),
+    start: u64,
+    bytes: u64,
+) -> Result<mr::Sink> {
+    match state
+        .mrs
+        .lock()
+        .register_sink(state.net, device, ep, start, bytes)
+    {
+        Err(e) if e == ENODEV => Err(EAGAIN),
+        other => other,
+    }
 }
 
 /// The RDMA device (and port) of the socket's bound address: ENOTCONN when

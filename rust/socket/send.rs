@@ -40,6 +40,7 @@ use crate::{
     },
     rdma::{
         RdmaOp,
+        SinkRegistration,
         ATOMIC_ARGS_LEN, //
     },
     stats::{
@@ -190,7 +191,18 @@ pub(super) fn sendmsg(
     // Checked and pinned before the transport is known, as upstream's
     // `rds_cmsg_send` does: bad arguments are reported first.
     let rdma = match (cmsgs.rdma_args, cmsgs.atomic) {
-        (Some(args), _) => Some(RdmaOp::from_args(args, &state.into(), recverr)?),
+        (Some(args), _) => {
+            let sink_device = super::read_sink_device(&state);
+            let mut register = |start: u64, bytes: u64| match &sink_device {
+                Some(on) => super::register_read_sink(&state, on, start, bytes),
+                None => Err(EINVAL),
+            };
+            let sinks = sink_device.as_ref().map(|(device, _)| SinkRegistration {
+                max_pages: (device.caps().max_fast_reg_page_list_len as usize).min(mr::MAX_PAGES),
+                register: &mut register,
+            });
+            Some(RdmaOp::from_args(args, &state.into(), recverr, sinks)?)
+        }
         (None, Some((kind, args))) => {
             // Plain atomics where the device has them; never posted where it has not.
             let caps = *super::bound_device(&state)?.0.caps();

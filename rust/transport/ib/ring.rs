@@ -388,6 +388,12 @@ impl Rings {
                 op.dropped();
                 return true;
             }
+            // Its READ sinks were registered on another device (the bound
+            // address moved there since): not postable here.
+            if !op.usable_on(self.device) {
+                op.dropped();
+                return true;
+            }
         }
         let mut header = *header;
         // A silent operation's message posts its RDMA and no fragment.
@@ -532,22 +538,37 @@ impl Rings {
         };
         while let Some(p) = &self.partial {
             let first = p.rdma_next;
-            let count = op.chunk_count().saturating_sub(first).min(per_request);
+            // A READ sink (iWARP, registered on this device: `usable_on`) is one
+            // chunk, named by its MR's key: one request, nothing to map.
+            let sink = op.chunk_sink(first);
+            let count = match sink {
+                Some(_) => 1,
+                None => op.chunk_count().saturating_sub(first).min(per_request),
+            };
             if count == 0 {
                 return true;
             }
             if !self.has_send_slot() {
                 return false;
             }
-            let Ok(maps) = self.map_chunks(op, first, count, direction) else {
+            let Some((_, _, len, remote)) = op.chunk(first) else {
                 return false;
             };
             let mut sges = [bindings::ib_sge::default(); MAX_RDMA_SGES];
-            for (sge_out, map) in sges.iter_mut().zip(maps.iter()) {
-                *sge_out = sge(map.addr(), map.len(), self.lkey);
-            }
-            let Some((_, _, _, remote)) = op.chunk(first) else {
-                return false;
+            let maps = match sink {
+                Some((address, key)) => {
+                    sges[0] = sge(address, len, key);
+                    KVec::new()
+                }
+                None => {
+                    let Ok(maps) = self.map_chunks(op, first, count, direction) else {
+                        return false;
+                    };
+                    for (sge_out, map) in sges.iter_mut().zip(maps.iter()) {
+                        *sge_out = sge(map.addr(), map.len(), self.lkey);
+                    }
+                    maps
+                }
             };
             let cqe = path.cqe(TAG_SEND);
             // Only the operation's last request, and every `RDMA_SIGNAL_EVERY`th,
