@@ -736,9 +736,13 @@ static void __attribute__((noreturn)) run_message_sender(const FIXTURE_VARIANT(i
 
 TEST_F(ib, messages_cross_namespaces_intact)
 {
+	long long acks_asked = rds_counter("send_ack_required");
+	long long acks_seen = rds_counter("recv_ack_required");
 	int ready[2], done[2];
 	struct kid k[2] = { 0 };
 
+	ASSERT_LE(0, acks_asked);
+	ASSERT_LE(0, acks_seen);
 	gate_open(_metadata, ready);	/* the receiver is bound */
 	gate_open(_metadata, done);	/* the receiver has exited */
 	deadline = now() + 120;
@@ -754,6 +758,9 @@ TEST_F(ib, messages_cross_namespaces_intact)
 	gate_pass(ready);
 	gate_pass(done);
 	EXPECT_EQ(0, reap(_metadata, k, 2, deadline + REAP_GRACE_S));
+	/* Upstream's rhythm: at least every ninth message asks for an ack. */
+	EXPECT_LE(acks_asked + MESSAGES / 9, rds_counter("send_ack_required"));
+	EXPECT_LE(acks_seen + MESSAGES / 9, rds_counter("recv_ack_required"));
 }
 
 /*

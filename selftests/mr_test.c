@@ -71,29 +71,9 @@ FIXTURE_TEARDOWN(mr)
 	munmap(self->buf, self->buf_len);
 }
 
-/* A global counter by name (RDS_INFO_COUNTERS); -1 if missing. */
-static long long counter(const char *name)
-{
-	struct rds_info_counter c[128];
-	socklen_t len = sizeof(c);
-	int fd = rds_socket(), each;
-	long long value = -1;
-
-	if (fd < 0)
-		return -1;
-	each = getsockopt(fd, SOL_RDS, RDS_INFO_COUNTERS, c, &len);
-	close(fd);
-	if (each != sizeof(c[0]))
-		return -1;
-	for (unsigned int i = 0; i < len / sizeof(c[0]); i++)
-		if (!strncmp((char *)c[i].name, name, sizeof(c[i].name)))
-			value = c[i].value;
-	return value;
-}
-
 static long long pinned_now(void)
 {
-	return counter("mr_pages_pinned") - counter("mr_pages_unpinned");
+	return rds_counter("mr_pages_pinned") - rds_counter("mr_pages_unpinned");
 }
 
 /* RDS_GET_MR of @len bytes at @addr; 0 or -errno, the cookie in *@cookie. */
@@ -148,7 +128,7 @@ TEST_F(mr, sizes_offsets_and_limits)
 		{ 123, 64 * 1024 + 7 }, { 0, MIB }, { PAGE - 1, 2 }, { 77, MIB },
 	};
 	int fd = bound_socket(variant->local, 0);
-	long long reg0 = counter("mr_registered");
+	long long reg0 = rds_counter("mr_registered");
 	int ok = 0;
 
 	ASSERT_LE(0, fd);
@@ -167,7 +147,7 @@ TEST_F(mr, sizes_offsets_and_limits)
 		EXPECT_EQ(cases[i].off % PAGE, cookie >> 32);
 		EXPECT_EQ(0, free_mr(fd, cookie, 0));
 	}
-	EXPECT_EQ(reg0 + ok, counter("mr_registered"));
+	EXPECT_EQ(reg0 + ok, rds_counter("mr_registered"));
 	/* More than a message's worth (upstream's RDS_MAX_MSG_SIZE + a page). */
 	EXPECT_EQ(-EMSGSIZE, get_mr(fd, self->buf + 1, MIB + PAGE, 0, NULL));
 	EXPECT_EQ(0, free_mr(fd, 0, 0));
@@ -241,7 +221,7 @@ TEST_F(mr, bad_input)
 TEST_F(mr, reuse_changes_the_key)
 {
 	int fd = bound_socket(variant->local, 0);
-	long long hits0 = counter("mr_pool_hit");
+	long long hits0 = rds_counter("mr_pool_hit");
 	uint32_t seen[64];
 	int n = 0;
 
@@ -256,7 +236,7 @@ TEST_F(mr, reuse_changes_the_key)
 	for (int i = 0; i < n; i++)
 		for (int j = i + 1; j < n; j++)
 			EXPECT_NE(seen[i], seen[j]);
-	EXPECT_LE(hits0 + 60, counter("mr_pool_hit"));
+	EXPECT_LE(hits0 + 60, rds_counter("mr_pool_hit"));
 	close(fd);
 }
 
@@ -264,7 +244,7 @@ TEST_F(mr, reuse_changes_the_key)
 TEST_F(mr, close_releases_everything)
 {
 	int fd = bound_socket(variant->local, 0), other = bound_socket(variant->local, 0);
-	long long inv0 = counter("mr_invalidated");
+	long long inv0 = rds_counter("mr_invalidated");
 	uint64_t cookie;
 
 	ASSERT_LE(0, fd);
@@ -277,7 +257,7 @@ TEST_F(mr, close_releases_everything)
 	EXPECT_EQ(self->qps0 + 2, rc_qps(variant->kind));
 	close(fd);
 	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 1));
-	EXPECT_LE(inv0 + 20, counter("mr_invalidated"));
+	EXPECT_LE(inv0 + 20, rds_counter("mr_invalidated"));
 	EXPECT_EQ(self->qps0 + 2, rc_qps(variant->kind));
 	EXPECT_EQ(0, free_mr(other, cookie, 0));
 	EXPECT_EQ(0, pinned_now());
@@ -292,7 +272,7 @@ TEST_F(mr, close_releases_everything)
 TEST_F(mr, device_removal_deregisters_and_frees_on_close)
 {
 	int fd = bound_socket(variant->local, 0);
-	long long stale0 = counter("mr_stale");
+	long long stale0 = rds_counter("mr_stale");
 	uint64_t cookie[3];
 
 	ASSERT_LE(0, fd);
@@ -300,7 +280,7 @@ TEST_F(mr, device_removal_deregisters_and_frees_on_close)
 		ASSERT_EQ(0, get_mr(fd, self->buf + i * 4 * PAGE, 4 * PAGE, 0, &cookie[i]));
 	ASSERT_EQ(12, pinned_now());
 	ASSERT_EQ(0, sh("rdma link del %s_a", variant->kind));
-	EXPECT_LE(stale0 + 3, counter("mr_stale"));
+	EXPECT_LE(stale0 + 3, rds_counter("mr_stale"));
 	EXPECT_EQ(12, pinned_now());
 	EXPECT_EQ(0, free_mr(fd, cookie[0], RDS_RDMA_INVALIDATE));
 	EXPECT_EQ(8, pinned_now());
@@ -473,12 +453,12 @@ TEST_F_TIMEOUT(mr, rdma_write_and_read_verified, 600)
 		for (size_t j = 0; j < len; j++)
 			remote[roff + j] = (char)(j * 13 + i + 1);
 		memset(local, 0, MIB + PAGE);
-		sinks0 = counter("rdma_read_sinks_registered");
+		sinks0 = rds_counter("rdma_read_sinks_registered");
 		ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, len, &iov, 1,
 				       RDS_RDMA_NOTIFY_ME, 200 + i, "r", 1));
 		EXPECT_EQ(sinks0 + (long long)(variant->read_sinks ?
 				    (lpages + variant->max_pages - 1) / variant->max_pages : 0),
-			  counter("rdma_read_sinks_registered")) TH_LOG("read case %u", i);
+			  rds_counter("rdma_read_sinks_registered")) TH_LOG("read case %u", i);
 		ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
 		EXPECT_EQ(1, rdma_status(a, &token, &status));
 		EXPECT_EQ(200 + i, token);
@@ -515,7 +495,7 @@ TEST_F_TIMEOUT(mr, free_while_the_peer_reads, 600)
 	enum { READS = 8 };
 	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
 	struct sockaddr_in to = sin4(variant->remote, PORT_B);
-	long long fences0 = counter("mr_tx_fences");
+	long long fences0 = rds_counter("mr_tx_fences");
 	volatile char *local;
 	char *remote, got[16];
 	uint64_t cookie, token;
@@ -580,9 +560,9 @@ TEST_F_TIMEOUT(mr, free_while_the_peer_reads, 600)
 	close(b);
 	EXPECT_TRUE(WAIT_FOR(20, pinned_now() == 0));
 	if (!strcmp(variant->kind, "siw")) {
-		EXPECT_LT(fences0, counter("mr_tx_fences"));
+		EXPECT_LT(fences0, rds_counter("mr_tx_fences"));
 	} else {
-		EXPECT_EQ(fences0, counter("mr_tx_fences"));
+		EXPECT_EQ(fences0, rds_counter("mr_tx_fences"));
 	}
 }
 
@@ -631,10 +611,10 @@ TEST_F(mr, rdma_gathers_use_once_and_stale_cookie)
 	for (size_t j = 0; j < 3 * PAGE; j++)
 		remote[j] = (char)(j * 11 + 5);
 	memset(self->buf, 0, 10 * PAGE);
-	sinks0 = counter("rdma_read_sinks_registered");
+	sinks0 = rds_counter("rdma_read_sinks_registered");
 	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 7, 3 * PAGE - 7, iov, 3,
 			       RDS_RDMA_NOTIFY_ME, 4, "h", 1));
-	EXPECT_EQ(sinks0 + (variant->read_sinks ? 3 : 0), counter("rdma_read_sinks_registered"));
+	EXPECT_EQ(sinks0 + (variant->read_sinks ? 3 : 0), rds_counter("rdma_read_sinks_registered"));
 	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
 	ASSERT_EQ(1, rdma_status(a, &token, &status));
 	EXPECT_EQ(4u, token);
@@ -1042,12 +1022,12 @@ TEST_F(mr, registration_qp_failure_recreates_it)
 	ASSERT_EQ(0, peer_get_mr(b, remote + 2 * PAGE, PAGE, 0, &freed));
 	ASSERT_EQ(0, write_verified(a, variant->remote, self->buf, remote, kept, 1));
 	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
-	recreated = counter("mr_qp_recreated");
-	stale = counter("mr_stale");
+	recreated = rds_counter("mr_qp_recreated");
+	stale = rds_counter("mr_stale");
 	ASSERT_EQ(0, sh("echo 1 > " RRDS_DEBUGFS "/regqp_fail"));
 	/* Freed through the failed QP: the LOCAL_INV flushes, the MR is deregistered. */
 	EXPECT_EQ(0, free_mr(b, freed, RDS_RDMA_INVALIDATE));
-	EXPECT_TRUE(WAIT_FOR(5, counter("mr_stale") == stale + 1));
+	EXPECT_TRUE(WAIT_FOR(5, rds_counter("mr_stale") == stale + 1));
 	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, freed, 0, PAGE, &iov, 1,
 			       RDS_RDMA_NOTIFY_ME, 2, "s", 1));
 	ASSERT_EQ(1, rdma_status(a, &token, &status));
@@ -1056,7 +1036,7 @@ TEST_F(mr, registration_qp_failure_recreates_it)
 		TH_LOG("status %d", status);
 	/* A new registration, on a new QP; the one from before still works. */
 	ASSERT_EQ(0, peer_get_mr(b, remote + 4 * PAGE, PAGE, 0, &fresh));
-	EXPECT_EQ(recreated + 1, counter("mr_qp_recreated"));
+	EXPECT_EQ(recreated + 1, rds_counter("mr_qp_recreated"));
 	EXPECT_EQ(0, write_verified(a, variant->remote, self->buf, remote + 4 * PAGE, fresh, 3));
 	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
 	EXPECT_EQ(0, write_verified(a, variant->remote, self->buf, remote, kept, 4));
@@ -1064,7 +1044,7 @@ TEST_F(mr, registration_qp_failure_recreates_it)
 	/* The fault meets a registration: it is retried on a new QP, unnoticed. */
 	ASSERT_EQ(0, sh("echo 1 > " RRDS_DEBUGFS "/regqp_fail"));
 	ASSERT_EQ(0, peer_get_mr(b, remote + 6 * PAGE, PAGE, 0, &again));
-	EXPECT_EQ(recreated + 2, counter("mr_qp_recreated"));
+	EXPECT_EQ(recreated + 2, rds_counter("mr_qp_recreated"));
 	EXPECT_EQ(0, write_verified(a, variant->remote, self->buf, remote + 6 * PAGE, again, 5));
 	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
 	EXPECT_NE(0, sh("echo 2 2>/dev/null > " RRDS_DEBUGFS "/regqp_fail"));
@@ -1177,7 +1157,7 @@ TEST_F_TIMEOUT(mr, processes_register_at_once, 3600)
 	enum { PROCS = 8 };
 	const char *env = getenv("RRDS_MR_CYCLES");
 	long cycles = env ? atol(env) : 500;
-	long long reg0 = counter("mr_registered");
+	long long reg0 = rds_counter("mr_registered");
 	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
 	char *target = self->buf + MIB + PAGE, got[16];
 	struct rds_iovec iov = { .addr = (uintptr_t)self->buf, .bytes = 16 * 1024 };
@@ -1253,7 +1233,7 @@ TEST_F_TIMEOUT(mr, processes_register_at_once, 3600)
 		}
 	}
 	TH_LOG("%ld registrations per process, %d RDMA writes meanwhile", cycles, writes);
-	EXPECT_LE(reg0 + PROCS * cycles, counter("mr_registered"));
+	EXPECT_LE(reg0 + PROCS * cycles, rds_counter("mr_registered"));
 	EXPECT_EQ(0, free_mr(b, cookie, 0));
 	close(a);
 	close(b);

@@ -9,6 +9,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <string.h>
+#include <unistd.h>
 #include <sys/socket.h>
 #include <linux/rds.h>
 
@@ -55,6 +57,26 @@ static inline int local_port(int fd)
 	if (getsockname(fd, (struct sockaddr *)&a, &len))
 		return -1;
 	return ntohs(a.sin_port);
+}
+
+/* A global counter by name (RDS_INFO_COUNTERS); -1 if missing. */
+static inline long long rds_counter(const char *name)
+{
+	struct rds_info_counter c[128];
+	socklen_t len = sizeof(c);
+	int fd = rds_socket(), each;
+	long long value = -1;
+
+	if (fd < 0)
+		return -1;
+	each = getsockopt(fd, SOL_RDS, RDS_INFO_COUNTERS, c, &len);
+	close(fd);
+	if (each != sizeof(c[0]))
+		return -1;
+	for (unsigned int i = 0; i < len / sizeof(c[0]); i++)
+		if (!strncmp((char *)c[i].name, name, sizeof(c[i].name)))
+			value = c[i].value;
+	return value;
 }
 
 #endif /* RDS_SOCKET_H */

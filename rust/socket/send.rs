@@ -328,7 +328,6 @@ pub(super) fn sendmsg(
         tx.bytes += len;
         if tx.bytes >= sndbuf / 2 {
             header.flags |= flags::ACK_REQUIRED;
-            stats::inc(Stat::SendAckRequired);
         }
     }
     if let Err(e) = conn.queue(header, message, Some(state.into())) {

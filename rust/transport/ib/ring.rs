@@ -45,6 +45,10 @@ use crate::{
         HEADER_LEN, //
     },
     rdma::RdmaOp,
+    stats::{
+        self,
+        Stat, //
+    },
 };
 
 /// Send slots per link (upstream's default send ring).
@@ -407,6 +411,7 @@ impl Rings {
                 header.flags |= flags::ACK_REQUIRED;
             }
             if header.flags & flags::ACK_REQUIRED != 0 {
+                stats::inc(Stat::SendAckRequired);
                 self.until_ack_required = ACK_EVERY;
             } else {
                 self.until_ack_required -= 1;
@@ -852,6 +857,7 @@ impl Rings {
     pub(super) fn message_received(&mut self, sequence: u64, ack_required: bool) {
         self.last_received = sequence;
         if ack_required {
+            stats::inc(Stat::RecvAckRequired);
             self.ack_wanted = true;
         }
     }
