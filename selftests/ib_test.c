@@ -763,6 +763,55 @@ TEST_F(ib, messages_cross_namespaces_intact)
 	EXPECT_LE(acks_seen + MESSAGES / 9, rds_counter("recv_ack_required"));
 }
 
+#define FULL_MSG	16384
+#define FULL_SNDBUF	65536	/* SO_SNDBUFFORCE: four FULL_MSG fit */
+
+/*
+ * Fills the send buffer with messages to a host of the subnet that does not
+ * exist (no connection can carry them while its address resolves), then
+ * expects the next non-blocking send to fail with EAGAIN and to count in
+ * send_queue_full, as upstream's rds_sendmsg does.
+ */
+static void __attribute__((noreturn)) run_full_sender(const FIXTURE_VARIANT(ib) *v)
+{
+	static char buf[FULL_MSG];
+	char absent[INET_ADDRSTRLEN];
+	long long full = rds_counter("send_queue_full");
+	struct sockaddr_in to;
+	int fd, i;
+
+	snprintf(absent, sizeof(absent), "%.*s.99",
+		 (int)(strrchr(v->remote, '.') - v->remote), v->remote);
+	to = sin4(absent, PAIR_PORT);
+	fd = child_socket(v->local, 0);
+	set_buf(fd, SO_SNDBUFFORCE, FULL_SNDBUF);
+	/* Accepted while the queued bytes are below the limit (upstream's rule). */
+	for (i = 0; i < FULL_SNDBUF / FULL_MSG; i++)
+		if (sendto(fd, buf, FULL_MSG, MSG_DONTWAIT, (struct sockaddr *)&to,
+			   sizeof(to)) != FULL_MSG)
+			die("message %d to %s: %s", i, absent, strerror(errno));
+	errno = 0;
+	if (sendto(fd, buf, FULL_MSG, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)) != -1 ||
+	    errno != EAGAIN)
+		die("send into a full buffer: %s", errno ? strerror(errno) : "accepted");
+	if (full < 0 || rds_counter("send_queue_full") < full + 1)
+		die("send_queue_full %lld before, %lld after", full,
+		    rds_counter("send_queue_full"));
+	close(fd);
+	_exit(0);
+}
+
+TEST_F(ib, full_send_buffer_refuses_with_eagain)
+{
+	struct kid k = { 0 };
+
+	deadline = now() + 30;
+	if (!spawn_in(&k, NS_A, "sender"))
+		run_full_sender(variant);
+	ASSERT_LT(0, k.pid);
+	EXPECT_EQ(0, reap(_metadata, &k, 1, deadline + REAP_GRACE_S));
+}
+
 /*
  * One process per namespace, each with a socket bound to its end of the pair
  * at PAIR_PORT: rrds-a sends one message, rrds-b answers it, then both hold

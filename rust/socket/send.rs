@@ -324,6 +324,9 @@ pub(super) fn sendmsg(
     }
     {
         let mut tx = state.tx.lock();
+        if tx.bytes >= sndbuf {
+            stats::inc(Stat::SendQueueFull);
+        }
         wait_until(&state.wait, &mut tx, &mut timeo, |t| t.bytes < sndbuf)?;
         tx.bytes += len;
         if tx.bytes >= sndbuf / 2 {
