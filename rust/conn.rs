@@ -378,9 +378,6 @@ impl Connection {
             }
         }
         st.transmitting = false;
-        if st.queue.is_empty() {
-            stats::inc(Stat::SendQueueEmpty);
-        }
     }
 
     /// The transport has delivered everything up to `seq`: release those

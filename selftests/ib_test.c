@@ -738,11 +738,13 @@ TEST_F(ib, messages_cross_namespaces_intact)
 {
 	long long acks_asked = rds_counter("send_ack_required");
 	long long acks_seen = rds_counter("recv_ack_required");
+	long long emptied = rds_counter("send_queue_empty");
 	int ready[2], done[2];
 	struct kid k[2] = { 0 };
 
 	ASSERT_LE(0, acks_asked);
 	ASSERT_LE(0, acks_seen);
+	ASSERT_LE(0, emptied);
 	gate_open(_metadata, ready);	/* the receiver is bound */
 	gate_open(_metadata, done);	/* the receiver has exited */
 	deadline = now() + 120;
@@ -761,6 +763,8 @@ TEST_F(ib, messages_cross_namespaces_intact)
 	/* Upstream's rhythm: at least every ninth message asks for an ack. */
 	EXPECT_LE(acks_asked + MESSAGES / 9, rds_counter("send_ack_required"));
 	EXPECT_LE(acks_seen + MESSAGES / 9, rds_counter("recv_ack_required"));
+	/* The sender's unacknowledged bytes went back to 0 at least once. */
+	EXPECT_LT(emptied, rds_counter("send_queue_empty"));
 }
 
 #define FULL_MSG	16384

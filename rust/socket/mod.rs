@@ -297,9 +297,15 @@ impl RdsSock {
         self.wait.notify_all();
     }
 
+    /// `len` bytes of this socket's are acknowledged or dropped: its send
+    /// buffer has room for them again.
     pub(crate) fn send_completed(&self, len: usize) {
         let mut tx = self.tx.lock();
+        let was = tx.bytes;
         tx.bytes = tx.bytes.saturating_sub(len);
+        if was != 0 && tx.bytes == 0 {
+            crate::stats::inc(crate::stats::Stat::SendQueueEmpty);
+        }
         drop(tx);
         self.wait.notify_all();
     }
