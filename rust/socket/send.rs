@@ -192,15 +192,22 @@ pub(super) fn sendmsg(
     // `rds_cmsg_send` does: bad arguments are reported first.
     let rdma = match (cmsgs.rdma_args, cmsgs.atomic) {
         (Some(args), _) => {
+            // iWARP: a READ's local memory is registered (`read_sink_device`).
             let sink_device = super::read_sink_device(&state);
-            let mut register = |start: u64, bytes: u64| match &sink_device {
-                Some(on) => super::register_read_sink(&state, on, start, bytes),
-                None => Err(EINVAL),
+            let mut register;
+            let sinks = match &sink_device {
+                Some(on) => {
+                    register = |start: u64, bytes: u64| {
+                        super::register_read_sink(&state, on, start, bytes)
+                    };
+                    Some(SinkRegistration {
+                        max_pages: (on.0.caps().max_fast_reg_page_list_len as usize)
+                            .min(mr::MAX_PAGES),
+                        register: &mut register,
+                    })
+                }
+                None => None,
             };
-            let sinks = sink_device.as_ref().map(|(device, _)| SinkRegistration {
-                max_pages: (device.caps().max_fast_reg_page_list_len as usize).min(mr::MAX_PAGES),
-                register: &mut register,
-            });
             Some(RdmaOp::from_args(args, &state.into(), recverr, sinks)?)
         }
         (None, Some((kind, args))) => {
