@@ -9,6 +9,7 @@
 #   make bench-ib                  the same over IB (an rxe pair), with perftest as the ceiling
 #   make bench-rdma                RDMA WRITE/READ through RDS against ib_write_bw/ib_read_bw
 #   make bench-register            GET_MR + FREE_MR cycles against in-tree's RDMA_MAP + FREE_MR
+#   make interop                   rrds in one VM against in-tree RDS/IB in another (also in check)
 #
 # KDIR defaults to the cached test kernel (scripts/kernel-dir builds it on first use).
 
@@ -31,7 +32,7 @@ SHELL := /bin/bash
 rust_sources = $(filter-out rust/bindings_generated.rs,$(wildcard rust/*.rs rust/*/*.rs rust/*/*/*.rs))
 kmake = $(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM)
 
-.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench bench-ib bench-rdma bench-register bench-xrc setup
+.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench bench-ib bench-rdma bench-register bench-xrc interop setup
 
 all: modules
 
@@ -81,3 +82,6 @@ bench-register:
 
 bench-xrc:
 	scripts/bench-xrc
+
+interop: modules selftests
+	scripts/interop

@@ -20,6 +20,7 @@
 #include "kselftest_harness.h"
 #include "rrds_test.h"
 #include "rds_socket.h"
+#include "rds_rdma.h"
 
 #define NS_A	"rrds-a"
 #define NS_B	"rrds-b"
@@ -74,25 +75,6 @@ FIXTURE_TEARDOWN(mr)
 static long long pinned_now(void)
 {
 	return rds_counter("mr_pages_pinned") - rds_counter("mr_pages_unpinned");
-}
-
-/* RDS_GET_MR of @len bytes at @addr; 0 or -errno, the cookie in *@cookie. */
-static int get_mr(int fd, const void *addr, uint64_t len, uint64_t flags, uint64_t *cookie)
-{
-	struct rds_get_mr_args a = {
-		.vec = { .addr = (uintptr_t)addr, .bytes = len },
-		.cookie_addr = (uintptr_t)cookie,
-		.flags = flags,
-	};
-
-	return setsockopt(fd, SOL_RDS, RDS_GET_MR, &a, sizeof(a)) ? -errno : 0;
-}
-
-static int free_mr(int fd, uint64_t cookie, uint64_t flags)
-{
-	struct rds_free_mr_args f = { .cookie = cookie, .flags = flags };
-
-	return setsockopt(fd, SOL_RDS, RDS_FREE_MR, &f, sizeof(f)) ? -errno : 0;
 }
 
 /* Where the registration lives does not matter: unbound is ENOTCONN, loopback EOPNOTSUPP. */
@@ -292,66 +274,6 @@ TEST_F(mr, device_removal_deregisters_and_frees_on_close)
 	ASSERT_EQ(0, rrds_unload());
 }
 
-/*
- * sendmsg with RDS_CMSG_RDMA_ARGS from @fd to @ip:@port: the operation on
- * @cookie (+@roff, @rlen bytes), the local @iov, then @len bytes of @data.
- */
-static int rdma_send(int fd, const char *ip, int port, uint64_t cookie, uint64_t roff,
-		     uint64_t rlen, struct rds_iovec *iov, uint64_t n, uint64_t flags,
-		     uint64_t token, const void *data, size_t len)
-{
-	struct rds_rdma_args args = {
-		.cookie = cookie,
-		.remote_vec = { .addr = roff, .bytes = rlen },
-		.local_vec_addr = (uintptr_t)iov,
-		.nr_local = n,
-		.flags = flags,
-		.user_token = token,
-	};
-	char control[CMSG_SPACE(sizeof(args))];
-	struct sockaddr_in to = sin4(ip, port);
-	struct iovec v = { .iov_base = (void *)data, .iov_len = len };
-	struct msghdr msg = {
-		.msg_name = &to, .msg_namelen = sizeof(to), .msg_iov = &v, .msg_iovlen = 1,
-		.msg_control = control, .msg_controllen = sizeof(control),
-	};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-
-	memset(control, 0, sizeof(control));
-	c->cmsg_level = SOL_RDS;
-	c->cmsg_type = RDS_CMSG_RDMA_ARGS;
-	c->cmsg_len = CMSG_LEN(sizeof(args));
-	memcpy(CMSG_DATA(c), &args, sizeof(args));
-	return sendmsg(fd, &msg, 0) < 0 ? -errno : 0;
-}
-
-/* The next RDMA status on @fd: 1 with *@token and *@status, 0 if none in 20 s, -errno. */
-static int rdma_status(int fd, uint64_t *token, int *status)
-{
-	struct rds_rdma_notify n;
-	char control[CMSG_SPACE(sizeof(n)) + 64], data[64];
-	struct iovec v = { .iov_base = data, .iov_len = sizeof(data) };
-	struct msghdr msg = {
-		.msg_iov = &v, .msg_iovlen = 1,
-		.msg_control = control, .msg_controllen = sizeof(control),
-	};
-	struct cmsghdr *c;
-	ssize_t got = recvmsg(fd, &msg, 0);
-
-	if (got < 0)
-		return errno == EAGAIN ? 0 : -errno;
-	for (c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-		if (c->cmsg_level == SOL_RDS && c->cmsg_type == RDS_CMSG_RDMA_STATUS &&
-		    c->cmsg_len == CMSG_LEN(sizeof(n))) {
-			memcpy(&n, CMSG_DATA(c), sizeof(n));
-			*token = n.user_token;
-			*status = n.status;
-			return got == 0 ? 1 : -EPROTO;
-		}
-	}
-	return -EPROTO;
-}
-
 /* A socket of rrds-b bound to @ip:@port, made from rrds-b; back in rrds-a after. */
 static int peer_socket(const char *ip, int port)
 {
@@ -383,14 +305,6 @@ static int peer_get_mr(int fd, const void *addr, uint64_t len, uint64_t flags,
 	if (enter_ns(NS_A))
 		return -EIO;
 	return ret;
-}
-
-static void set_timeouts(int fd)
-{
-	struct timeval tv = { .tv_sec = 20 };
-
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
 /*
@@ -719,64 +633,6 @@ TEST_F(mr, rdma_canceled_before_sending)
 	EXPECT_EQ(RDS_RDMA_CANCELED, status);
 	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
 	close(a);
-}
-
-/* One SOL_RDS control message of a send. */
-struct rds_cm {
-	int type;
-	const void *arg;
-	size_t len;
-};
-
-/* @data (@len bytes) to @ip:@port with the control messages @cm[@n]; 0 or -errno. */
-static int send_cmsgs(int fd, const char *ip, int port, const struct rds_cm *cm, int n,
-		      const void *data, size_t len)
-{
-	union {
-		char buf[4 * CMSG_SPACE(64)];
-		struct cmsghdr align;
-	} control;
-	struct sockaddr_in to = sin4(ip, port);
-	struct iovec v = { .iov_base = (void *)data, .iov_len = len };
-	struct msghdr msg = {
-		.msg_name = &to, .msg_namelen = sizeof(to), .msg_iov = &v, .msg_iovlen = 1,
-		.msg_control = control.buf,
-	};
-	size_t used = 0;
-
-	memset(&control, 0, sizeof(control));
-	for (int i = 0; i < n && i < 4 && cm[i].len <= 64; i++) {
-		struct cmsghdr *c = (struct cmsghdr *)(control.buf + used);
-
-		c->cmsg_level = SOL_RDS;
-		c->cmsg_type = cm[i].type;
-		c->cmsg_len = CMSG_LEN(cm[i].len);
-		memcpy(CMSG_DATA(c), cm[i].arg, cm[i].len);
-		used += CMSG_SPACE(cm[i].len);
-	}
-	msg.msg_controllen = used;
-	return sendmsg(fd, &msg, 0) < 0 ? -errno : 0;
-}
-
-/* A message into @buf: its length or -errno; the RDMA_DEST cookie in *@cookie (0 if none). */
-static ssize_t recv_cookie(int fd, char *buf, size_t size, uint64_t *cookie)
-{
-	char control[CMSG_SPACE(sizeof(uint64_t)) + 64];
-	struct iovec v = { .iov_base = buf, .iov_len = size };
-	struct msghdr msg = {
-		.msg_iov = &v, .msg_iovlen = 1,
-		.msg_control = control, .msg_controllen = sizeof(control),
-	};
-	ssize_t got = recvmsg(fd, &msg, 0);
-
-	*cookie = 0;
-	if (got < 0)
-		return -errno;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-		if (c->cmsg_level == SOL_RDS && c->cmsg_type == RDS_CMSG_RDMA_DEST &&
-		    c->cmsg_len == CMSG_LEN(sizeof(*cookie)))
-			memcpy(cookie, CMSG_DATA(c), sizeof(*cookie));
-	return got;
 }
 
 /*

@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rrds against an in-tree RDS/IB peer (interop.h; run by scripts/interop,
+ * which boots interop_peer's VM beside this one): both speak upstream's
+ * wire protocol over rxe, so each side's connections, messages of every
+ * size, pings and RDMA through the other's memory registrations work and
+ * arrive intact. The cases run in order; the first waits for the peer.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "kselftest_harness.h"
+#include "rrds_test.h"
+#include "rds_rdma.h"
+#include "payload.h"
+#include "interop.h"
+
+#define PAGE	4096u
+
+/* eth0 addressed, an rxe device on it and rrds loaded (idempotent); 0 or -1. */
+static int interop_up(void)
+{
+	if (sh("modprobe rdma_rxe && ip link set eth0 up && "
+	       "{ ip -4 addr show dev eth0 | grep -q ' %s/' || ip addr add %s/24 dev eth0; } && "
+	       "{ rdma link show rxe0/1 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev eth0; }",
+	       INTEROP_RRDS_IP, INTEROP_RRDS_IP))
+		return -1;
+	return rrds_loaded() ? 0 : rrds_load();
+}
+
+FIXTURE(interop) {
+	int fd;			/* bound to INTEROP_RRDS_IP:INTEROP_PORT */
+	unsigned char *buf;	/* a message of up to INTEROP_MAX bytes */
+	unsigned char *mem;	/* INTEROP_MAX + a page, page-aligned: registered memory */
+};
+
+FIXTURE_SETUP(interop)
+{
+	int size = 16 << 20;
+	struct timeval tv = { .tv_sec = 30 };
+
+	ASSERT_EQ(0, interop_up());
+	self->fd = bound_socket(INTEROP_RRDS_IP, INTEROP_PORT);
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, setsockopt(self->fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)));
+	ASSERT_EQ(0, setsockopt(self->fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)));
+	setsockopt(self->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(self->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	self->buf = malloc(INTEROP_MAX);
+	self->mem = aligned_alloc(PAGE, INTEROP_MAX + PAGE);
+	ASSERT_NE(NULL, self->buf);
+	ASSERT_NE(NULL, self->mem);
+}
+
+FIXTURE_TEARDOWN(interop)
+{
+	close(self->fd);
+	free(self->buf);
+	free(self->mem);
+}
+
+static const struct sockaddr_in *peer(void)
+{
+	static struct sockaddr_in a;
+
+	a = sin4(INTEROP_PEER_IP, INTEROP_PORT);
+	return &a;
+}
+
+/* A request of @len bytes (at least the command) in @buf to the peer; 0 or -errno. */
+static int send_request(int fd, const void *buf, size_t len)
+{
+	return sendto(fd, buf, len, 0, (const struct sockaddr *)peer(), sizeof(*peer())) < 0 ?
+		-errno : 0;
+}
+
+static int request(int fd, struct interop_cmd c)
+{
+	return send_request(fd, &c, sizeof(c));
+}
+
+/*
+ * The next message from the peer's bound socket into @buf: its length, and
+ * its command in *@c; -errno (EAGAIN after 30 s), or -EPROTO if it came
+ * from elsewhere or is shorter than a command.
+ */
+static ssize_t receive(int fd, unsigned char *buf, size_t size, struct interop_cmd *c)
+{
+	struct sockaddr_in from;
+	socklen_t len = sizeof(from);
+	ssize_t got = recvfrom(fd, buf, size, 0, (struct sockaddr *)&from, &len);
+
+	if (got < 0)
+		return -errno;
+	if (from.sin_addr.s_addr != peer()->sin_addr.s_addr || from.sin_port != peer()->sin_port ||
+	    got < (ssize_t)sizeof(*c))
+		return -EPROTO;
+	memcpy(c, buf, sizeof(*c));
+	return got;
+}
+
+/* The peer's OP_RESULT: 0 with *@r, or -errno / -EPROTO. */
+static int result(int fd, struct interop_cmd *r)
+{
+	struct interop_cmd c;
+	ssize_t got = receive(fd, (unsigned char *)&c, sizeof(c), &c);
+
+	if (got < 0)
+		return got;
+	*r = c;
+	return c.op == OP_RESULT ? 0 : -EPROTO;
+}
+
+/*
+ * The in-tree peer queued a message to rrds before rrds was loaded: its
+ * reconnects reach rrds's listener, rrds accepts, and the message arrives.
+ */
+TEST_F_TIMEOUT(interop, in_tree_peer_connects_first, 400)
+{
+	struct interop_cmd c = { 0 };
+	ssize_t got = -EAGAIN;
+
+	/* The peer's VM boots beside this one: allow it a few minutes. */
+	for (int i = 0; i < 10 && got == -EAGAIN; i++)
+		got = receive(self->fd, self->buf, INTEROP_MAX, &c);
+	ASSERT_EQ((ssize_t)sizeof(c), got);
+	EXPECT_EQ(OP_HELLO, c.op);
+}
+
+/* Whether RDS_INFO_CONNECTIONS lists rrds's connection to the peer over IB. */
+static bool ib_connection_listed(int fd)
+{
+	struct rds_info_connection conns[64];
+	socklen_t len = sizeof(conns);
+	int each = getsockopt(fd, SOL_RDS, RDS_INFO_CONNECTIONS, conns, &len);
+
+	if (each != sizeof(conns[0]))
+		return false;
+	for (unsigned int i = 0; i < len / sizeof(conns[0]); i++)
+		if (conns[i].laddr == sin4(INTEROP_RRDS_IP, 0).sin_addr.s_addr &&
+		    conns[i].faddr == peer()->sin_addr.s_addr &&
+		    !strcmp((char *)conns[i].transport, "infiniband"))
+			return true;
+	return false;
+}
+
+/* rrds pings the in-tree kernel (port 0): the pong comes from port 0. */
+TEST_F(interop, ping_in_tree_peer)
+{
+	struct sockaddr_in to = sin4(INTEROP_PEER_IP, 0), from;
+	socklen_t len = sizeof(from);
+
+	ASSERT_EQ(0, ERR(sendto(self->fd, NULL, 0, 0, (struct sockaddr *)&to, sizeof(to))));
+	ASSERT_EQ(0, ERR(recvfrom(self->fd, self->buf, 64, 0, (struct sockaddr *)&from, &len)));
+	EXPECT_EQ(to.sin_addr.s_addr, from.sin_addr.s_addr);
+	EXPECT_EQ(0, from.sin_port);
+	EXPECT_TRUE(ib_connection_listed(self->fd));
+}
+
+/* The in-tree peer pings rrds, which answers from the kernel. */
+TEST_F(interop, in_tree_peer_pings_rrds)
+{
+	struct interop_cmd r = { 0 };
+
+	ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_PING }));
+	ASSERT_EQ(0, result(self->fd, &r));
+	EXPECT_EQ(0, r.status);
+	EXPECT_EQ(1u, r.count);
+}
+
+/*
+ * Messages of every size, single and multi-fragment up to 1 MiB, sent in
+ * windows of ten and echoed by the in-tree peer: back in order, intact.
+ */
+TEST_F_TIMEOUT(interop, messages_echoed_intact, 900)
+{
+	static const size_t sizes[] = {
+		sizeof(struct interop_cmd), 41, 1000, 4095, 4096, 4097, 8192, 65535, 65536,
+		INTEROP_MAX,
+	};
+	const size_t n = sizeof(sizes) / sizeof(sizes[0]);
+	unsigned char *out = self->mem;
+
+	for (uint64_t round = 0; round < 3; round++) {
+		for (size_t i = 0; i < n; i++) {
+			struct interop_cmd c = { .op = OP_ECHO, .seed = round * n + i, .len = sizes[i] };
+
+			payload_fill(out, sizes[i], &c, sizeof(c), c.seed);
+			ASSERT_EQ(0, send_request(self->fd, out, sizes[i]));
+		}
+		for (size_t i = 0; i < n; i++) {
+			struct interop_cmd c;
+			ssize_t got = receive(self->fd, self->buf, INTEROP_MAX, &c);
+
+			ASSERT_EQ((ssize_t)sizes[i], got);
+			ASSERT_EQ(round * n + i, c.seed);
+			ASSERT_EQ(-1, payload_mismatch(self->buf, got, &c, sizeof(c), c.seed));
+		}
+	}
+}
+
+/* The in-tree peer streams 210 messages of mixed sizes: all arrive, in order, intact. */
+TEST_F_TIMEOUT(interop, in_tree_stream_intact, 900)
+{
+	const uint64_t count = 210, first = 1000;
+
+	ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_STREAM, .seed = first,
+							     .count = count }));
+	for (uint64_t i = 0; i < count; i++) {
+		struct interop_cmd c;
+		ssize_t got = receive(self->fd, self->buf, INTEROP_MAX, &c);
+
+		ASSERT_LT(0, got);
+		ASSERT_EQ(OP_STREAMED, c.op);
+		ASSERT_EQ(first + i, c.seed);
+		ASSERT_EQ((uint64_t)got, c.len);
+		ASSERT_EQ(-1, payload_mismatch(self->buf, got, &c, sizeof(c), c.seed));
+	}
+}
+
+/* Lengths and page offsets of the RDMA cases. */
+static const struct { size_t len, off; } rdma_cases[] = {
+	{ 1, 0 }, { 4095, 1 }, { 4096, 0 }, { 65536, 100 }, { INTEROP_MAX, 0 },
+};
+
+/* The next RDMA status on @fd within 60 s, or -errno / -ETIMEDOUT. */
+static int next_status(int fd)
+{
+	uint64_t token;
+	int status;
+
+	for (int i = 0; i < 2; i++) {
+		int got = rdma_status(fd, &token, &status);
+
+		if (got == 1)
+			return status;
+		if (got < 0)
+			return got;
+	}
+	return -ETIMEDOUT;
+}
+
+/*
+ * The in-tree peer registers memory with RDS_CMSG_RDMA_MAP (its only way on
+ * an FRWR device) and announces the cookie; rrds READs the pattern from it
+ * and WRITEs another, which the peer finds there.
+ */
+TEST_F_TIMEOUT(interop, rrds_rdma_on_in_tree_mr, 900)
+{
+	struct interop_cmd note = { .op = OP_NOTE };
+
+	for (size_t i = 0; i < sizeof(rdma_cases) / sizeof(rdma_cases[0]); i++) {
+		size_t len = rdma_cases[i].len, off = rdma_cases[i].off;
+		struct rds_iovec iov = { .addr = (uintptr_t)self->mem, .bytes = len };
+		struct interop_cmd c = { 0 }, r = { 0 };
+		uint64_t cookie;
+
+		TH_LOG("%zu bytes at page offset %zu", len, off);
+		ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_MAP, .len = len,
+								     .seed = 10 + i, .count = off }));
+		ASSERT_EQ((ssize_t)sizeof(c), recv_cookie(self->fd, (char *)&c, sizeof(c), &cookie));
+		ASSERT_EQ(OP_MAPPED, c.op);
+		ASSERT_NE(0u, cookie);
+
+		memset(self->mem, 0, len);
+		ASSERT_EQ(0, rdma_send(self->fd, INTEROP_PEER_IP, INTEROP_PORT, cookie, 0, len, &iov, 1,
+				       RDS_RDMA_NOTIFY_ME, 1, &note, sizeof(note)));
+		ASSERT_EQ(RDS_RDMA_SUCCESS, next_status(self->fd));
+		EXPECT_EQ(-1, payload_mismatch(self->mem, len, "", 0, 10 + i));
+
+		payload_fill(self->mem, len, "", 0, 20 + i);
+		ASSERT_EQ(0, rdma_send(self->fd, INTEROP_PEER_IP, INTEROP_PORT, cookie, 0, len, &iov, 1,
+				       RDS_RDMA_NOTIFY_ME | RDS_RDMA_READWRITE, 2, &note,
+				       sizeof(note)));
+		ASSERT_EQ(RDS_RDMA_SUCCESS, next_status(self->fd));
+		ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_CHECK, .seed = 20 + i,
+								     .count = off }));
+		ASSERT_EQ(0, result(self->fd, &r));
+		EXPECT_EQ(0u, r.count);
+	}
+}
+
+/*
+ * rrds registers memory with RDS_GET_MR and sends the cookie in a message;
+ * the in-tree peer READs the pattern from it, then WRITEs another, which
+ * is in place when the WRITE's message arrives.
+ */
+TEST_F_TIMEOUT(interop, in_tree_rdma_on_rrds_mr, 900)
+{
+	for (size_t i = 0; i < sizeof(rdma_cases) / sizeof(rdma_cases[0]); i++) {
+		size_t len = rdma_cases[i].len, off = rdma_cases[i].off;
+		unsigned char *at = self->mem + off;
+		struct interop_cmd c = { 0 }, r = { 0 };
+		uint64_t cookie;
+
+		TH_LOG("%zu bytes at page offset %zu", len, off);
+		payload_fill(at, len, "", 0, 30 + i);
+		ASSERT_EQ(0, get_mr(self->fd, at, len, RDS_RDMA_READWRITE, &cookie));
+
+		ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_READ, .len = len,
+								     .seed = 30 + i,
+								     .cookie = cookie }));
+		ASSERT_EQ((ssize_t)sizeof(c), receive(self->fd, self->buf, INTEROP_MAX, &c));
+		ASSERT_EQ(OP_READ_DONE, c.op);
+		ASSERT_EQ(0, result(self->fd, &r));
+		EXPECT_EQ(RDS_RDMA_SUCCESS, r.status);
+		EXPECT_EQ(0u, r.count);
+
+		ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_WRITE, .len = len,
+								     .seed = 40 + i,
+								     .cookie = cookie }));
+		ASSERT_EQ((ssize_t)sizeof(c), receive(self->fd, self->buf, INTEROP_MAX, &c));
+		ASSERT_EQ(OP_WRITTEN, c.op);
+		/* The WRITE is complete when its message arrives. */
+		EXPECT_EQ(-1, payload_mismatch(at, len, "", 0, 40 + i));
+		ASSERT_EQ(0, result(self->fd, &r));
+		EXPECT_EQ(RDS_RDMA_SUCCESS, r.status);
+
+		ASSERT_EQ(0, free_mr(self->fd, cookie, RDS_RDMA_INVALIDATE));
+	}
+}
+
+TEST_HARNESS_MAIN

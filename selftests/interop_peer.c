@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The in-tree side of the interop test (interop.h): runs over the in-tree
+ * RDS/IB, answers interop_check's requests until @stop_file exists, and
+ * exits 0 unless a call of its own failed in a way the requests cannot
+ * report.
+ *
+ *   interop_peer STOP_FILE
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "interop.h"
+#include "payload.h"
+#include "rds_rdma.h"
+
+static const char tag[] = "interop-peer";
+
+static bool stopped(const char *stop_file)
+{
+	struct stat st;
+
+	return stat(stop_file, &st) == 0;
+}
+
+static int send_to(int fd, const struct sockaddr_in *to, const void *buf, size_t len)
+{
+	return sendto(fd, buf, len, 0, (const struct sockaddr *)to, sizeof(*to)) < 0 ? -errno : 0;
+}
+
+static int reply(int fd, const struct sockaddr_in *to, uint8_t op, int32_t status, uint64_t count)
+{
+	struct interop_cmd r = { .op = op, .status = status, .count = count };
+
+	return send_to(fd, to, &r, sizeof(r));
+}
+
+/* The next RDMA status of @fd within 30 s: the status, or -errno / -ETIMEDOUT. */
+static int wait_status(int fd)
+{
+	uint64_t token;
+	int status;
+
+	for (int i = 0; i < 30; i++) {
+		int got = rdma_status(fd, &token, &status);
+
+		if (got == 1)
+			return status;
+		if (got < 0)
+			return got;
+	}
+	return -ETIMEDOUT;
+}
+
+/* Pings rrds from @fd: 1 if the pong came back within 20 s, else 0 or -errno. */
+static int ping(int fd, const char *ip)
+{
+	struct sockaddr_in to = sin4(ip, 0), from;
+	socklen_t len;
+	char buf[64];
+
+	if (send_to(fd, &to, NULL, 0))
+		return -errno;
+	for (int i = 0; i < 20; i++) {
+		ssize_t got;
+
+		len = sizeof(from);
+		got = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &len);
+		if (got == 0 && from.sin_port == 0)
+			return 1;
+		if (got < 0 && errno != EAGAIN)
+			return -errno;
+	}
+	return 0;
+}
+
+/* Sends @n messages of sizes cycling through a list, numbered from @seed. */
+static int stream(int fd, const struct sockaddr_in *to, unsigned char *buf, uint64_t seed,
+		  uint64_t n)
+{
+	static const size_t sizes[] = {
+		sizeof(struct interop_cmd), 100, 4095, 4096, 4097, 9000, 65536,
+	};
+
+	for (uint64_t i = 0; i < n; i++) {
+		size_t len = sizes[i % (sizeof(sizes) / sizeof(sizes[0]))];
+		struct interop_cmd h = { .op = OP_STREAMED, .seed = seed + i, .len = len };
+		int ret;
+
+		payload_fill(buf, len, &h, sizeof(h), seed + i);
+		ret = send_to(fd, to, buf, len);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+struct mapping {
+	unsigned char *mem;
+	size_t len;
+	uint64_t cookie;
+};
+
+/* RDS_CMSG_RDMA_MAP of @len pattern bytes at page offset @off, sent in OP_MAPPED. */
+static int map(int fd, const struct sockaddr_in *to, struct mapping *m, size_t len, size_t off,
+	       uint64_t seed)
+{
+	struct interop_cmd r = { .op = OP_MAPPED, .len = len };
+	struct rds_get_mr_args args = { .flags = RDS_RDMA_READWRITE };
+	struct rds_cm cm = { RDS_CMSG_RDMA_MAP, &args, sizeof(args) };
+	char ip[INET_ADDRSTRLEN];
+	int ret;
+
+	if (len > INTEROP_MAX || off >= 4096)
+		return -EINVAL;
+	m->len = len;
+	memset(m->mem, 0, INTEROP_MAX + 4096);
+	payload_fill(m->mem + off, len, "", 0, seed);
+	args.vec.addr = (uintptr_t)(m->mem + off);
+	args.vec.bytes = len;
+	args.cookie_addr = (uintptr_t)&m->cookie;
+	inet_ntop(AF_INET, &to->sin_addr, ip, sizeof(ip));
+	ret = send_cmsgs(fd, ip, ntohs(to->sin_port), &cm, 1, &r, sizeof(r));
+	if (ret)
+		m->cookie = 0;
+	return ret;
+}
+
+/* One RDMA of @len bytes on @cookie with a local buffer; its status, then the check. */
+static int rdma(int fd, const struct sockaddr_in *to, unsigned char *local,
+		const struct interop_cmd *c, bool write)
+{
+	struct interop_cmd r = { .op = write ? OP_WRITTEN : OP_READ_DONE, .len = c->len };
+	struct rds_iovec iov = { .addr = (uintptr_t)local, .bytes = c->len };
+	uint64_t flags = RDS_RDMA_NOTIFY_ME | (write ? RDS_RDMA_READWRITE : 0);
+	char ip[INET_ADDRSTRLEN];
+	long mismatch = -1;
+	int status;
+
+	if (c->len > INTEROP_MAX)
+		return reply(fd, to, OP_RESULT, -EINVAL, 0);
+	if (write)
+		payload_fill(local, c->len, "", 0, c->seed);
+	else
+		memset(local, 0, c->len);
+	inet_ntop(AF_INET, &to->sin_addr, ip, sizeof(ip));
+	status = rdma_send(fd, ip, ntohs(to->sin_port), c->cookie, 0, c->len, &iov, 1, flags, 1, &r,
+			   sizeof(r));
+	if (!status)
+		status = wait_status(fd);
+	if (!status && !write)
+		mismatch = payload_mismatch(local, c->len, "", 0, c->seed);
+	return reply(fd, to, OP_RESULT, status, mismatch + 1);
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in rrds = sin4(INTEROP_RRDS_IP, INTEROP_PORT), from;
+	size_t size = INTEROP_MAX + sizeof(struct interop_cmd);
+	struct interop_cmd hello = { .op = OP_HELLO };
+	struct mapping m = { 0 };
+	unsigned char *buf, *local;
+	int fd, bufsize = 16 << 20;
+	struct timeval tv = { .tv_sec = 1 };
+	unsigned long served = 0;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s STOP_FILE\n", argv[0]);
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	buf = malloc(size);
+	local = aligned_alloc(4096, INTEROP_MAX);
+	m.mem = aligned_alloc(4096, INTEROP_MAX + 4096);
+	fd = bound_socket(INTEROP_PEER_IP, INTEROP_PORT);
+	if (!buf || !local || !m.mem || fd < 0) {
+		perror(tag);
+		return 1;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bufsize, sizeof(bufsize));
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bufsize, sizeof(bufsize));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	tv.tv_sec = 20;
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+
+	/* Queued until rrds is up: the in-tree side connects first. */
+	if (send_to(fd, &rrds, &hello, sizeof(hello))) {
+		perror(tag);
+		return 1;
+	}
+	printf("%s: up, hello queued to %s:%d\n", tag, INTEROP_RRDS_IP, INTEROP_PORT);
+
+	while (!stopped(argv[1])) {
+		socklen_t from_len = sizeof(from);
+		struct interop_cmd c;
+		ssize_t got;
+		int ret = 0;
+
+		got = recvfrom(fd, buf, size, 0, (struct sockaddr *)&from, &from_len);
+		if (got < 0 && errno == EAGAIN)
+			continue;
+		if (got < (ssize_t)sizeof(c)) {
+			printf("%s: recvfrom %zd (%s), ignored\n", tag, got, got < 0 ? strerror(errno) : "short");
+			continue;
+		}
+		memcpy(&c, buf, sizeof(c));
+		served++;
+		switch (c.op) {
+		case OP_ECHO:
+			ret = send_to(fd, &from, buf, got);
+			break;
+		case OP_STREAM:
+			ret = stream(fd, &from, buf, c.seed, c.count);
+			break;
+		case OP_PING:
+			ret = reply(fd, &from, OP_RESULT, 0, ping(fd, INTEROP_RRDS_IP));
+			break;
+		case OP_MAP:
+			ret = map(fd, &from, &m, c.len, c.count, c.seed);
+			if (ret)
+				ret = reply(fd, &from, OP_RESULT, ret, 0);
+			break;
+		case OP_CHECK: {
+			long at = payload_mismatch(m.mem + c.count, m.len, "", 0, c.seed);
+
+			if (m.cookie)
+				free_mr(fd, m.cookie, RDS_RDMA_INVALIDATE);
+			m.cookie = 0;
+			ret = reply(fd, &from, OP_RESULT, 0, at + 1);
+			break;
+		}
+		case OP_READ:
+		case OP_WRITE:
+			ret = rdma(fd, &from, local, &c, c.op == OP_WRITE);
+			break;
+		case OP_NOTE:
+			break;
+		default:
+			printf("%s: unknown request %#x\n", tag, c.op);
+			ret = reply(fd, &from, OP_RESULT, -EINVAL, 0);
+		}
+		if (ret)
+			printf("%s: request '%c' failed: %s\n", tag, c.op, strerror(-ret));
+	}
+	printf("%s: stopped after %lu requests\n", tag, served);
+	return 0;
+}

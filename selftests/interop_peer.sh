@@ -1,0 +1,17 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The in-tree side of the interop test, run in its own VM by scripts/interop:
+# in-tree RDS/IB over an rxe device on eth0, answering interop_check (in the
+# rrds VM) until STOP_FILE exists.
+#
+#   interop_peer.sh STOP_FILE
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+modprobe rdma_rxe
+modprobe rds_rdma
+ip link set lo up
+ip link set eth0 up
+ip addr add 10.99.0.1/24 dev eth0
+rdma link add rxe0 type rxe netdev eth0
+exec timeout 1700 "$here/build/interop_peer" "$1"
