@@ -118,10 +118,42 @@ kernel::sync::global_lock! {
     unsafe(uninit) static CONNS: Mutex<KVec<ConnEntry>> = KVec::new();
 }
 
+/// The sequence numbers of an IB connection forgotten because its
+/// namespace's last bound socket closed, taken up by the next connection
+/// with the same key. The peer may have kept its state (in-tree RDS keeps
+/// its connections until unload): it retransmits what it had not seen
+/// acknowledged, of which the new connection drops what the old one
+/// delivered, and it drops retransmissions numbered below what it has seen,
+/// so the new connection numbers its messages on from the old one.
+struct Resume {
+    key: ConnKey,
+    next_tx_seq: u64,
+    next_rx_seq: u64,
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialised by `init()` in module init, before PF_RDS is registered.
+    unsafe(uninit) static RESUME: Mutex<KVec<Resume>> = KVec::new();
+}
+
 /// Initialises the connection table. Call once, in module init.
 pub(crate) fn init() {
     // SAFETY: Module init calls this exactly once, before any other use of `CONNS`.
     unsafe { CONNS.init() };
+    // SAFETY: As above, for `RESUME`.
+    unsafe { RESUME.init() };
+}
+
+/// Takes the sequence numbers left by a forgotten connection with `key`.
+fn take_resume(key: &ConnKey) -> Option<(u64, u64)> {
+    let mut resume = RESUME.lock();
+    let i = resume.iter().position(|r| r.key == *key)?;
+    let r = resume.remove(i).ok()?;
+    if resume.is_empty() {
+        // Frees the buffer: nothing else would before unload.
+        *resume = KVec::new();
+    }
+    Some((r.next_tx_seq, r.next_rx_seq))
 }
 
 /// The connection for `key`, created on first use; the caller is a user
@@ -191,6 +223,12 @@ fn lookup(key: ConnKey, transport: &'static dyn Transport, user: bool) -> Result
         cong::put(fcong);
         return Ok(existing);
     }
+    // Not yet visible to anyone else.
+    if let Some((next_tx_seq, next_rx_seq)) = take_resume(&key) {
+        let mut st = conn.state.lock();
+        st.next_tx_seq = next_tx_seq;
+        st.next_rx_seq = next_rx_seq;
+    }
     let pushed = table.push(
         ConnEntry {
             conn: conn.clone(),
@@ -236,8 +274,17 @@ pub(crate) fn put(conn: Arc<Connection>) {
 
 /// Forgets every connection of `net` for which `which` holds (the namespace
 /// is exiting, or its last bound socket closed): IB paths are torn down, and
-/// what is still queued is dropped. Process context.
-pub(crate) fn forget_net(net: NetRef, mut which: impl FnMut(&Connection) -> bool) {
+/// what is still queued is dropped. With `resume`, the sequence numbers of
+/// each IB connection are kept for the next connection to the same peer
+/// (see `Resume`); without, those of `net` are dropped too. Process context.
+pub(crate) fn forget_net(net: NetRef, mut which: impl FnMut(&Connection) -> bool, resume: bool) {
+    if !resume {
+        let mut kept = RESUME.lock();
+        kept.retain(|r| r.key.net != net);
+        if kept.is_empty() {
+            *kept = KVec::new();
+        }
+    }
     loop {
         let entry = {
             let mut table = CONNS.lock();
@@ -254,6 +301,9 @@ pub(crate) fn forget_net(net: NetRef, mut which: impl FnMut(&Connection) -> bool
         };
         if let Some(path) = &e.conn.path {
             path.kill();
+            if resume {
+                e.conn.keep_sequences();
+            }
         }
         e.conn.cancel(None, |_| true);
         cong::put(e.conn.fcong.clone());
@@ -517,6 +567,25 @@ impl Connection {
                 None => break,
             }
         }
+    }
+
+    /// Records the sequence numbers for the next connection with this key
+    /// (see `Resume`); on allocation failure they are lost, as before.
+    fn keep_sequences(&self) {
+        let (next_tx_seq, next_rx_seq) = {
+            let st = self.state.lock();
+            (st.next_tx_seq, st.next_rx_seq)
+        };
+        let mut kept = RESUME.lock();
+        kept.retain(|r| r.key != self.key);
+        let _ = kept.push(
+            Resume {
+                key: self.key,
+                next_tx_seq,
+                next_rx_seq,
+            },
+            GFP_KERNEL,
+        );
     }
 
     /// Whether anything waits to be sent or acknowledged.

@@ -82,7 +82,7 @@ static int request(int fd, struct interop_cmd c)
 
 /*
  * The next message from the peer's bound socket into @buf: its length, and
- * its command in *@c; -errno (EAGAIN after 30 s), or -EPROTO if it came
+ * its command in *@c; -errno (ETIMEDOUT after 30 s), or -EPROTO if it came
  * from elsewhere or is shorter than a command.
  */
 static ssize_t receive(int fd, unsigned char *buf, size_t size, struct interop_cmd *c)
@@ -94,8 +94,11 @@ static ssize_t receive(int fd, unsigned char *buf, size_t size, struct interop_c
 	if (got < 0)
 		return -errno;
 	if (from.sin_addr.s_addr != peer()->sin_addr.s_addr || from.sin_port != peer()->sin_port ||
-	    got < (ssize_t)sizeof(*c))
+	    got < (ssize_t)sizeof(*c)) {
+		fprintf(stderr, "# unexpected: %zd bytes from %s:%d (first byte %#x)\n", got,
+			inet_ntoa(from.sin_addr), ntohs(from.sin_port), got > 0 ? buf[0] : 0);
 		return -EPROTO;
+	}
 	memcpy(c, buf, sizeof(*c));
 	return got;
 }
@@ -119,10 +122,10 @@ static int result(int fd, struct interop_cmd *r)
 TEST_F_TIMEOUT(interop, in_tree_peer_connects_first, 400)
 {
 	struct interop_cmd c = { 0 };
-	ssize_t got = -EAGAIN;
+	ssize_t got = -ETIMEDOUT;
 
 	/* The peer's VM boots beside this one: allow it a few minutes. */
-	for (int i = 0; i < 10 && got == -EAGAIN; i++)
+	for (int i = 0; i < 10 && got == -ETIMEDOUT; i++)
 		got = receive(self->fd, self->buf, INTEROP_MAX, &c);
 	ASSERT_EQ((ssize_t)sizeof(c), got);
 	EXPECT_EQ(OP_HELLO, c.op);

@@ -71,7 +71,7 @@ static int ping(int fd, const char *ip)
 		got = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &len);
 		if (got == 0 && from.sin_port == 0)
 			return 1;
-		if (got < 0 && errno != EAGAIN)
+		if (got < 0 && errno != EAGAIN && errno != ETIMEDOUT)
 			return -errno;
 	}
 	return 0;
@@ -200,10 +200,13 @@ int main(int argc, char **argv)
 		int ret = 0;
 
 		got = recvfrom(fd, buf, size, 0, (struct sockaddr *)&from, &from_len);
-		if (got < 0 && errno == EAGAIN)
+		/* RDS's receive timeout is ETIMEDOUT, as upstream's. */
+		if (got < 0 && (errno == EAGAIN || errno == ETIMEDOUT))
 			continue;
 		if (got < (ssize_t)sizeof(c)) {
-			printf("%s: recvfrom %zd (%s), ignored\n", tag, got, got < 0 ? strerror(errno) : "short");
+			printf("%s: recvfrom %zd (%s) from %s:%d, ignored\n", tag, got,
+			       got < 0 ? strerror(errno) : "short", inet_ntoa(from.sin_addr),
+			       ntohs(from.sin_port));
 			continue;
 		}
 		memcpy(&c, buf, sizeof(c));

@@ -14,4 +14,4 @@ ip link set lo up
 ip link set eth0 up
 ip addr add 10.99.0.1/24 dev eth0
 rdma link add rxe0 type rxe netdev eth0
-exec timeout 1700 "$here/build/interop_peer" "$1"
+exec timeout 800 "$here/build/interop_peer" "$1"

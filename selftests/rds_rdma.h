@@ -64,7 +64,7 @@ static inline int rdma_send(int fd, const char *ip, int port, uint64_t cookie, u
 	return sendmsg(fd, &msg, 0) < 0 ? -errno : 0;
 }
 
-/* The next RDMA status on @fd: 1 with *@token and *@status, 0 if none in 20 s, -errno. */
+/* The next RDMA status on @fd: 1 with *@token and *@status, 0 if none in time, -errno. */
 static inline int rdma_status(int fd, uint64_t *token, int *status)
 {
 	struct rds_rdma_notify n;
@@ -81,7 +81,7 @@ static inline int rdma_status(int fd, uint64_t *token, int *status)
 	*status = -1;
 	got = recvmsg(fd, &msg, 0);
 	if (got < 0)
-		return errno == EAGAIN ? 0 : -errno;
+		return errno == EAGAIN || errno == ETIMEDOUT ? 0 : -errno;
 	for (c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
 		if (c->cmsg_level == SOL_RDS && c->cmsg_type == RDS_CMSG_RDMA_STATUS &&
 		    c->cmsg_len == CMSG_LEN(sizeof(n))) {

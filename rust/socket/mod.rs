@@ -373,7 +373,7 @@ pub(crate) struct NetCleanup;
 
 impl NetExit for NetCleanup {
     fn exit(net: NetRef) {
-        conn::forget_net(net, |_| true);
+        conn::forget_net(net, |_| true, false);
         cong::forget_net(net);
     }
 }

@@ -254,7 +254,7 @@ pub(crate) fn net_put(net: NetRef, ep: &Endpoint) {
     // namespace is created after the sweep below.
     drop(gone);
     if last_in_net {
-        conn::forget_net(net, |c| c.path.is_some());
+        conn::forget_net(net, |c| c.path.is_some(), true);
     }
 }
 
