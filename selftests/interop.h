@@ -27,10 +27,15 @@ enum interop_op {
 	OP_MAPPED = 'm',
 	/* the mapped memory (page offset @count) holds pattern(@seed)? -> OP_RESULT; frees the MR */
 	OP_CHECK = 'C',
-	OP_READ = 'R',		/* the peer READs @len of @cookie -> OP_READ_DONE, OP_RESULT */
+	/*
+	 * The peer READs @len of @cookie -> OP_READ_DONE, OP_RESULT (@seed 1 if
+	 * in-tree notified the READ done before all of its data had landed)
+	 */
+	OP_READ = 'R',
 	OP_READ_DONE = 'r',	/* the message of the READ's sendmsg */
 	OP_WRITE = 'W',		/* the peer WRITEs pattern(@seed) to @cookie -> OP_WRITTEN, OP_RESULT */
 	OP_WRITTEN = 'w',	/* the message of the WRITE's sendmsg */
+	OP_FLOW_CONTROL = 'F',	/* net.rds.ib.flow_control := @count (new connections) -> OP_RESULT */
 	OP_NOTE = 'N',		/* nothing: the message of an RDMA sendmsg of the rrds side */
 	OP_RESULT = 'x',	/* @status: RDMA status or -errno; @count: mismatch offset + 1, or 0 */
 };

@@ -38,6 +38,15 @@ static int reply(int fd, const struct sockaddr_in *to, uint8_t op, int32_t statu
 	return send_to(fd, to, &r, sizeof(r));
 }
 
+/* OP_RESULT of a READ; @seed 1 if its data arrived only after its notification. */
+static int reply_late(int fd, const struct sockaddr_in *to, int32_t status, uint64_t count,
+		      bool late)
+{
+	struct interop_cmd r = { .op = OP_RESULT, .status = status, .count = count, .seed = late };
+
+	return send_to(fd, to, &r, sizeof(r));
+}
+
 /* The next RDMA status of @fd within 30 s: the status, or -errno / -ETIMEDOUT. */
 static int wait_status(int fd)
 {
@@ -98,6 +107,20 @@ static int stream(int fd, const struct sockaddr_in *to, unsigned char *buf, uint
 	return 0;
 }
 
+/* Sets in-tree RDS/IB's flow_control sysctl; 0 or -errno. */
+static int set_flow_control(uint64_t on)
+{
+	FILE *f = fopen("/proc/sys/net/rds/ib/flow_control", "w");
+	int ret;
+
+	if (!f)
+		return -errno;
+	ret = fprintf(f, "%d\n", on ? 1 : 0) < 0 ? -EIO : 0;
+	if (fclose(f) && !ret)
+		ret = -errno;
+	return ret;
+}
+
 struct mapping {
 	unsigned char *mem;
 	size_t len;
@@ -138,6 +161,7 @@ static int rdma(int fd, const struct sockaddr_in *to, unsigned char *local,
 	uint64_t flags = RDS_RDMA_NOTIFY_ME | (write ? RDS_RDMA_READWRITE : 0);
 	char ip[INET_ADDRSTRLEN];
 	long mismatch = -1;
+	bool late = false;
 	int status;
 
 	if (c->len > INTEROP_MAX)
@@ -153,7 +177,23 @@ static int rdma(int fd, const struct sockaddr_in *to, unsigned char *local,
 		status = wait_status(fd);
 	if (!status && !write)
 		mismatch = payload_mismatch(local, c->len, "", 0, c->seed);
-	return reply(fd, to, OP_RESULT, status, mismatch + 1);
+	if (mismatch >= 0) {
+		long zeros = 0;
+
+		while (mismatch + zeros < (long)c->len && !local[mismatch + zeros])
+			zeros++;
+		printf("%s: READ of %llu bytes reported done with byte %ld on not there (%ld zero bytes)\n",
+		       tag, (unsigned long long)c->len, mismatch, zeros);
+		/* Data still landing after the notification: wait for it, and say so. */
+		for (int i = 0; i < 50 && mismatch >= 0; i++) {
+			usleep(100000);
+			mismatch = payload_mismatch(local, c->len, "", 0, c->seed);
+		}
+		printf("%s: %s\n", tag, mismatch < 0 ? "all of it arrived after the notification" :
+						      "still differs after 5 s");
+		late = true;
+	}
+	return reply_late(fd, to, status, mismatch + 1, late);
 }
 
 int main(int argc, char **argv)
@@ -238,6 +278,9 @@ int main(int argc, char **argv)
 		case OP_READ:
 		case OP_WRITE:
 			ret = rdma(fd, &from, local, &c, c.op == OP_WRITE);
+			break;
+		case OP_FLOW_CONTROL:
+			ret = reply(fd, &from, OP_RESULT, set_flow_control(c.count), 0);
 			break;
 		case OP_NOTE:
 			break;

@@ -11,7 +11,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 modprobe rdma_rxe
 modprobe rds_rdma
 ip link set lo up
-ip link set eth0 up
+ip link set eth0 mtu 1500 up
 ip addr add 10.99.0.1/24 dev eth0
 rdma link add rxe0 type rxe netdev eth0
-exec timeout 800 "$here/build/interop_peer" "$1"
+rc=0
+timeout 800 "$here/build/interop_peer" "$1" || rc=$?
+# Retries and sequence errors of the link: packets lost between the VMs.
+rdma statistic show link rxe0/1 | tr ' ' '\n' | paste -sd' ' | sed 's/^/interop-peer: rxe0 /'
+exit $rc

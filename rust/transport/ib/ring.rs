@@ -345,7 +345,10 @@ impl Rings {
         self.qp.post_recv(path.cqe(TAG_RECV), &mut sges)?;
         self.recv_slots[i] = Some(buffer);
         self.recv_posted += 1;
-        self.credits.posted += 1;
+        // Never more than the ring: without flow control nothing advertises
+        // them, and the peer cannot hold credits for more buffers than
+        // there are (so the count is right if flow control starts later).
+        self.credits.posted = (self.credits.posted + 1).min(RECV_SLOTS as u32);
         Ok(())
     }
 
@@ -825,7 +828,16 @@ impl Rings {
             out.error = true;
             return out;
         };
-        if header.credit != 0 && self.credits.enabled {
+        if header.credit != 0 {
+            if !self.credits.enabled {
+                // A peer that offered no credits but advertises some does flow
+                // control on the credits we offered: in-tree RDS with
+                // `flow_control` set offers none, its receives not yet posted
+                // when it connects. Its sends stop unless ours advertise the
+                // buffers we post, and its grants are all our sends may use.
+                self.credits.enabled = true;
+                self.credits.send = 0;
+            }
             self.credits.send += u32::from(header.credit);
             out.credits_added = true;
         }
