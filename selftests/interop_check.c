@@ -203,6 +203,29 @@ TEST_F_TIMEOUT(interop, messages_echoed_intact, 900)
 	}
 }
 
+/*
+ * Receives the peer's OP_STREAM of @count messages numbered from @first:
+ * how many arrived in order and intact before the first that did not (or
+ * none came), which is described on stderr.
+ */
+static uint64_t streamed_intact(int fd, unsigned char *buf, uint64_t first, uint64_t count)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		struct interop_cmd c = { 0 };
+		ssize_t got = receive(fd, buf, INTEROP_MAX, &c);
+
+		if (got < 0 || c.op != OP_STREAMED || c.seed != first + i || c.len != (uint64_t)got ||
+		    payload_mismatch(buf, got, &c, sizeof(c), c.seed) != -1) {
+			fprintf(stderr, "# stream message %llu: got %zd, op %#x, seed %llu, len %llu\n",
+				(unsigned long long)i, got, got < 0 ? 0 : c.op,
+				got < 0 ? 0ULL : (unsigned long long)c.seed,
+				got < 0 ? 0ULL : (unsigned long long)c.len);
+			return i;
+		}
+	}
+	return count;
+}
+
 /* The in-tree peer streams 210 messages of mixed sizes: all arrive, in order, intact. */
 TEST_F_TIMEOUT(interop, in_tree_stream_intact, 900)
 {
@@ -210,16 +233,7 @@ TEST_F_TIMEOUT(interop, in_tree_stream_intact, 900)
 
 	ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_STREAM, .seed = first,
 							     .count = count }));
-	for (uint64_t i = 0; i < count; i++) {
-		struct interop_cmd c;
-		ssize_t got = receive(self->fd, self->buf, INTEROP_MAX, &c);
-
-		ASSERT_LT(0, got);
-		ASSERT_EQ(OP_STREAMED, c.op);
-		ASSERT_EQ(first + i, c.seed);
-		ASSERT_EQ((uint64_t)got, c.len);
-		ASSERT_EQ(-1, payload_mismatch(self->buf, got, &c, sizeof(c), c.seed));
-	}
+	ASSERT_EQ(count, streamed_intact(self->fd, self->buf, first, count));
 }
 
 /* Whether debugfs shows an rrds link up with credits (flow control) @on. */
@@ -256,14 +270,7 @@ TEST_F_TIMEOUT(interop, in_tree_flow_control_honoured, 900)
 
 	ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_STREAM, .seed = first,
 							     .count = count }));
-	for (uint64_t i = 0; i < count; i++) {
-		struct interop_cmd c;
-		ssize_t got = receive(self->fd, self->buf, INTEROP_MAX, &c);
-
-		ASSERT_LT(0, got);
-		ASSERT_EQ(first + i, c.seed);
-		ASSERT_EQ(-1, payload_mismatch(self->buf, got, &c, sizeof(c), c.seed));
-	}
+	ASSERT_EQ(count, streamed_intact(self->fd, self->buf, first, count));
 	EXPECT_TRUE(link_credits(true));
 	for (uint64_t i = 0; i < 300; i++) {
 		struct interop_cmd c = { .op = OP_ECHO, .seed = i, .len = 100 };
@@ -290,23 +297,6 @@ static const struct { size_t len, off; } rdma_cases[] = {
 	{ 1, 0 }, { 4095, 1 }, { 4096, 0 }, { 65536, 100 }, { INTEROP_MAX, 0 },
 };
 
-/* The next RDMA status on @fd within 60 s, or -errno / -ETIMEDOUT. */
-static int next_status(int fd)
-{
-	uint64_t token;
-	int status;
-
-	for (int i = 0; i < 2; i++) {
-		int got = rdma_status(fd, &token, &status);
-
-		if (got == 1)
-			return status;
-		if (got < 0)
-			return got;
-	}
-	return -ETIMEDOUT;
-}
-
 /*
  * The in-tree peer registers memory with RDS_CMSG_RDMA_MAP (its only way on
  * an FRWR device) and announces the cookie; rrds READs the pattern from it
@@ -332,14 +322,14 @@ TEST_F_TIMEOUT(interop, rrds_rdma_on_in_tree_mr, 900)
 		memset(self->mem, 0, len);
 		ASSERT_EQ(0, rdma_send(self->fd, INTEROP_PEER_IP, INTEROP_PORT, cookie, 0, len, &iov, 1,
 				       RDS_RDMA_NOTIFY_ME, 1, &note, sizeof(note)));
-		ASSERT_EQ(RDS_RDMA_SUCCESS, next_status(self->fd));
+		ASSERT_EQ(RDS_RDMA_SUCCESS, rdma_status_within(self->fd, 2));
 		EXPECT_EQ(-1, payload_mismatch(self->mem, len, "", 0, 10 + i));
 
 		payload_fill(self->mem, len, "", 0, 20 + i);
 		ASSERT_EQ(0, rdma_send(self->fd, INTEROP_PEER_IP, INTEROP_PORT, cookie, 0, len, &iov, 1,
 				       RDS_RDMA_NOTIFY_ME | RDS_RDMA_READWRITE, 2, &note,
 				       sizeof(note)));
-		ASSERT_EQ(RDS_RDMA_SUCCESS, next_status(self->fd));
+		ASSERT_EQ(RDS_RDMA_SUCCESS, rdma_status_within(self->fd, 2));
 		ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_CHECK, .seed = 20 + i,
 								     .count = off }));
 		ASSERT_EQ(0, result(self->fd, &r));

@@ -47,23 +47,6 @@ static int reply_late(int fd, const struct sockaddr_in *to, int32_t status, uint
 	return send_to(fd, to, &r, sizeof(r));
 }
 
-/* The next RDMA status of @fd within 30 s: the status, or -errno / -ETIMEDOUT. */
-static int wait_status(int fd)
-{
-	uint64_t token;
-	int status;
-
-	for (int i = 0; i < 30; i++) {
-		int got = rdma_status(fd, &token, &status);
-
-		if (got == 1)
-			return status;
-		if (got < 0)
-			return got;
-	}
-	return -ETIMEDOUT;
-}
-
 /* Pings rrds from @fd: 1 if the pong came back within 20 s, else 0 or -errno. */
 static int ping(int fd, const char *ip)
 {
@@ -174,7 +157,7 @@ static int rdma(int fd, const struct sockaddr_in *to, unsigned char *local,
 	status = rdma_send(fd, ip, ntohs(to->sin_port), c->cookie, 0, c->len, &iov, 1, flags, 1, &r,
 			   sizeof(r));
 	if (!status)
-		status = wait_status(fd);
+		status = rdma_status_within(fd, 30);
 	if (!status && !write)
 		mismatch = payload_mismatch(local, c->len, "", 0, c->seed);
 	if (mismatch >= 0) {

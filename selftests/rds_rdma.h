@@ -94,6 +94,26 @@ static inline int rdma_status(int fd, uint64_t *token, int *status)
 	return -EPROTO;
 }
 
+/*
+ * The next RDMA status on @fd, waiting at most @tries receive timeouts: the
+ * status, or -errno, or -ETIMEDOUT if none came.
+ */
+static inline int rdma_status_within(int fd, int tries)
+{
+	uint64_t token;
+	int status;
+
+	for (int i = 0; i < tries; i++) {
+		int got = rdma_status(fd, &token, &status);
+
+		if (got == 1)
+			return status;
+		if (got < 0)
+			return got;
+	}
+	return -ETIMEDOUT;
+}
+
 /* Sends and receives on @fd give up after 20 s. */
 static inline void set_timeouts(int fd)
 {
