@@ -149,11 +149,15 @@ fn take_resume(key: &ConnKey) -> Option<(u64, u64)> {
     let mut resume = RESUME.lock();
     let i = resume.iter().position(|r| r.key == *key)?;
     let r = resume.remove(i).ok()?;
-    if resume.is_empty() {
-        // Frees the buffer: nothing else would before unload.
-        *resume = KVec::new();
-    }
+    free_if_empty(&mut resume);
     Some((r.next_tx_seq, r.next_rx_seq))
+}
+
+/// Frees the table's buffer once it is empty: nothing else would before unload.
+fn free_if_empty(table: &mut KVec<Resume>) {
+    if table.is_empty() {
+        *table = KVec::new();
+    }
 }
 
 /// The connection for `key`, created on first use; the caller is a user
@@ -281,9 +285,7 @@ pub(crate) fn forget_net(net: NetRef, mut which: impl FnMut(&Connection) -> bool
     if !resume {
         let mut kept = RESUME.lock();
         kept.retain(|r| r.key.net != net);
-        if kept.is_empty() {
-            *kept = KVec::new();
-        }
+        free_if_empty(&mut kept);
     }
     loop {
         let entry = {
