@@ -22,10 +22,16 @@ enum interop_op {
 	OP_STREAM = 'S',	/* -> @count messages OP_STREAMED, seeds @seed.. */
 	OP_STREAMED = 's',
 	OP_PING = 'P',		/* the peer pings rrds -> OP_RESULT, @count 1 on a pong */
-	/* -> OP_MAPPED with RDS_CMSG_RDMA_MAP of @len pattern(@seed) bytes at page offset @count */
+	/*
+	 * -> OP_MAPPED with RDS_CMSG_RDMA_MAP of @len pattern(@seed) bytes at
+	 * page offset @count, flags RDS_RDMA_READWRITE | @cookie (USE_ONCE)
+	 */
 	OP_MAP = 'M',
 	OP_MAPPED = 'm',
-	/* the mapped memory (page offset @count) holds pattern(@seed)? -> OP_RESULT; frees the MR */
+	/*
+	 * the mapped memory (page offset @count) holds pattern(@seed)? ->
+	 * OP_RESULT, @status what RDS_FREE_MR of its cookie returned (0 or -errno)
+	 */
 	OP_CHECK = 'C',
 	/*
 	 * The peer READs @len of @cookie -> OP_READ_DONE, OP_RESULT (@seed 1 if
@@ -37,6 +43,11 @@ enum interop_op {
 	OP_WRITTEN = 'w',	/* the message of the WRITE's sendmsg */
 	OP_FLOW_CONTROL = 'F',	/* net.rds.ib.flow_control := @count (new connections) -> OP_RESULT */
 	OP_NOTE = 'N',		/* nothing: the message of an RDMA sendmsg of the rrds side */
+	/* from a socket on INTEROP_PORT + 1 with TOS @count, OP_TOS_SENT -> OP_RESULT */
+	OP_TOS_SEND = 'T',
+	OP_TOS_SENT = 't',
+	/* -> OP_RESULT, @count: bit n set for each connection to rrds with TOS n (< 64) */
+	OP_CONNS = 'Q',
 	OP_RESULT = 'x',	/* @status: RDMA status or -errno; @count: mismatch offset + 1, or 0 */
 };
 

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 
 #include "kselftest_harness.h"
 #include "rrds_test.h"
@@ -236,6 +237,41 @@ TEST_F_TIMEOUT(interop, in_tree_stream_intact, 900)
 	ASSERT_EQ(count, streamed_intact(self->fd, self->buf, first, count));
 }
 
+/*
+ * rrds's eth0 goes down for 2 s while the in-tree peer streams 400 messages:
+ * whatever in-tree retransmits after the reconnect (flagged, from its
+ * acknowledged sequence on), every message arrives once, in order, intact;
+ * then messages flow both ways again.
+ */
+TEST_F_TIMEOUT(interop, in_tree_stream_survives_link_flap, 900)
+{
+	const uint64_t count = 400, first = 9000, before = 100;
+	long long resets = rds_counter("conn_reset"), old = rds_counter("recv_drop_old_seq");
+
+	ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_STREAM, .seed = first,
+							     .count = count }));
+	ASSERT_EQ(before, streamed_intact(self->fd, self->buf, first, before));
+	ASSERT_EQ(0, sh("ip link set eth0 down"));
+	sleep(2);
+	ASSERT_EQ(0, sh("ip link set eth0 up"));
+	ASSERT_EQ(count - before,
+		  streamed_intact(self->fd, self->buf, first + before, count - before));
+	/* Whether the link failed (in-tree's RC retries may also outlast 2 s). */
+	TH_LOG("connection resets %lld, retransmissions dropped as delivered %lld",
+	       rds_counter("conn_reset") - resets, rds_counter("recv_drop_old_seq") - old);
+	for (uint64_t i = 0; i < 10; i++) {
+		struct interop_cmd c = { .op = OP_ECHO, .seed = 9500 + i, .len = 1000 };
+		ssize_t got;
+
+		payload_fill(self->mem, c.len, &c, sizeof(c), c.seed);
+		ASSERT_EQ(0, send_request(self->fd, self->mem, c.len));
+		got = receive(self->fd, self->buf, INTEROP_MAX, &c);
+		ASSERT_EQ(1000, got);
+		ASSERT_EQ(9500 + i, c.seed);
+		ASSERT_EQ(-1, payload_mismatch(self->buf, got, &c, sizeof(c), c.seed));
+	}
+}
+
 /* Whether debugfs shows an rrds link up with credits (flow control) @on. */
 static bool link_credits(bool on)
 {
@@ -334,7 +370,37 @@ TEST_F_TIMEOUT(interop, rrds_rdma_on_in_tree_mr, 900)
 								     .count = off }));
 		ASSERT_EQ(0, result(self->fd, &r));
 		EXPECT_EQ(0u, r.count);
+		/* Not USE_ONCE: the MR outlived both RDMA messages. */
+		EXPECT_EQ(0, r.status);
 	}
+}
+
+/*
+ * A USE_ONCE mapping of the in-tree peer goes when rrds's RDMA message
+ * arrives: rrds's message names the MR's key in its RDMA extension header,
+ * as in-tree's own do.
+ */
+TEST_F_TIMEOUT(interop, rrds_rdma_on_in_tree_use_once_mr, 300)
+{
+	const size_t len = 65536;
+	struct rds_iovec iov = { .addr = (uintptr_t)self->mem, .bytes = len };
+	struct interop_cmd c = { 0 }, r = { 0 }, note = { .op = OP_NOTE };
+	uint64_t cookie;
+
+	ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_MAP, .len = len, .seed = 50,
+							     .cookie = RDS_RDMA_USE_ONCE }));
+	ASSERT_EQ((ssize_t)sizeof(c), recv_cookie(self->fd, (char *)&c, sizeof(c), &cookie));
+	ASSERT_EQ(OP_MAPPED, c.op);
+	ASSERT_NE(0u, cookie);
+	payload_fill(self->mem, len, "", 0, 51);
+	ASSERT_EQ(0, rdma_send(self->fd, INTEROP_PEER_IP, INTEROP_PORT, cookie, 0, len, &iov, 1,
+			       RDS_RDMA_NOTIFY_ME | RDS_RDMA_READWRITE, 3, &note, sizeof(note)));
+	ASSERT_EQ(RDS_RDMA_SUCCESS, rdma_status_within(self->fd, 2));
+	ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_CHECK, .seed = 51 }));
+	ASSERT_EQ(0, result(self->fd, &r));
+	EXPECT_EQ(0u, r.count);
+	/* In-tree's RDS_FREE_MR finds no MR for the cookie any more. */
+	EXPECT_EQ(-EINVAL, r.status);
 }
 
 /*
@@ -378,6 +444,108 @@ TEST_F_TIMEOUT(interop, in_tree_rdma_on_rrds_mr, 900)
 
 		ASSERT_EQ(0, free_mr(self->fd, cookie, RDS_RDMA_INVALIDATE));
 	}
+}
+
+/*
+ * A USE_ONCE MR of rrds goes when the in-tree peer's RDMA message arrives
+ * (it names the key in its RDMA extension header): FREE_MR then finds no
+ * MR, and the data written is in place.
+ */
+TEST_F_TIMEOUT(interop, in_tree_rdma_on_rrds_use_once_mr, 300)
+{
+	const size_t len = 65536;
+	struct interop_cmd c = { 0 }, r = { 0 };
+	uint64_t cookie;
+
+	memset(self->mem, 0, len);
+	ASSERT_EQ(0, get_mr(self->fd, self->mem, len, RDS_RDMA_USE_ONCE | RDS_RDMA_READWRITE,
+			    &cookie));
+	ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_WRITE, .len = len, .seed = 60,
+							     .cookie = cookie }));
+	ASSERT_EQ((ssize_t)sizeof(c), receive(self->fd, self->buf, INTEROP_MAX, &c));
+	ASSERT_EQ(OP_WRITTEN, c.op);
+	EXPECT_EQ(-1, payload_mismatch(self->mem, len, "", 0, 60));
+	ASSERT_EQ(0, result(self->fd, &r));
+	EXPECT_EQ(RDS_RDMA_SUCCESS, r.status);
+	EXPECT_EQ(-EINVAL, free_mr(self->fd, cookie, RDS_RDMA_INVALIDATE));
+}
+
+/* Bit n set for each of rrds's connections to the peer with TOS n (< 64); -1 on error. */
+static long long rrds_tos_bits(int fd)
+{
+	static struct rds_info_connection conns[256];
+	socklen_t len = sizeof(conns);
+	long long bits = 0;
+
+	if (getsockopt(fd, SOL_RDS, RDS_INFO_CONNECTIONS, conns, &len) != sizeof(conns[0]))
+		return -1;
+	for (unsigned int i = 0; i < len / sizeof(conns[0]); i++)
+		if (conns[i].faddr == peer()->sin_addr.s_addr && conns[i].tos < 64 &&
+		    !strcmp((char *)conns[i].transport, "infiniband"))
+			bits |= 1LL << conns[i].tos;
+	return bits;
+}
+
+/* The TOS of each of the in-tree peer's connections to rrds, as bits (OP_CONNS). */
+static long long peer_tos_bits(int fd)
+{
+	struct interop_cmd r = { 0 };
+
+	if (request(fd, (struct interop_cmd){ .op = OP_CONNS }) || result(fd, &r) || r.status)
+		return -1;
+	return r.count;
+}
+
+/*
+ * Each TOS has its own connection, and both ends agree on it: rrds sends
+ * with TOS 1 (the echo comes back on the peer's TOS 0 connection), the
+ * in-tree peer sends with TOS 2, and each side lists connections with TOS
+ * 0, 1 and 2 to the other (the TOS travels in the connect private data).
+ */
+TEST_F_TIMEOUT(interop, tos_connections_both_ways, 300)
+{
+	struct interop_cmd c = { .op = OP_ECHO, .seed = 70, .len = 200 };
+	int fd = bound_socket(INTEROP_RRDS_IP, INTEROP_PORT + 1);
+	bool result_seen = false, tos_seen = false;
+	rds_tos_t tos = 1;
+	ssize_t got;
+
+	ASSERT_LE(0, fd);
+	set_timeouts(fd);
+	ASSERT_EQ(0, ioctl(fd, SIOCRDSSETTOS, &tos));
+	payload_fill(self->mem, c.len, &c, sizeof(c), c.seed);
+	ASSERT_EQ((ssize_t)c.len, sendto(fd, self->mem, c.len, 0, (const struct sockaddr *)peer(),
+					 sizeof(*peer())));
+	got = receive(fd, self->buf, INTEROP_MAX, &c);
+	ASSERT_EQ(200, got);
+	EXPECT_EQ(70u, c.seed);
+	EXPECT_EQ(-1, payload_mismatch(self->buf, got, &c, sizeof(c), c.seed));
+	EXPECT_EQ(3, peer_tos_bits(self->fd) & 3);
+
+	/* The peer's OP_RESULT and its TOS 2 message come on two connections: any order. */
+	ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_TOS_SEND, .count = 2 }));
+	for (int i = 0; i < 2; i++) {
+		struct sockaddr_in from;
+		socklen_t len = sizeof(from);
+
+		got = recvfrom(self->fd, &c, sizeof(c), 0, (struct sockaddr *)&from, &len);
+		ASSERT_EQ((ssize_t)sizeof(c), got);
+		ASSERT_EQ(peer()->sin_addr.s_addr, from.sin_addr.s_addr);
+		if (c.op == OP_RESULT) {
+			EXPECT_EQ(INTEROP_PORT, ntohs(from.sin_port));
+			EXPECT_EQ(0, c.status);
+			result_seen = true;
+		} else {
+			EXPECT_EQ(OP_TOS_SENT, c.op);
+			EXPECT_EQ(INTEROP_PORT + 1, ntohs(from.sin_port));
+			tos_seen = true;
+		}
+	}
+	EXPECT_TRUE(result_seen);
+	EXPECT_TRUE(tos_seen);
+	EXPECT_EQ(7, rrds_tos_bits(self->fd) & 7);
+	EXPECT_EQ(7, peer_tos_bits(self->fd) & 7);
+	close(fd);
 }
 
 TEST_HARNESS_MAIN

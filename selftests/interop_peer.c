@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -112,15 +113,15 @@ struct mapping {
 
 /* RDS_CMSG_RDMA_MAP of @len pattern bytes at page offset @off, sent in OP_MAPPED. */
 static int map(int fd, const struct sockaddr_in *to, struct mapping *m, size_t len, size_t off,
-	       uint64_t seed)
+	       uint64_t seed, uint64_t flags)
 {
 	struct interop_cmd r = { .op = OP_MAPPED, .len = len };
-	struct rds_get_mr_args args = { .flags = RDS_RDMA_READWRITE };
+	struct rds_get_mr_args args = { .flags = RDS_RDMA_READWRITE | flags };
 	struct rds_cm cm = { RDS_CMSG_RDMA_MAP, &args, sizeof(args) };
 	char ip[INET_ADDRSTRLEN];
 	int ret;
 
-	if (len > INTEROP_MAX || off >= 4096)
+	if (len > INTEROP_MAX || off >= 4096 || (flags & ~(uint64_t)RDS_RDMA_USE_ONCE))
 		return -EINVAL;
 	m->len = len;
 	memset(m->mem, 0, INTEROP_MAX + 4096);
@@ -179,6 +180,42 @@ static int rdma(int fd, const struct sockaddr_in *to, unsigned char *local,
 	return reply_late(fd, to, status, mismatch + 1, late);
 }
 
+/* OP_TOS_SENT from a new socket on INTEROP_PORT + 1 with TOS @tos, kept in *@tos_fd. */
+static int tos_send(int *tos_fd, const struct sockaddr_in *to, uint64_t tos)
+{
+	struct interop_cmd t = { .op = OP_TOS_SENT, .count = tos };
+	rds_tos_t byte = tos;
+
+	/* Closing drops what the socket has not sent: the last one stays open. */
+	if (*tos_fd >= 0)
+		close(*tos_fd);
+	*tos_fd = bound_socket(INTEROP_PEER_IP, INTEROP_PORT + 1);
+	if (*tos_fd < 0)
+		return -errno;
+	if (ioctl(*tos_fd, SIOCRDSSETTOS, &byte))
+		return -errno;
+	return send_to(*tos_fd, to, &t, sizeof(t));
+}
+
+/* Bit n set for each connection to rrds with TOS n, from RDS_INFO_CONNECTIONS; or -errno. */
+static long long tos_bits(int fd)
+{
+	static struct rds_info_connection conns[256];
+	struct in_addr rrds = sin4(INTEROP_RRDS_IP, 0).sin_addr;
+	socklen_t len = sizeof(conns);
+	long long bits = 0;
+	int each = getsockopt(fd, SOL_RDS, RDS_INFO_CONNECTIONS, conns, &len);
+
+	if (each < 0)
+		return -errno;
+	if (each != sizeof(conns[0]))
+		return -EPROTO;
+	for (unsigned int i = 0; i < len / sizeof(conns[0]); i++)
+		if (conns[i].faddr == rrds.s_addr && conns[i].tos < 64)
+			bits |= 1LL << conns[i].tos;
+	return bits;
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_in rrds = sin4(INTEROP_RRDS_IP, INTEROP_PORT), from;
@@ -189,6 +226,7 @@ int main(int argc, char **argv)
 	int fd, bufsize = 16 << 20;
 	struct timeval tv = { .tv_sec = 1 };
 	unsigned long served = 0;
+	int tos_fd = -1;
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: %s STOP_FILE\n", argv[0]);
@@ -245,17 +283,26 @@ int main(int argc, char **argv)
 			ret = reply(fd, &from, OP_RESULT, 0, ping(fd, INTEROP_RRDS_IP));
 			break;
 		case OP_MAP:
-			ret = map(fd, &from, &m, c.len, c.count, c.seed);
+			ret = map(fd, &from, &m, c.len, c.count, c.seed, c.cookie);
 			if (ret)
 				ret = reply(fd, &from, OP_RESULT, ret, 0);
 			break;
 		case OP_CHECK: {
 			long at = payload_mismatch(m.mem + c.count, m.len, "", 0, c.seed);
+			/* EINVAL: a USE_ONCE MR went with rrds's RDMA message. */
+			int freed = m.cookie ? free_mr(fd, m.cookie, RDS_RDMA_INVALIDATE) : -ENOENT;
 
-			if (m.cookie)
-				free_mr(fd, m.cookie, RDS_RDMA_INVALIDATE);
 			m.cookie = 0;
-			ret = reply(fd, &from, OP_RESULT, 0, at + 1);
+			ret = reply(fd, &from, OP_RESULT, freed, at + 1);
+			break;
+		}
+		case OP_TOS_SEND:
+			ret = reply(fd, &from, OP_RESULT, tos_send(&tos_fd, &from, c.count), 0);
+			break;
+		case OP_CONNS: {
+			long long bits = tos_bits(fd);
+
+			ret = reply(fd, &from, OP_RESULT, bits < 0 ? bits : 0, bits < 0 ? 0 : bits);
 			break;
 		}
 		case OP_READ:
@@ -274,6 +321,8 @@ int main(int argc, char **argv)
 		if (ret)
 			printf("%s: request '%c' failed: %s\n", tag, c.op, strerror(-ret));
 	}
+	if (tos_fd >= 0)
+		close(tos_fd);
 	printf("%s: stopped after %lu requests\n", tag, served);
 	return 0;
 }
