@@ -33,6 +33,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -907,6 +908,124 @@ TEST_F(ib, info_shows_infiniband_connections_in_both_namespaces)
 	pair_start(_metadata, &p);
 	EXPECT_EQ(0, pair_release(_metadata, &p, 0));
 	EXPECT_EQ(0, pair_release(_metadata, &p, 1));
+}
+
+#define TOS_PORT	6200
+#define TOS_VALUE	5
+#define TOS_MSGS	20
+#define TOS_SIZE	100
+
+/*
+ * Bit n set for each connection @laddr -> @faddr with TOS n (< 64) in
+ * RDS_INFO_CONNECTIONS, and in *@ib for each in RDS_INFO_IB_CONNECTIONS.
+ */
+static long long tos_bits(int fd, const char *laddr, const char *faddr, long long *ib)
+{
+	struct sockaddr_in l = sin4(laddr, 0), f = sin4(faddr, 0);
+	struct rds_info_rdma_connection *r;
+	struct rds_info_connection *c;
+	long long bits = 0;
+	socklen_t len;
+	void *buf;
+
+	if (info(fd, RDS_INFO_CONNECTIONS, &buf, &len) != sizeof(*c))
+		die("RDS_INFO_CONNECTIONS failed");
+	c = buf;
+	for (size_t i = 0; i < len / sizeof(*c); i++)
+		if (c[i].laddr == l.sin_addr.s_addr && c[i].faddr == f.sin_addr.s_addr &&
+		    c[i].tos < 64)
+			bits |= 1LL << c[i].tos;
+	free(buf);
+	*ib = 0;
+	if (info(fd, RDS_INFO_IB_CONNECTIONS, &buf, &len) != sizeof(*r))
+		die("RDS_INFO_IB_CONNECTIONS failed");
+	r = buf;
+	for (size_t i = 0; i < len / sizeof(*r); i++)
+		if (r[i].src_addr == l.sin_addr.s_addr && r[i].dst_addr == f.sin_addr.s_addr &&
+		    r[i].tos < 64)
+			*ib |= 1LL << r[i].tos;
+	free(buf);
+	return bits;
+}
+
+/*
+ * rrds-a (side 0) sends TOS_MSGS with TOS_VALUE, rrds-b answers from its
+ * TOS 0 socket; then each side finds a connection with each TOS to the
+ * other in both RDS_INFO tables.
+ */
+static void __attribute__((noreturn)) run_tos_side(const FIXTURE_VARIANT(ib) *v, int side,
+						   int bound[2], int exchanged[2], int checked[2])
+{
+	const char *mine = side ? v->remote : v->local;
+	const char *peer = side ? v->local : v->remote;
+	struct sockaddr_in to = sin4(peer, TOS_PORT);
+	unsigned char buf[TOS_SIZE + 1];
+	const long long want = 1 | 1LL << TOS_VALUE;
+	long long bits, ib;
+	rds_tos_t tos = TOS_VALUE;
+	char what[40];
+	int fd, i;
+
+	fd = child_socket(mine, TOS_PORT);
+	if (side == 0 && ioctl(fd, SIOCRDSSETTOS, &tos))
+		die("SIOCRDSSETTOS: %s", strerror(errno));
+	gate_wait(bound, "the other side to bind");
+	if (side == 0) {
+		for (i = 0; i < TOS_MSGS; i++) {
+			numbered_fill(buf, TOS_SIZE, TOS_VALUE, i);
+			send_msg(fd, buf, TOS_SIZE, &to);
+		}
+		if (recv_from(fd, buf, sizeof(buf), "the answer", peer, TOS_PORT) != 1 ||
+		    buf[0] != 'r')
+			die("the answer is not 'r'");
+		/* Set once: a second SIOCRDSSETTOS is refused, as upstream. */
+		tos = 1;
+		if (ioctl(fd, SIOCRDSSETTOS, &tos) == 0 || errno != EINVAL)
+			die("a second SIOCRDSSETTOS: %s, want EINVAL", strerror(errno));
+	} else {
+		for (i = 0; i < TOS_MSGS; i++) {
+			ssize_t n;
+
+			snprintf(what, sizeof(what), "message %d of %d", i, TOS_MSGS);
+			n = recv_from(fd, buf, sizeof(buf), what, peer, TOS_PORT);
+			numbered_check(buf, n, TOS_SIZE, TOS_VALUE, i);
+		}
+		send_msg(fd, "r", 1, &to);
+	}
+	gate_wait(exchanged, "the exchange");
+	/* Both connections are up: the TOS 0 one carried the answer. */
+	bits = tos_bits(fd, mine, peer, &ib);
+	if (bits != want || ib != want)
+		die("connections %s -> %s by TOS: %#llx, IB %#llx, want %#llx", mine, peer, bits,
+		    ib, want);
+	gate_wait(checked, "the other side's checks");
+	close(fd);
+	_exit(0);
+}
+
+/*
+ * A TOS (SIOCRDSSETTOS) gets its own connection, which both ends key by
+ * it: the TOS travels in the connect private data.
+ */
+TEST_F(ib, tos_gets_its_own_connection)
+{
+	int bound[2], exchanged[2], checked[2];
+	struct kid k[2] = { 0 };
+	int side;
+
+	gate_open(_metadata, bound);
+	gate_open(_metadata, exchanged);
+	gate_open(_metadata, checked);
+	deadline = now() + PAIR_DEADLINE_S;
+	for (side = 0; side < 2; side++) {
+		if (!spawn_in(&k[side], side ? NS_B : NS_A, side ? "rrds-b side" : "rrds-a side"))
+			run_tos_side(variant, side, bound, exchanged, checked);
+		ASSERT_LT(0, k[side].pid);
+	}
+	gate_pass(bound);
+	gate_pass(exchanged);
+	gate_pass(checked);
+	EXPECT_EQ(0, reap(_metadata, k, 2, deadline + REAP_GRACE_S));
 }
 
 #define RACE_MSGS	101

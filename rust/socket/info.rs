@@ -158,8 +158,8 @@ fn connections(net: NetRef, v6: bool) -> Result<Records> {
 }
 
 /// `rds_info_rdma_connection` (68 bytes) / `rds6_info_rdma_connection` (92):
-/// addresses always, the rest only while the connection is up (zeroes
-/// otherwise; upstream leaves them unset). The MR fields stay 0 until rrds
+/// addresses and TOS always, the rest only while the connection is up
+/// (zeroes otherwise; upstream leaves them unset). The MR fields stay 0 until rrds
 /// has an MR pool.
 fn ib_connections(net: NetRef, v6: bool) -> Result<Records> {
     let mut r = Records::new(if v6 { 92 } else { 68 });
@@ -181,6 +181,8 @@ fn ib_connections(net: NetRef, v6: bool) -> Result<Records> {
             rec[4..8].copy_from_slice(&v4(&c.key.faddr));
             (8, 68)
         };
+        // The TOS is the connection's, up or not (as upstream).
+        rec[at + 52] = c.key.tos;
         if let Some(i) = path.info() {
             rec[at..at + 16].copy_from_slice(&i.src_gid);
             rec[at + 16..at + 32].copy_from_slice(&i.dst_gid);
@@ -188,7 +190,6 @@ fn ib_connections(net: NetRef, v6: bool) -> Result<Records> {
             rec[at + 36..at + 40].copy_from_slice(&i.max_recv_wr.to_ne_bytes());
             rec[at + 40..at + 44].copy_from_slice(&i.max_send_sge.to_ne_bytes());
             // rdma_mr_max, rdma_mr_size at +44, +48; then tos, sl, cache_allocs.
-            rec[at + 52] = c.key.tos;
             rec[at + 53] = i.sl;
         }
         result = r.push(&rec[..used]);
