@@ -4,8 +4,9 @@
  * once over the siw pair of fixtures.sh (a variant each): rds-ping, ordered
  * byte-exact delivery of 0 B to 1 MiB messages, a 4x4 integrity exchange,
  * RDS_INFO_CONNECTIONS, simultaneous connects, teardown when the last socket
- * of a namespace closes, a link flap, a peer that lost its state,
- * connect/close cycles, and a namespace deleted under live connections.
+ * of a namespace closes, TOS and IPv6 connections, a link flap, a peer
+ * that lost its state, connect/close cycles, and a namespace deleted under
+ * live connections.
  *
  * A socket belongs to the namespace of the process that creates it, so every
  * socket here is opened by a child that entered rrds-a (the variant's local
@@ -81,16 +82,18 @@ FIXTURE_VARIANT(ib) {
 	const char *remote;	/* rrds-b's address */
 	const char *veth;	/* rrds-a's netdev under <kind>_a */
 	const char *peer_veth;	/* rrds-b's, under <kind>_b */
+	const char *local6;	/* rrds-a's IPv6 address (ipv6 case) */
+	const char *remote6;	/* rrds-b's */
 };
 
 FIXTURE_VARIANT_ADD(ib, rxe) {
 	.kind = "rxe", .local = "10.254.1.1", .remote = "10.254.1.2", .veth = "rxa",
-	.peer_veth = "rxb",
+	.peer_veth = "rxb", .local6 = "fd00:254:1::1", .remote6 = "fd00:254:1::2",
 };
 
 FIXTURE_VARIANT_ADD(ib, siw) {
 	.kind = "siw", .local = "10.254.2.1", .remote = "10.254.2.2", .veth = "swa",
-	.peer_veth = "swb",
+	.peer_veth = "swb", .local6 = "fd00:254:2::1", .remote6 = "fd00:254:2::2",
 };
 
 /* Reads "connections N" and "congestion_maps N" from debugfs. */
@@ -1025,6 +1028,185 @@ TEST_F(ib, tos_gets_its_own_connection)
 	gate_pass(bound);
 	gate_pass(exchanged);
 	gate_pass(checked);
+	EXPECT_EQ(0, reap(_metadata, k, 2, deadline + REAP_GRACE_S));
+}
+
+#define V6_PORT		6300
+#define V6_STREAM	6
+
+static const size_t v6_sizes[] = { 0, 1, 100, 4095, 4096, 4097, 65536, MIB };
+
+/* A socket bound to [@ip]:@port in the child's namespace. */
+static int child_socket6(const char *ip, int port)
+{
+	struct sockaddr_in6 a = sin6(ip, port, 0);
+	int fd = rds_socket();
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)))
+		die("socket bound to [%s]:%d: %s", ip, port, strerror(errno));
+	return fd;
+}
+
+/* The next message, whole, from [@ip]:@port into @buf; dies otherwise or at the deadline. */
+static ssize_t recv_from6(int fd, void *buf, size_t size, const char *what, const char *ip,
+			  int port)
+{
+	struct sockaddr_in6 from, want = sin6(ip, port, 0);
+	struct iovec iov = { .iov_base = buf, .iov_len = size };
+	struct msghdr mh = { .msg_name = &from, .msg_iov = &iov, .msg_iovlen = 1 };
+
+	for (;;) {
+		ssize_t n;
+
+		mh.msg_namelen = sizeof(from);
+		n = recvmsg(fd, &mh, MSG_DONTWAIT);
+		if (n >= 0) {
+			if (mh.msg_flags & MSG_TRUNC)
+				die("%s truncated (%zd bytes)", what, n);
+			if (mh.msg_namelen != sizeof(from) || from.sin6_family != AF_INET6 ||
+			    memcmp(&from.sin6_addr, &want.sin6_addr, 16) ||
+			    from.sin6_port != want.sin6_port)
+				die("%s: not from [%s]:%d", what, ip, port);
+			return n;
+		}
+		if (errno != EAGAIN && errno != EINTR)
+			die("recvmsg: %s", strerror(errno));
+		if (now() > deadline)
+			die("deadline passed waiting for %s", what);
+		wait_fd(fd, POLLIN, 1000);
+	}
+}
+
+static void send_msg6(int fd, const void *buf, size_t size, const struct sockaddr_in6 *to)
+{
+	for (;;) {
+		ssize_t n = sendto(fd, buf, size, 0, (const struct sockaddr *)to, sizeof(*to));
+
+		if (n == (ssize_t)size)
+			return;
+		if (n >= 0)
+			die("sendto of %zu bytes returned %zd", size, n);
+		if (now() > deadline)
+			die("deadline passed sending %zu bytes: %s", size, strerror(errno));
+		if (errno != EAGAIN && errno != ENOBUFS && errno != EINTR)
+			die("sendto of %zu bytes: %s", size, strerror(errno));
+		wait_fd(fd, POLLOUT, RETRY_WAIT_MS);
+	}
+}
+
+/*
+ * Dies unless RDS6_INFO_CONNECTIONS lists [@laddr] -> [@faddr] once, over
+ * "infiniband", and RDS6_INFO_IB_CONNECTIONS once, over RoCE with the
+ * addresses as GIDs.
+ */
+static void check_ib_connection6(int fd, const char *laddr, const char *faddr, bool roce)
+{
+	struct sockaddr_in6 l = sin6(laddr, 0, 0), f = sin6(faddr, 0, 0);
+	struct rds6_info_rdma_connection *r;
+	struct rds6_info_connection *c;
+	int found = 0, ib = 0;
+	socklen_t len;
+	void *buf;
+
+	if (info(fd, RDS6_INFO_CONNECTIONS, &buf, &len) != sizeof(*c))
+		die("RDS6_INFO_CONNECTIONS failed");
+	c = buf;
+	for (size_t i = 0; i < len / sizeof(*c); i++) {
+		if (memcmp(&c[i].laddr, &l.sin6_addr, 16) || memcmp(&c[i].faddr, &f.sin6_addr, 16))
+			continue;
+		found++;
+		if (strcmp((char *)c[i].transport, "infiniband") ||
+		    !(c[i].flags & RDS_INFO_CONNECTION_FLAG_CONNECTED))
+			die("connection [%s] -> [%s]: transport %.16s, flags %#x", laddr, faddr,
+			    c[i].transport, c[i].flags);
+	}
+	free(buf);
+	if (info(fd, RDS6_INFO_IB_CONNECTIONS, &buf, &len) != sizeof(*r))
+		die("RDS6_INFO_IB_CONNECTIONS failed");
+	r = buf;
+	for (size_t i = 0; i < len / sizeof(*r); i++) {
+		if (memcmp(&r[i].src_addr, &l.sin6_addr, 16) ||
+		    memcmp(&r[i].dst_addr, &f.sin6_addr, 16))
+			continue;
+		ib++;
+		if (roce && (memcmp(r[i].src_gid, &l.sin6_addr, 16) ||
+			     memcmp(r[i].dst_gid, &f.sin6_addr, 16)))
+			die("IB connection [%s] -> [%s]: GIDs are not the addresses", laddr, faddr);
+	}
+	free(buf);
+	if (found != 1 || ib != 1)
+		die("[%s] -> [%s]: %d connections, %d IB connections listed", laddr, faddr, found,
+		    ib);
+}
+
+/*
+ * rrds-a (side 0) pings rrds-b over IPv6 and sends it messages of 0 B to
+ * 1 MiB, which rrds-b echoes: all arrive in order and intact, and each
+ * side lists the IPv6 connection.
+ */
+static void __attribute__((noreturn)) run_v6_side(const FIXTURE_VARIANT(ib) *v, int side,
+						  int bound[2], int done[2])
+{
+	const char *mine = side ? v->remote6 : v->local6;
+	const char *peer = side ? v->local6 : v->remote6;
+	struct sockaddr_in6 to = sin6(peer, V6_PORT, 0);
+	const size_t n = ARRAY_SIZE(v6_sizes);
+	unsigned char *buf = malloc(MIB + 1);
+	char what[48];
+	int fd;
+
+	if (!buf)
+		die("out of memory");
+	fd = child_socket6(mine, V6_PORT);
+	set_buf(fd, SO_SNDBUFFORCE, SNDBUF);
+	set_buf(fd, SO_RCVBUFFORCE, RCVBUF);
+	gate_wait(bound, "the other side to bind");
+	if (side == 0) {
+		struct sockaddr_in6 ping = sin6(peer, 0, 0);
+
+		send_msg6(fd, "", 0, &ping);
+		if (recv_from6(fd, buf, MIB + 1, "the pong", peer, 0) != 0)
+			die("a pong with data");
+		for (size_t i = 0; i < n; i++) {
+			numbered_fill(buf, v6_sizes[i], V6_STREAM, i);
+			send_msg6(fd, buf, v6_sizes[i], &to);
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		ssize_t got;
+
+		snprintf(what, sizeof(what), "message %zu of %zu", i, n);
+		got = recv_from6(fd, buf, MIB + 1, what, peer, V6_PORT);
+		numbered_check(buf, got, v6_sizes[i], V6_STREAM, i);
+		if (side == 1)
+			send_msg6(fd, buf, got, &to);
+	}
+	check_ib_connection6(fd, mine, peer, !strcmp(v->kind, "rxe"));
+	gate_wait(done, "the other side");
+	close(fd);
+	_exit(0);
+}
+
+/* The IB transport over IPv6 (rdma_cm port 16385, the 4.1 private data). */
+TEST_F(ib, ipv6_messages_and_ping)
+{
+	int bound[2], done[2];
+	struct kid k[2] = { 0 };
+	int side;
+
+	ASSERT_EQ(0, sh("ip -n %s addr replace %s/64 dev %s nodad && "
+			"ip -n %s addr replace %s/64 dev %s nodad", NS_A, variant->local6,
+			variant->veth, NS_B, variant->remote6, variant->peer_veth));
+	gate_open(_metadata, bound);
+	gate_open(_metadata, done);
+	deadline = now() + 120;
+	for (side = 0; side < 2; side++) {
+		if (!spawn_in(&k[side], side ? NS_B : NS_A, side ? "rrds-b side" : "rrds-a side"))
+			run_v6_side(variant, side, bound, done);
+		ASSERT_LT(0, k[side].pid);
+	}
+	gate_pass(bound);
+	gate_pass(done);
 	EXPECT_EQ(0, reap(_metadata, k, 2, deadline + REAP_GRACE_S));
 }
 

@@ -3,7 +3,9 @@
  * The interop test (scripts/interop): two VMs joined by a virtio NIC, the
  * in-tree RDS/IB in one (interop_peer), rrds in the other (interop_check),
  * both over rxe. The rrds side drives; every request is one RDS message
- * starting with a struct interop_cmd, and the peer answers each one.
+ * starting with a struct interop_cmd, and the peer answers each one. The
+ * peer also echoes whatever reaches its IPv6 socket ([INTEROP_PEER_IP6]:
+ * INTEROP_PORT) back to its sender.
  */
 #ifndef RRDS_INTEROP_H
 #define RRDS_INTEROP_H
@@ -12,6 +14,8 @@
 
 #define INTEROP_PEER_IP	"10.99.0.1"	/* in-tree RDS */
 #define INTEROP_RRDS_IP	"10.99.0.2"	/* rrds */
+#define INTEROP_PEER_IP6	"fd00:99::1"	/* the same hosts over IPv6 */
+#define INTEROP_RRDS_IP6	"fd00:99::2"
 #define INTEROP_PORT	4000
 /* The largest message or RDMA either side moves. */
 #define INTEROP_MAX	(1u << 20)

@@ -24,8 +24,9 @@ static int interop_up(void)
 {
 	if (sh("modprobe rdma_rxe && ip link set eth0 mtu 1500 up && "
 	       "{ ip -4 addr show dev eth0 | grep -q ' %s/' || ip addr add %s/24 dev eth0; } && "
+	       "ip addr replace %s/64 dev eth0 nodad && "
 	       "{ rdma link show rxe0/1 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev eth0; }",
-	       INTEROP_RRDS_IP, INTEROP_RRDS_IP))
+	       INTEROP_RRDS_IP, INTEROP_RRDS_IP, INTEROP_RRDS_IP6))
 		return -1;
 	return rrds_loaded() ? 0 : rrds_load();
 }
@@ -468,6 +469,74 @@ TEST_F_TIMEOUT(interop, in_tree_rdma_on_rrds_use_once_mr, 300)
 	ASSERT_EQ(0, result(self->fd, &r));
 	EXPECT_EQ(RDS_RDMA_SUCCESS, r.status);
 	EXPECT_EQ(-EINVAL, free_mr(self->fd, cookie, RDS_RDMA_INVALIDATE));
+}
+
+/* Whether RDS6_INFO_CONNECTIONS lists rrds's IPv6 connection to the peer over IB. */
+static bool ib_connection6_listed(int fd)
+{
+	struct sockaddr_in6 l = sin6(INTEROP_RRDS_IP6, 0, 0), f = sin6(INTEROP_PEER_IP6, 0, 0);
+	struct rds6_info_connection conns[64];
+	socklen_t len = sizeof(conns);
+
+	if (getsockopt(fd, SOL_RDS, RDS6_INFO_CONNECTIONS, conns, &len) != sizeof(conns[0]))
+		return false;
+	for (unsigned int i = 0; i < len / sizeof(conns[0]); i++)
+		if (!memcmp(&conns[i].laddr, &l.sin6_addr, 16) &&
+		    !memcmp(&conns[i].faddr, &f.sin6_addr, 16) &&
+		    !strcmp((char *)conns[i].transport, "infiniband"))
+			return true;
+	return false;
+}
+
+/*
+ * Over IPv6 (rdma_cm port 16385, the 4.1 private data with IPv6
+ * addresses): rrds pings the in-tree kernel, and messages of 40 B to 1 MiB
+ * come back from the peer's IPv6 socket in order and intact.
+ */
+TEST_F_TIMEOUT(interop, ipv6_ping_and_echo, 600)
+{
+	static const size_t sizes[] = { sizeof(struct interop_cmd), 4096, 4097, 65536, INTEROP_MAX };
+	struct sockaddr_in6 a = sin6(INTEROP_RRDS_IP6, INTEROP_PORT, 0);
+	struct sockaddr_in6 to = sin6(INTEROP_PEER_IP6, INTEROP_PORT, 0);
+	struct sockaddr_in6 ping = sin6(INTEROP_PEER_IP6, 0, 0), from;
+	const size_t n = sizeof(sizes) / sizeof(sizes[0]);
+	int fd = rds_socket(), size = 16 << 20;
+	socklen_t len = sizeof(from);
+
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, bind(fd, (struct sockaddr *)&a, sizeof(a)));
+	ASSERT_EQ(0, setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)));
+	ASSERT_EQ(0, setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)));
+	set_timeouts(fd);
+
+	ASSERT_EQ(0, ERR(sendto(fd, NULL, 0, 0, (struct sockaddr *)&ping, sizeof(ping))));
+	ASSERT_EQ(0, ERR(recvfrom(fd, self->buf, 64, 0, (struct sockaddr *)&from, &len)));
+	EXPECT_EQ(sizeof(from), len);
+	EXPECT_EQ(0, memcmp(&from.sin6_addr, &ping.sin6_addr, 16));
+	EXPECT_EQ(0, from.sin6_port);
+
+	for (size_t i = 0; i < n; i++) {
+		struct interop_cmd c = { .op = OP_ECHO, .seed = 80 + i, .len = sizes[i] };
+
+		payload_fill(self->mem, sizes[i], &c, sizeof(c), c.seed);
+		ASSERT_EQ((ssize_t)sizes[i], sendto(fd, self->mem, sizes[i], 0,
+						    (struct sockaddr *)&to, sizeof(to)));
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct interop_cmd c;
+		ssize_t got;
+
+		len = sizeof(from);
+		got = recvfrom(fd, self->buf, INTEROP_MAX, 0, (struct sockaddr *)&from, &len);
+		ASSERT_EQ((ssize_t)sizes[i], got);
+		EXPECT_EQ(0, memcmp(&from.sin6_addr, &to.sin6_addr, 16));
+		EXPECT_EQ(to.sin6_port, from.sin6_port);
+		memcpy(&c, self->buf, sizeof(c));
+		ASSERT_EQ(80 + i, c.seed);
+		ASSERT_EQ(-1, payload_mismatch(self->buf, got, &c, sizeof(c), c.seed));
+	}
+	EXPECT_TRUE(ib_connection6_listed(fd));
+	close(fd);
 }
 
 /* Bit n set for each of rrds's connections to the peer with TOS n (< 64); -1 on error. */

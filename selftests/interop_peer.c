@@ -7,6 +7,7 @@
  *
  *   interop_peer STOP_FILE
  */
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,6 +217,21 @@ static long long tos_bits(int fd)
 	return bits;
 }
 
+/* Echoes every message queued on the IPv6 socket @fd6 back to its sender; 0 or -errno. */
+static int echo6(int fd6, unsigned char *buf, size_t size)
+{
+	for (;;) {
+		struct sockaddr_in6 from;
+		socklen_t len = sizeof(from);
+		ssize_t got = recvfrom(fd6, buf, size, MSG_DONTWAIT, (struct sockaddr *)&from, &len);
+
+		if (got < 0)
+			return errno == EAGAIN ? 0 : -errno;
+		if (sendto(fd6, buf, got, 0, (struct sockaddr *)&from, len) < 0)
+			return -errno;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_in rrds = sin4(INTEROP_RRDS_IP, INTEROP_PORT), from;
@@ -226,7 +242,8 @@ int main(int argc, char **argv)
 	int fd, bufsize = 16 << 20;
 	struct timeval tv = { .tv_sec = 1 };
 	unsigned long served = 0;
-	int tos_fd = -1;
+	int tos_fd = -1, fd6;
+	struct sockaddr_in6 a6 = sin6(INTEROP_PEER_IP6, INTEROP_PORT, 0);
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: %s STOP_FILE\n", argv[0]);
@@ -237,10 +254,14 @@ int main(int argc, char **argv)
 	local = aligned_alloc(4096, INTEROP_MAX);
 	m.mem = aligned_alloc(4096, INTEROP_MAX + 4096);
 	fd = bound_socket(INTEROP_PEER_IP, INTEROP_PORT);
-	if (!buf || !local || !m.mem || fd < 0) {
+	fd6 = rds_socket();
+	if (!buf || !local || !m.mem || fd < 0 || fd6 < 0 ||
+	    bind(fd6, (struct sockaddr *)&a6, sizeof(a6))) {
 		perror(tag);
 		return 1;
 	}
+	setsockopt(fd6, SOL_SOCKET, SO_SNDBUFFORCE, &bufsize, sizeof(bufsize));
+	setsockopt(fd6, SOL_SOCKET, SO_RCVBUFFORCE, &bufsize, sizeof(bufsize));
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bufsize, sizeof(bufsize));
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bufsize, sizeof(bufsize));
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -255,12 +276,24 @@ int main(int argc, char **argv)
 	printf("%s: up, hello queued to %s:%d\n", tag, INTEROP_RRDS_IP, INTEROP_PORT);
 
 	while (!stopped(argv[1])) {
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = fd6, .events = POLLIN } };
 		socklen_t from_len = sizeof(from);
 		struct interop_cmd c;
 		ssize_t got;
 		int ret = 0;
 
-		got = recvfrom(fd, buf, size, 0, (struct sockaddr *)&from, &from_len);
+		if (poll(p, 2, 1000) < 0 && errno != EINTR) {
+			perror(tag);
+			return 1;
+		}
+		if (p[1].revents) {
+			ret = echo6(fd6, buf, size);
+			if (ret)
+				printf("%s: IPv6 echo failed: %s\n", tag, strerror(-ret));
+		}
+		if (!p[0].revents)
+			continue;
+		got = recvfrom(fd, buf, size, MSG_DONTWAIT, (struct sockaddr *)&from, &from_len);
 		/* RDS's receive timeout is ETIMEDOUT, as upstream's. */
 		if (got < 0 && (errno == EAGAIN || errno == ETIMEDOUT))
 			continue;
@@ -323,6 +356,7 @@ int main(int argc, char **argv)
 	}
 	if (tos_fd >= 0)
 		close(tos_fd);
+	close(fd6);
 	printf("%s: stopped after %lu requests\n", tag, served);
 	return 0;
 }

@@ -13,6 +13,7 @@ modprobe rds_rdma
 ip link set lo up
 ip link set eth0 mtu 1500 up
 ip addr add 10.99.0.1/24 dev eth0
+ip addr add fd00:99::1/64 dev eth0 nodad
 rdma link add rxe0 type rxe netdev eth0
 rc=0
 timeout 800 "$here/build/interop_peer" "$1" || rc=$?
