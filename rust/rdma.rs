@@ -127,6 +127,8 @@ pub(crate) struct RdmaOp {
     silent: bool,
     /// `RDS_RDMA_FENCE`: the message waits for the op to complete.
     fence: bool,
+    /// Each local iovec's pinned pages; none for a READ into registered
+    /// sinks, whose MRs pin them.
     pages: KVec<Pinned>,
     /// MRs over a READ's local memory, where the device needs them.
     sinks: KVec<Sink>,
@@ -216,6 +218,9 @@ impl RdmaOp {
             .reader()
             .read_all(&mut raw, GFP_KERNEL)?;
         let write = flags & u64::from(bindings::RDS_RDMA_READWRITE) != 0;
+        // A READ into registered sinks has its pages pinned by the sinks' MRs:
+        // pinning them here too would charge them twice.
+        let into_sinks = !write && sinks.is_some();
         let mut op = RdmaOp {
             write,
             atomic: None,
@@ -241,8 +246,10 @@ impl RdmaOp {
             op.bytes = op.bytes.checked_add(bytes as usize).ok_or(EINVAL)?;
             // A READ writes the local pages.
             let offset = (addr as usize) % PAGE_SIZE;
-            let pinned = Pinned::pin(addr - offset as u64, count, !write)?;
-            op.pages.push(pinned, GFP_KERNEL)?;
+            if !into_sinks {
+                let pinned = Pinned::pin(addr - offset as u64, count, !write)?;
+                op.pages.push(pinned, GFP_KERNEL)?;
+            }
             let (mut left, mut start) = (bytes as usize, offset);
             for page in 0..count {
                 let len = left.min(PAGE_SIZE - start);
@@ -442,17 +449,18 @@ impl RdmaOp {
         self.chunks.len()
     }
 
-    /// Chunk `i`: its (first) page, offset and length, and the peer address
-    /// it moves to (or from).
-    pub(crate) fn chunk(&self, i: usize) -> Option<(*mut bindings::page, usize, usize, u64)> {
+    /// Chunk `i`: its page, offset and length. `None` for a chunk that is a
+    /// registered sink (its pages are the sink MR's: see `chunk_sink`).
+    pub(crate) fn chunk(&self, i: usize) -> Option<(*mut bindings::page, usize, usize)> {
         let c = self.chunks.get(i)?;
         let page = self.pages.get(c.vec)?.page(c.page)?;
-        Some((
-            page,
-            c.offset,
-            c.len,
-            self.remote_addr.wrapping_add(c.remote),
-        ))
+        Some((page, c.offset, c.len))
+    }
+
+    /// Chunk `i`'s length and the peer address it moves to (or from).
+    pub(crate) fn chunk_extent(&self, i: usize) -> Option<(usize, u64)> {
+        let c = self.chunks.get(i)?;
+        Some((c.len, self.remote_addr.wrapping_add(c.remote)))
     }
 
     /// Chunk `i`'s registered sink, if it has one: the address and key its

@@ -498,7 +498,7 @@ TEST_F(mr, rdma_gathers_use_once_and_stale_cookie)
 	struct rds_iovec big = { .addr = (uintptr_t)self->buf, .bytes = 64 * PAGE };
 	struct sockaddr_in to = sin4(variant->remote, PORT_B);
 	uint64_t cookie, once, token;
-	long long sinks0;
+	long long sinks0, pinned0;
 	int status;
 
 	ASSERT_LE(0, a);
@@ -526,9 +526,12 @@ TEST_F(mr, rdma_gathers_use_once_and_stale_cookie)
 		remote[j] = (char)(j * 11 + 5);
 	memset(self->buf, 0, 10 * PAGE);
 	sinks0 = rds_counter("rdma_read_sinks_registered");
+	pinned0 = rds_counter("mr_pages_pinned");
 	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 7, 3 * PAGE - 7, iov, 3,
 			       RDS_RDMA_NOTIFY_ME, 4, "h", 1));
 	EXPECT_EQ(sinks0 + (variant->read_sinks ? 3 : 0), rds_counter("rdma_read_sinks_registered"));
+	/* The pieces span 1 + 2 + 2 pages, pinned once (by the sinks, where registered). */
+	EXPECT_EQ(pinned0 + 5, rds_counter("mr_pages_pinned"));
 	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
 	ASSERT_EQ(1, rdma_status(a, &token, &status));
 	EXPECT_EQ(4u, token);
@@ -920,25 +923,13 @@ static int atomic_send(int fd, const char *ip, int port, int type, uint64_t cook
 		.cookie = cookie, .local_addr = (uintptr_t)result, .flags = flags,
 		.user_token = token,
 	};
-	char control[CMSG_SPACE(sizeof(args))];
-	struct sockaddr_in to = sin4(ip, port);
-	struct iovec data = { .iov_base = "t", .iov_len = 1 };
-	struct msghdr msg = {
-		.msg_name = &to, .msg_namelen = sizeof(to), .msg_iov = &data, .msg_iovlen = 1,
-		.msg_control = control, .msg_controllen = sizeof(control),
-	};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	struct rds_cm cm = { type, &args, sizeof(args) };
 
 	args.m_cswp.compare = v[0];
 	args.m_cswp.swap = v[1];
 	args.m_cswp.compare_mask = v[2];
 	args.m_cswp.swap_mask = v[3];
-	memset(control, 0, sizeof(control));
-	c->cmsg_level = SOL_RDS;
-	c->cmsg_type = type;
-	c->cmsg_len = CMSG_LEN(sizeof(args));
-	memcpy(CMSG_DATA(c), &args, sizeof(args));
-	return sendmsg(fd, &msg, 0) < 0 ? -errno : 0;
+	return send_cmsgs(fd, ip, port, &cm, 1, "t", 1);
 }
 
 /*

@@ -31,39 +31,6 @@ static inline int free_mr(int fd, uint64_t cookie, uint64_t flags)
 	return setsockopt(fd, SOL_RDS, RDS_FREE_MR, &f, sizeof(f)) ? -errno : 0;
 }
 
-/*
- * sendmsg with RDS_CMSG_RDMA_ARGS from @fd to @ip:@port: the operation on
- * @cookie (+@roff, @rlen bytes), the local @iov, then @len bytes of @data.
- */
-static inline int rdma_send(int fd, const char *ip, int port, uint64_t cookie, uint64_t roff,
-		     uint64_t rlen, struct rds_iovec *iov, uint64_t n, uint64_t flags,
-		     uint64_t token, const void *data, size_t len)
-{
-	struct rds_rdma_args args = {
-		.cookie = cookie,
-		.remote_vec = { .addr = roff, .bytes = rlen },
-		.local_vec_addr = (uintptr_t)iov,
-		.nr_local = n,
-		.flags = flags,
-		.user_token = token,
-	};
-	char control[CMSG_SPACE(sizeof(args))];
-	struct sockaddr_in to = sin4(ip, port);
-	struct iovec v = { .iov_base = (void *)data, .iov_len = len };
-	struct msghdr msg = {
-		.msg_name = &to, .msg_namelen = sizeof(to), .msg_iov = &v, .msg_iovlen = 1,
-		.msg_control = control, .msg_controllen = sizeof(control),
-	};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-
-	memset(control, 0, sizeof(control));
-	c->cmsg_level = SOL_RDS;
-	c->cmsg_type = RDS_CMSG_RDMA_ARGS;
-	c->cmsg_len = CMSG_LEN(sizeof(args));
-	memcpy(CMSG_DATA(c), &args, sizeof(args));
-	return sendmsg(fd, &msg, 0) < 0 ? -errno : 0;
-}
-
 /* The next RDMA status on @fd: 1 with *@token and *@status, 0 if none in time, -errno. */
 static inline int rdma_status(int fd, uint64_t *token, int *status)
 {
@@ -130,12 +97,18 @@ struct rds_cm {
 	size_t len;
 };
 
-/* @data (@len bytes) to @ip:@port with the control messages @cm[@n]; 0 or -errno. */
+/* The largest control message argument send_cmsgs() takes (struct rds_atomic_args). */
+#define RDS_CM_MAX	80
+
+/*
+ * @data (@len bytes) to @ip:@port with the control messages @cm[@n] (at
+ * most 4, each at most RDS_CM_MAX bytes, or E2BIG); 0 or -errno.
+ */
 static inline int send_cmsgs(int fd, const char *ip, int port, const struct rds_cm *cm, int n,
 		      const void *data, size_t len)
 {
 	union {
-		char buf[4 * CMSG_SPACE(64)];
+		char buf[4 * CMSG_SPACE(RDS_CM_MAX)];
 		struct cmsghdr align;
 	} control;
 	struct sockaddr_in to = sin4(ip, port);
@@ -146,10 +119,14 @@ static inline int send_cmsgs(int fd, const char *ip, int port, const struct rds_
 	};
 	size_t used = 0;
 
+	if (n > 4)
+		return -E2BIG;
 	memset(&control, 0, sizeof(control));
-	for (int i = 0; i < n && i < 4 && cm[i].len <= 64; i++) {
+	for (int i = 0; i < n; i++) {
 		struct cmsghdr *c = (struct cmsghdr *)(control.buf + used);
 
+		if (cm[i].len > RDS_CM_MAX)
+			return -E2BIG;
 		c->cmsg_level = SOL_RDS;
 		c->cmsg_type = cm[i].type;
 		c->cmsg_len = CMSG_LEN(cm[i].len);
@@ -158,6 +135,27 @@ static inline int send_cmsgs(int fd, const char *ip, int port, const struct rds_
 	}
 	msg.msg_controllen = used;
 	return sendmsg(fd, &msg, 0) < 0 ? -errno : 0;
+}
+
+/*
+ * sendmsg with RDS_CMSG_RDMA_ARGS from @fd to @ip:@port: the operation on
+ * @cookie (+@roff, @rlen bytes), the local @iov, then @len bytes of @data.
+ */
+static inline int rdma_send(int fd, const char *ip, int port, uint64_t cookie, uint64_t roff,
+		     uint64_t rlen, struct rds_iovec *iov, uint64_t n, uint64_t flags,
+		     uint64_t token, const void *data, size_t len)
+{
+	struct rds_rdma_args args = {
+		.cookie = cookie,
+		.remote_vec = { .addr = roff, .bytes = rlen },
+		.local_vec_addr = (uintptr_t)iov,
+		.nr_local = n,
+		.flags = flags,
+		.user_token = token,
+	};
+	struct rds_cm cm = { RDS_CMSG_RDMA_ARGS, &args, sizeof(args) };
+
+	return send_cmsgs(fd, ip, port, &cm, 1, data, len);
 }
 
 /* A message into @buf: its length or -errno; the RDMA_DEST cookie in *@cookie (0 if none). */

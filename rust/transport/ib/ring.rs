@@ -559,7 +559,7 @@ impl Rings {
             if !self.has_send_slot() {
                 return false;
             }
-            let Some((_, _, len, remote)) = op.chunk(first) else {
+            let Some((len, remote)) = op.chunk_extent(first) else {
                 return false;
             };
             let mut sges = [bindings::ib_sge::default(); MAX_RDMA_SGES];
@@ -633,7 +633,7 @@ impl Rings {
     ) -> Result<KVec<DmaMapping>> {
         let mut maps = KVec::with_capacity(count, GFP_ATOMIC)?;
         for i in first..first + count {
-            let (page, offset, len, _) = op.chunk(i).ok_or(EINVAL)?;
+            let (page, offset, len) = op.chunk(i).ok_or(EINVAL)?;
             // SAFETY: The page is pinned by the operation, which the message (kept in
             // the slot with the mappings) owns.
             let map = unsafe { DmaMapping::map_pinned(self.device, page, offset, len, direction) }?;
