@@ -238,6 +238,23 @@ TEST_F_TIMEOUT(interop, in_tree_stream_intact, 900)
 	ASSERT_EQ(count, streamed_intact(self->fd, self->buf, first, count));
 }
 
+/* Ten 1000-byte messages echoed one by one, numbered from @seed: back intact. */
+static void echo_round(struct __test_metadata *_metadata, int fd, unsigned char *buf,
+		       unsigned char *out, uint64_t seed)
+{
+	for (uint64_t i = 0; i < 10; i++) {
+		struct interop_cmd c = { .op = OP_ECHO, .seed = seed + i, .len = 1000 };
+		ssize_t got;
+
+		payload_fill(out, c.len, &c, sizeof(c), c.seed);
+		ASSERT_EQ(0, send_request(fd, out, c.len));
+		got = receive(fd, buf, INTEROP_MAX, &c);
+		ASSERT_EQ(1000, got);
+		ASSERT_EQ(seed + i, c.seed);
+		ASSERT_EQ(-1, payload_mismatch(buf, got, &c, sizeof(c), c.seed));
+	}
+}
+
 /*
  * rrds's eth0 goes down for 2 s while the in-tree peer streams 400 messages:
  * whatever in-tree retransmits after the reconnect (flagged, from its
@@ -260,17 +277,28 @@ TEST_F_TIMEOUT(interop, in_tree_stream_survives_link_flap, 900)
 	/* Whether the link failed (in-tree's RC retries may also outlast 2 s). */
 	TH_LOG("connection resets %lld, retransmissions dropped as delivered %lld",
 	       rds_counter("conn_reset") - resets, rds_counter("recv_drop_old_seq") - old);
-	for (uint64_t i = 0; i < 10; i++) {
-		struct interop_cmd c = { .op = OP_ECHO, .seed = 9500 + i, .len = 1000 };
-		ssize_t got;
+	echo_round(_metadata, self->fd, self->buf, self->mem, 9500);
+}
 
-		payload_fill(self->mem, c.len, &c, sizeof(c), c.seed);
-		ASSERT_EQ(0, send_request(self->fd, self->mem, c.len));
-		got = receive(self->fd, self->buf, INTEROP_MAX, &c);
-		ASSERT_EQ(1000, got);
-		ASSERT_EQ(9500 + i, c.seed);
-		ASSERT_EQ(-1, payload_mismatch(self->buf, got, &c, sizeof(c), c.seed));
-	}
+/*
+ * rrds's RDMA device is deleted (rdma link del) 100 messages into a
+ * 400-message in-tree stream and re-added 2 s later: rrds's connection and
+ * listener go with the device and come back on the new one, and every
+ * message arrives once, in order, intact; then echoes go both ways.
+ */
+TEST_F_TIMEOUT(interop, in_tree_stream_survives_device_readded, 900)
+{
+	const uint64_t count = 400, first = 12000, before = 100;
+
+	ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_STREAM, .seed = first,
+							     .count = count }));
+	ASSERT_EQ(before, streamed_intact(self->fd, self->buf, first, before));
+	ASSERT_EQ(0, sh("rdma link del rxe0"));
+	sleep(2);
+	ASSERT_EQ(0, sh("rdma link add rxe0 type rxe netdev eth0"));
+	ASSERT_EQ(count - before,
+		  streamed_intact(self->fd, self->buf, first + before, count - before));
+	echo_round(_metadata, self->fd, self->buf, self->mem, 12500);
 }
 
 /* Whether debugfs shows an rrds link up with credits (flow control) @on. */
