@@ -370,14 +370,15 @@ static void set_buf(int fd, int opt, int bytes)
 static long eagain_count, enobufs_count;
 
 /*
- * Sends one message, retrying while the send buffer is full (EAGAIN) or the
- * destination congested (ENOBUFS); dies at the deadline.
+ * Sends one message to @to (@tolen bytes, either family), retrying while
+ * the send buffer is full (EAGAIN) or the destination congested (ENOBUFS);
+ * dies at the deadline.
  */
-static void send_msg(int fd, const void *buf, size_t size, const struct sockaddr_in *to)
+static void send_msg_to(int fd, const void *buf, size_t size, const struct sockaddr *to,
+			socklen_t tolen)
 {
 	for (;;) {
-		ssize_t n = sendto(fd, buf, size, MSG_DONTWAIT, (const struct sockaddr *)to,
-				   sizeof(*to));
+		ssize_t n = sendto(fd, buf, size, MSG_DONTWAIT, to, tolen);
 
 		if (n >= 0) {
 			if ((size_t)n != size)
@@ -385,8 +386,8 @@ static void send_msg(int fd, const void *buf, size_t size, const struct sockaddr
 			return;
 		}
 		if (now() > deadline)
-			die("deadline passed sending %zu bytes to port %d (last error %s)",
-			    size, ntohs(to->sin_port), strerror(errno));
+			die("deadline passed sending %zu bytes (last error %s)", size,
+			    strerror(errno));
 		if (errno == EAGAIN || errno == ENOBUFS) {
 			double start = now();
 
@@ -399,34 +400,59 @@ static void send_msg(int fd, const void *buf, size_t size, const struct sockaddr
 			if (now() - start < RETRY_NAP_MS / 1000.0)
 				poll(NULL, 0, RETRY_NAP_MS);
 		} else if (errno != EINTR) {
-			die("sendto of %zu bytes to port %d: %s", size, ntohs(to->sin_port),
-			    strerror(errno));
+			die("sendto of %zu bytes: %s", size, strerror(errno));
 		}
 	}
 }
 
-/* Dies unless @from (@len bytes) is @ip:@port. */
-static void check_source(const struct sockaddr_in *from, socklen_t len, const char *ip, int port)
+static void send_msg(int fd, const void *buf, size_t size, const struct sockaddr_in *to)
 {
-	struct sockaddr_in want = sin4(ip, port);
-	char got[INET_ADDRSTRLEN] = "?";
+	send_msg_to(fd, buf, size, (const struct sockaddr *)to, sizeof(*to));
+}
 
-	if (len != sizeof(*from) || from->sin_family != AF_INET)
-		die("source address of %u bytes, family %d", len, from->sin_family);
-	if (from->sin_addr.s_addr == want.sin_addr.s_addr && from->sin_port == want.sin_port)
-		return;
-	inet_ntop(AF_INET, &from->sin_addr, got, sizeof(got));
-	die("message from %s:%d, want %s:%d", got, ntohs(from->sin_port), ip, port);
+static void send_msg6(int fd, const void *buf, size_t size, const struct sockaddr_in6 *to)
+{
+	send_msg_to(fd, buf, size, (const struct sockaddr *)to, sizeof(*to));
+}
+
+/* Dies unless @from (@len bytes) is @ip:@port; an @ip with a colon is IPv6. */
+static void check_source(const struct sockaddr_storage *from, socklen_t len, const char *ip,
+			 int port)
+{
+	char got[INET6_ADDRSTRLEN] = "?";
+
+	if (strchr(ip, ':')) {
+		const struct sockaddr_in6 *f = (const struct sockaddr_in6 *)from;
+		struct sockaddr_in6 want = sin6(ip, port, 0);
+
+		if (len != sizeof(*f) || f->sin6_family != AF_INET6)
+			die("source address of %u bytes, family %d", len, f->sin6_family);
+		if (!memcmp(&f->sin6_addr, &want.sin6_addr, 16) && f->sin6_port == want.sin6_port)
+			return;
+		inet_ntop(AF_INET6, &f->sin6_addr, got, sizeof(got));
+		die("message from [%s]:%d, want [%s]:%d", got, ntohs(f->sin6_port), ip, port);
+	} else {
+		const struct sockaddr_in *f = (const struct sockaddr_in *)from;
+		struct sockaddr_in want = sin4(ip, port);
+
+		if (len != sizeof(*f) || f->sin_family != AF_INET)
+			die("source address of %u bytes, family %d", len, f->sin_family);
+		if (f->sin_addr.s_addr == want.sin_addr.s_addr && f->sin_port == want.sin_port)
+			return;
+		inet_ntop(AF_INET, &f->sin_addr, got, sizeof(got));
+		die("message from %s:%d, want %s:%d", got, ntohs(f->sin_port), ip, port);
+	}
 }
 
 /*
  * Receives the next message, whole, into @buf; dies unless it comes from
- * @ip:@port, or at the deadline (saying it was waiting for @what).
+ * @ip:@port (IPv4 or IPv6), or at the deadline (saying it was waiting for
+ * @what).
  */
 static ssize_t recv_from(int fd, void *buf, size_t size, const char *what, const char *ip,
 			 int port)
 {
-	struct sockaddr_in from;
+	struct sockaddr_storage from;
 	struct iovec iov = { .iov_base = buf, .iov_len = size };
 	struct msghdr mh = { .msg_name = &from, .msg_iov = &iov, .msg_iovlen = 1 };
 
@@ -626,7 +652,8 @@ static void check_ib_info(int fd, const char *laddr, const char *faddr, bool roc
 static void __attribute__((noreturn)) run_pinger(const FIXTURE_VARIANT(ib) *v, int bound[2])
 {
 	struct timeval tv = { .tv_sec = 20 };
-	struct sockaddr_in to = sin4(v->remote, 0), from;
+	struct sockaddr_in to = sin4(v->remote, 0);
+	struct sockaddr_storage from;
 	socklen_t len = sizeof(from);
 	char buf[16];
 	ssize_t n;
@@ -1047,53 +1074,6 @@ static int child_socket6(const char *ip, int port)
 	return fd;
 }
 
-/* The next message, whole, from [@ip]:@port into @buf; dies otherwise or at the deadline. */
-static ssize_t recv_from6(int fd, void *buf, size_t size, const char *what, const char *ip,
-			  int port)
-{
-	struct sockaddr_in6 from, want = sin6(ip, port, 0);
-	struct iovec iov = { .iov_base = buf, .iov_len = size };
-	struct msghdr mh = { .msg_name = &from, .msg_iov = &iov, .msg_iovlen = 1 };
-
-	for (;;) {
-		ssize_t n;
-
-		mh.msg_namelen = sizeof(from);
-		n = recvmsg(fd, &mh, MSG_DONTWAIT);
-		if (n >= 0) {
-			if (mh.msg_flags & MSG_TRUNC)
-				die("%s truncated (%zd bytes)", what, n);
-			if (mh.msg_namelen != sizeof(from) || from.sin6_family != AF_INET6 ||
-			    memcmp(&from.sin6_addr, &want.sin6_addr, 16) ||
-			    from.sin6_port != want.sin6_port)
-				die("%s: not from [%s]:%d", what, ip, port);
-			return n;
-		}
-		if (errno != EAGAIN && errno != EINTR)
-			die("recvmsg: %s", strerror(errno));
-		if (now() > deadline)
-			die("deadline passed waiting for %s", what);
-		wait_fd(fd, POLLIN, 1000);
-	}
-}
-
-static void send_msg6(int fd, const void *buf, size_t size, const struct sockaddr_in6 *to)
-{
-	for (;;) {
-		ssize_t n = sendto(fd, buf, size, 0, (const struct sockaddr *)to, sizeof(*to));
-
-		if (n == (ssize_t)size)
-			return;
-		if (n >= 0)
-			die("sendto of %zu bytes returned %zd", size, n);
-		if (now() > deadline)
-			die("deadline passed sending %zu bytes: %s", size, strerror(errno));
-		if (errno != EAGAIN && errno != ENOBUFS && errno != EINTR)
-			die("sendto of %zu bytes: %s", size, strerror(errno));
-		wait_fd(fd, POLLOUT, RETRY_WAIT_MS);
-	}
-}
-
 /*
  * Dies unless RDS6_INFO_CONNECTIONS lists [@laddr] -> [@faddr] once, over
  * "infiniband", and RDS6_INFO_IB_CONNECTIONS once, over RoCE with the
@@ -1165,7 +1145,7 @@ static void __attribute__((noreturn)) run_v6_side(const FIXTURE_VARIANT(ib) *v, 
 		struct sockaddr_in6 ping = sin6(peer, 0, 0);
 
 		send_msg6(fd, "", 0, &ping);
-		if (recv_from6(fd, buf, MIB + 1, "the pong", peer, 0) != 0)
+		if (recv_from(fd, buf, MIB + 1, "the pong", peer, 0) != 0)
 			die("a pong with data");
 		for (size_t i = 0; i < n; i++) {
 			numbered_fill(buf, v6_sizes[i], V6_STREAM, i);
@@ -1176,7 +1156,7 @@ static void __attribute__((noreturn)) run_v6_side(const FIXTURE_VARIANT(ib) *v, 
 		ssize_t got;
 
 		snprintf(what, sizeof(what), "message %zu of %zu", i, n);
-		got = recv_from6(fd, buf, MIB + 1, what, peer, V6_PORT);
+		got = recv_from(fd, buf, MIB + 1, what, peer, V6_PORT);
 		numbered_check(buf, got, v6_sizes[i], V6_STREAM, i);
 		if (side == 1)
 			send_msg6(fd, buf, got, &to);

@@ -256,49 +256,48 @@ static void echo_round(struct __test_metadata *_metadata, int fd, unsigned char 
 }
 
 /*
- * rrds's eth0 goes down for 2 s while the in-tree peer streams 400 messages:
- * whatever in-tree retransmits after the reconnect (flagged, from its
- * acknowledged sequence on), every message arrives once, in order, intact;
- * then messages flow both ways again.
+ * The in-tree peer streams 400 messages numbered from @first; after 100,
+ * rrds runs @cut, and @restore 2 s later. Whatever in-tree retransmits after
+ * the reconnect (flagged, from its acknowledged sequence on), every message
+ * arrives once, in order, intact; then ten echoes go both ways.
  */
-TEST_F_TIMEOUT(interop, in_tree_stream_survives_link_flap, 900)
+static void interrupted_in_tree_stream(struct __test_metadata *_metadata,
+				       FIXTURE_DATA(interop) *self, uint64_t first,
+				       const char *cut, const char *restore)
 {
-	const uint64_t count = 400, first = 9000, before = 100;
+	const uint64_t count = 400, before = 100;
 	long long resets = rds_counter("conn_reset"), old = rds_counter("recv_drop_old_seq");
 
 	ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_STREAM, .seed = first,
 							     .count = count }));
 	ASSERT_EQ(before, streamed_intact(self->fd, self->buf, first, before));
-	ASSERT_EQ(0, sh("ip link set eth0 down"));
+	ASSERT_EQ(0, sh("%s", cut));
 	sleep(2);
-	ASSERT_EQ(0, sh("ip link set eth0 up"));
+	ASSERT_EQ(0, sh("%s", restore));
 	ASSERT_EQ(count - before,
 		  streamed_intact(self->fd, self->buf, first + before, count - before));
 	/* Whether the link failed (in-tree's RC retries may also outlast 2 s). */
 	TH_LOG("connection resets %lld, retransmissions dropped as delivered %lld",
 	       rds_counter("conn_reset") - resets, rds_counter("recv_drop_old_seq") - old);
-	echo_round(_metadata, self->fd, self->buf, self->mem, 9500);
+	echo_round(_metadata, self->fd, self->buf, self->mem, first + count);
+}
+
+/* rrds's eth0 down for 2 s in an in-tree stream. */
+TEST_F_TIMEOUT(interop, in_tree_stream_survives_link_flap, 900)
+{
+	interrupted_in_tree_stream(_metadata, self, 9000, "ip link set eth0 down",
+				   "ip link set eth0 up");
 }
 
 /*
- * rrds's RDMA device is deleted (rdma link del) 100 messages into a
- * 400-message in-tree stream and re-added 2 s later: rrds's connection and
- * listener go with the device and come back on the new one, and every
- * message arrives once, in order, intact; then echoes go both ways.
+ * rrds's RDMA device deleted (rdma link del) in an in-tree stream and
+ * re-added 2 s later: rrds's connection and listener go with the device
+ * and come back on the new one.
  */
 TEST_F_TIMEOUT(interop, in_tree_stream_survives_device_readded, 900)
 {
-	const uint64_t count = 400, first = 12000, before = 100;
-
-	ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_STREAM, .seed = first,
-							     .count = count }));
-	ASSERT_EQ(before, streamed_intact(self->fd, self->buf, first, before));
-	ASSERT_EQ(0, sh("rdma link del rxe0"));
-	sleep(2);
-	ASSERT_EQ(0, sh("rdma link add rxe0 type rxe netdev eth0"));
-	ASSERT_EQ(count - before,
-		  streamed_intact(self->fd, self->buf, first + before, count - before));
-	echo_round(_metadata, self->fd, self->buf, self->mem, 12500);
+	interrupted_in_tree_stream(_metadata, self, 12000, "rdma link del rxe0",
+				   "rdma link add rxe0 type rxe netdev eth0");
 }
 
 /* Whether debugfs shows an rrds link up with credits (flow control) @on. */
