@@ -566,6 +566,38 @@ TEST_F_TIMEOUT(interop, ipv6_ping_and_echo, 600)
 	close(fd);
 }
 
+/*
+ * The in-tree peer WRITEs to a cookie rrds has freed (RDS_RDMA_INVALIDATE):
+ * the WRITE fails (a remote access error takes both QPs to the error
+ * state), rrds's memory is untouched, in-tree reports a failed status, and
+ * the connection recovers: echoes go both ways afterwards.
+ */
+TEST_F_TIMEOUT(interop, in_tree_rdma_on_freed_rrds_mr_fails_and_recovers, 300)
+{
+	const size_t len = 4096;
+	struct interop_cmd c = { 0 };
+	uint64_t cookie;
+	ssize_t got;
+
+	memset(self->mem, 0, len);
+	ASSERT_EQ(0, get_mr(self->fd, self->mem, len, RDS_RDMA_READWRITE, &cookie));
+	ASSERT_EQ(0, free_mr(self->fd, cookie, RDS_RDMA_INVALIDATE));
+	ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_WRITE, .len = len, .seed = 90,
+							     .cookie = cookie }));
+	/* The WRITE's message goes with its failed op (upstream never resends one). */
+	do {
+		got = receive(self->fd, self->buf, INTEROP_MAX, &c);
+		ASSERT_LE(0, got);
+	} while (c.op == OP_WRITTEN);
+	ASSERT_EQ(OP_RESULT, c.op);
+	EXPECT_NE(RDS_RDMA_SUCCESS, c.status);
+	TH_LOG("in-tree's status for its WRITE: %d (RDS_RDMA_REMOTE_ERROR is %d)", c.status,
+	       RDS_RDMA_REMOTE_ERROR);
+	for (size_t i = 0; i < len; i++)
+		ASSERT_EQ(0, self->mem[i]);
+	echo_round(_metadata, self->fd, self->buf, self->mem + len, 13000);
+}
+
 /* Bit n set for each of rrds's connections to the peer with TOS n (< 64); -1 on error. */
 static long long rrds_tos_bits(int fd)
 {
