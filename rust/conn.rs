@@ -124,15 +124,11 @@ kernel::sync::global_lock! {
 /// its connections until unload): it retransmits what it had not seen
 /// acknowledged, of which the new connection drops what the old one
 /// delivered, and it drops retransmissions numbered below what it has seen,
-/// so the new connection numbers its messages on from the old one. The
-/// peer's incarnation is kept too: a peer that lost its own state meanwhile
-/// is then seen to have restarted, and its numbers are accepted afresh.
+/// so the new connection numbers its messages on from the old one.
 struct Resume {
     key: ConnKey,
     next_tx_seq: u64,
     next_rx_seq: u64,
-    /// The peer's incarnation on the old connection's last link (0: none).
-    peer_incarnation: u32,
 }
 
 kernel::sync::global_lock! {
@@ -148,13 +144,13 @@ pub(crate) fn init() {
     unsafe { RESUME.init() };
 }
 
-/// Takes what a forgotten connection with `key` left.
-fn take_resume(key: &ConnKey) -> Option<Resume> {
+/// Takes the sequence numbers left by a forgotten connection with `key`.
+fn take_resume(key: &ConnKey) -> Option<(u64, u64)> {
     let mut resume = RESUME.lock();
     let i = resume.iter().position(|r| r.key == *key)?;
     let r = resume.remove(i).ok()?;
     free_if_empty(&mut resume);
-    Some(r)
+    Some((r.next_tx_seq, r.next_rx_seq))
 }
 
 /// Frees the table's buffer once it is empty: nothing else would before unload.
@@ -232,15 +228,10 @@ fn lookup(key: ConnKey, transport: &'static dyn Transport, user: bool) -> Result
         return Ok(existing);
     }
     // Not yet visible to anyone else.
-    if let Some(r) = take_resume(&key) {
-        {
-            let mut st = conn.state.lock();
-            st.next_tx_seq = r.next_tx_seq;
-            st.next_rx_seq = r.next_rx_seq;
-        }
-        if let Some(path) = &conn.path {
-            path.resume_peer_incarnation(r.peer_incarnation);
-        }
+    if let Some((next_tx_seq, next_rx_seq)) = take_resume(&key) {
+        let mut st = conn.state.lock();
+        st.next_tx_seq = next_tx_seq;
+        st.next_rx_seq = next_rx_seq;
     }
     let pushed = table.push(
         ConnEntry {
@@ -580,15 +571,13 @@ impl Connection {
         }
     }
 
-    /// Records the sequence numbers and the peer's incarnation for the next
-    /// connection with this key (see `Resume`); on allocation failure they
-    /// are lost, as before.
+    /// Records the sequence numbers for the next connection with this key
+    /// (see `Resume`); on allocation failure they are lost, as before.
     fn keep_sequences(&self) {
         let (next_tx_seq, next_rx_seq) = {
             let st = self.state.lock();
             (st.next_tx_seq, st.next_rx_seq)
         };
-        let peer_incarnation = self.path.as_ref().map_or(0, |p| p.peer_incarnation());
         let mut kept = RESUME.lock();
         kept.retain(|r| r.key != self.key);
         let _ = kept.push(
@@ -596,7 +585,6 @@ impl Connection {
                 key: self.key,
                 next_tx_seq,
                 next_rx_seq,
-                peer_incarnation,
             },
             GFP_KERNEL,
         );

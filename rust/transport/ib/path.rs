@@ -354,18 +354,6 @@ impl IbPath {
         self.conn.lock().clone()
     }
 
-    /// The peer's incarnation on the last link (0: none seen).
-    pub(crate) fn peer_incarnation(&self) -> u32 {
-        self.ctl.lock().peer_incarnation
-    }
-
-    /// Starts from the peer incarnation a forgotten connection with this
-    /// key saw, before any link: a peer that restarted since is then told
-    /// apart from one whose connection lived on.
-    pub(crate) fn resume_peer_incarnation(&self, incarnation: u32) {
-        self.ctl.lock().peer_incarnation = incarnation;
-    }
-
     pub(super) fn cqe(&self, tag: u32) -> &Cqe<IbPath> {
         match tag {
             TAG_RECV => &self.recv_cqe,
