@@ -89,6 +89,9 @@ counters! {
     // IB links: passive links established by their first receive because
     // their ESTABLISHED event had not come (a lost RTU).
     IbEstablishedByReceive => "ib_established_by_receive",
+    // IB links whose peer came with a new incarnation: it lost its
+    // connection state (see `ib_peer_restart_drops`).
+    IbPeerRestarts => "ib_peer_restarts",
 }
 
 const COUNT: usize = NAMES.len();

@@ -1232,6 +1232,9 @@ fn peer_restarted(c: &mut Control, peer: &ConnectPrivate) -> bool {
     }
     let changed = c.peer_incarnation != 0 && c.peer_incarnation != peer.incarnation;
     c.peer_incarnation = peer.incarnation;
+    if changed {
+        stats::inc(Stat::IbPeerRestarts);
+    }
     changed
 }
 
