@@ -270,10 +270,23 @@ fn one_pair(cfg: &Config, size: usize, direction: Direction) -> io::Result<Count
         || send(&flow, &tx, rx_addr, &cookies),
         || receive(&flow, &rx, tx_addr, &regions),
     );
-    let sender_errors = sent?;
-    let mut counted = counted?;
-    counted.errors += sender_errors;
-    Ok(counted)
+    match (sent, counted) {
+        (Ok(sender_errors), Ok(mut counted)) => {
+            counted.errors += sender_errors;
+            Ok(counted)
+        }
+        // What the sender saw tells a lost message from a failed operation.
+        (Ok(sender_errors), Err(receiver)) if sender_errors > 0 => Err(io::Error::new(
+            receiver.kind(),
+            format!("{receiver}; sender: {sender_errors} operations failed"),
+        )),
+        (Ok(_), Err(receiver)) => Err(receiver),
+        (Err(sender), Ok(_)) => Err(sender),
+        (Err(sender), Err(receiver)) => Err(io::Error::new(
+            receiver.kind(),
+            format!("{receiver}; {sender}"),
+        )),
+    }
 }
 
 /// Issues operations until stopped; returns the errors it saw (failed
@@ -379,6 +392,15 @@ pub(super) fn send(
             Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
             Err(err) => return Err(context(err, "sender: recvmsg")),
         }
+    }
+    if !in_flight.is_empty() {
+        return Err(no_progress(format!(
+            "sender: {} of {} operations without an outcome {:?} after the run ({} failed)",
+            in_flight.len(),
+            sent,
+            cfg.timeout,
+            errors
+        )));
     }
     Ok(errors)
 }
