@@ -351,8 +351,13 @@ TEST_F(ib_tools, bench_rdma_write_and_read_verified)
 				    "--transport ib %s --duration 2 --timeout 60 "
 				    "--runs 1 --mode %s --verify --json 2>&1",
 				    rrds_cmd(), variant->local, variant->remote, shapes[i / 2],
-				    modes[i % 2]))
+				    modes[i % 2])) {
 			TH_LOG("%s", out);
+			/* What the links and counters looked like after the stall. */
+			sh_out(out, sizeof(out),
+			       "%s info counters 2>&1 | grep -E 'reset|drop|established|restart'; "
+			       "cat /sys/kernel/debug/rrds/ib_links 2>&1", rrds_cmd());
+		}
 		TH_LOG("%s", out);
 		expect_clean_bench(_metadata, out, strstr(shapes[i / 2], "--tasks 2") ? 2 : 1);
 		EXPECT_NE(NULL, strstr(out, i % 2 ? "\"mode\":\"rdma_read\"" : "\"mode\":\"rdma_write\""));
