@@ -301,10 +301,15 @@ pub(super) fn send(
     let mut spare: Vec<Vec<u8>> = Vec::new();
     let mut in_flight: HashMap<u64, RdmaInFlight> = HashMap::new();
     let (mut sent, mut acked, mut errors) = (0u64, 0u64, 0u64);
+    // Failed operations: their messages never reach the receiver (a message
+    // whose RDMA failed, or was dropped by a reconnect, is not sent), so its
+    // count never covers them and they must not hold credits.
+    let mut lost = 0u64;
     let mut last_progress = Instant::now();
     let mut note = [0u8; 16];
     while !flow.stopped() {
-        if sent - acked >= flow.slots() || in_flight.len() as u64 >= flow.slots() {
+        let unacknowledged = sent - (acked + lost).min(sent);
+        if unacknowledged >= flow.slots() || in_flight.len() as u64 >= flow.slots() {
             match tx.recv_msg(&mut note) {
                 Ok(got) => {
                     if let Some(status) = got.rdma_status {
@@ -318,6 +323,9 @@ pub(super) fn send(
                         let wrong_bytes = cfg.verify
                             && flow.direction == Direction::Read
                             && !flow.pattern.matches(status.token % flow.slots(), &buf);
+                        if !status.is_success() {
+                            lost += 1;
+                        }
                         if !status.is_success() || wrong_bytes {
                             errors += 1;
                         }
@@ -338,7 +346,7 @@ pub(super) fn send(
                              unacknowledged",
                             cfg.timeout,
                             in_flight.len(),
-                            sent - acked
+                            unacknowledged
                         )));
                     }
                     tx.wait_readable(SLICE.min(cfg.timeout - idle))?;
