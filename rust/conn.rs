@@ -36,7 +36,10 @@ use crate::{
         Stat, //
     },
     transport::{
-        ib::IbPath,
+        ib::{
+            IbPath,
+            Incarnations, //
+        },
         Transport,
         Xmit, //
     },
@@ -124,11 +127,14 @@ kernel::sync::global_lock! {
 /// its connections until unload): it retransmits what it had not seen
 /// acknowledged, of which the new connection drops what the old one
 /// delivered, and it drops retransmissions numbered below what it has seen,
-/// so the new connection numbers its messages on from the old one.
+/// so the new connection numbers its messages on from the old one. It also
+/// takes up both incarnations: to an rrds peer it is the old connection, and
+/// a peer that lost its own state meanwhile is seen to have restarted.
 struct Resume {
     key: ConnKey,
     next_tx_seq: u64,
     next_rx_seq: u64,
+    incarnations: Incarnations,
 }
 
 kernel::sync::global_lock! {
@@ -144,13 +150,13 @@ pub(crate) fn init() {
     unsafe { RESUME.init() };
 }
 
-/// Takes the sequence numbers left by a forgotten connection with `key`.
-fn take_resume(key: &ConnKey) -> Option<(u64, u64)> {
+/// Takes what a forgotten connection with `key` left.
+fn take_resume(key: &ConnKey) -> Option<Resume> {
     let mut resume = RESUME.lock();
     let i = resume.iter().position(|r| r.key == *key)?;
     let r = resume.remove(i).ok()?;
     free_if_empty(&mut resume);
-    Some((r.next_tx_seq, r.next_rx_seq))
+    Some(r)
 }
 
 /// Frees the table's buffer once it is empty: nothing else would before unload.
@@ -228,10 +234,15 @@ fn lookup(key: ConnKey, transport: &'static dyn Transport, user: bool) -> Result
         return Ok(existing);
     }
     // Not yet visible to anyone else.
-    if let Some((next_tx_seq, next_rx_seq)) = take_resume(&key) {
-        let mut st = conn.state.lock();
-        st.next_tx_seq = next_tx_seq;
-        st.next_rx_seq = next_rx_seq;
+    if let Some(r) = take_resume(&key) {
+        {
+            let mut st = conn.state.lock();
+            st.next_tx_seq = r.next_tx_seq;
+            st.next_rx_seq = r.next_rx_seq;
+        }
+        if let Some(path) = &conn.path {
+            path.resume_incarnations(r.incarnations);
+        }
     }
     let pushed = table.push(
         ConnEntry {
@@ -304,7 +315,7 @@ pub(crate) fn forget_net(net: NetRef, mut which: impl FnMut(&Connection) -> bool
         if let Some(path) = &e.conn.path {
             path.kill();
             if resume {
-                e.conn.keep_sequences();
+                e.conn.keep_sequences(path);
             }
         }
         e.conn.cancel(None, |_| true);
@@ -535,10 +546,12 @@ impl Connection {
         }
     }
 
-    /// The peer lost its connection state (its namespace's last socket closed,
-    /// or rrds was reloaded there) and connected again: drop what was handed
-    /// to its earlier incarnation, whose sockets are gone, and accept its
-    /// sequence numbers afresh. Messages never handed over stay queued.
+    /// The peer lost its connection state (rrds was reloaded there, or its
+    /// namespace went; a connection resumed after its namespace's last
+    /// socket closed keeps its incarnation, see `Resume`) and connected
+    /// again: drop what was handed to its earlier incarnation, whose sockets
+    /// are gone, and accept its sequence numbers afresh. Messages never
+    /// handed over stay queued.
     pub(crate) fn peer_restarted(&self) {
         // Entries before `from` are known not to be flagged; each is released
         // outside the lock (its owner's last reference may go with it).
@@ -571,13 +584,15 @@ impl Connection {
         }
     }
 
-    /// Records the sequence numbers for the next connection with this key
-    /// (see `Resume`); on allocation failure they are lost, as before.
-    fn keep_sequences(&self) {
+    /// Records the sequence numbers and incarnations for the next connection
+    /// with this key (see `Resume`) of an IB connection; on allocation
+    /// failure they are lost, and the next connection is a restart.
+    fn keep_sequences(&self, path: &IbPath) {
         let (next_tx_seq, next_rx_seq) = {
             let st = self.state.lock();
             (st.next_tx_seq, st.next_rx_seq)
         };
+        let incarnations = path.incarnations();
         let mut kept = RESUME.lock();
         kept.retain(|r| r.key != self.key);
         let _ = kept.push(
@@ -585,6 +600,7 @@ impl Connection {
                 key: self.key,
                 next_tx_seq,
                 next_rx_seq,
+                incarnations,
             },
             GFP_KERNEL,
         );

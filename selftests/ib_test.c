@@ -4,8 +4,9 @@
  * once over the siw pair of fixtures.sh (a variant each): rds-ping, ordered
  * byte-exact delivery of 0 B to 1 MiB messages, a 4x4 integrity exchange,
  * RDS_INFO_CONNECTIONS, simultaneous connects, teardown when the last socket
- * of a namespace closes, TOS and IPv6 connections, a link flap,
- * connect/close cycles, and a namespace deleted under live connections.
+ * of a namespace closes, TOS and IPv6 connections, a link flap, a peer
+ * that lost its state, connect/close cycles, and a namespace deleted under
+ * live connections.
  *
  * A socket belongs to the namespace of the process that creates it, so every
  * socket here is opened by a child that entered rrds-a (the variant's local
@@ -941,6 +942,7 @@ TEST_F(ib, info_shows_infiniband_connections_in_both_namespaces)
 
 #define TOS_PORT	6200
 #define TOS_VALUE	5
+#define TOS_DOWN_VALUE	7
 #define TOS_MSGS	20
 #define TOS_SIZE	100
 
@@ -975,6 +977,33 @@ static long long tos_bits(int fd, const char *laddr, const char *faddr, long lon
 			*ib |= 1LL << r[i].tos;
 	free(buf);
 	return bits;
+}
+
+/*
+ * A connection that never comes up (its peer address answers nobody) is
+ * listed with its TOS in both RDS_INFO tables, as upstream lists an IB
+ * connection's addresses and TOS before it is up. Run in rrds-a.
+ */
+static void check_tos_while_down(const char *mine)
+{
+	char nobody[INET_ADDRSTRLEN];
+	struct sockaddr_in to = sin4(mine, TOS_PORT);
+	rds_tos_t tos = TOS_DOWN_VALUE;
+	long long bits, ib;
+	int fd;
+
+	/* The pair's subnet, a host that does not exist (x.x.x.99). */
+	to.sin_addr.s_addr = (to.sin_addr.s_addr & htonl(0xffffff00)) | htonl(99);
+	inet_ntop(AF_INET, &to.sin_addr, nobody, sizeof(nobody));
+	fd = child_socket(mine, TOS_PORT + 1);
+	if (ioctl(fd, SIOCRDSSETTOS, &tos))
+		die("SIOCRDSSETTOS: %s", strerror(errno));
+	send_msg(fd, "x", 1, &to);
+	bits = tos_bits(fd, mine, nobody, &ib);
+	if (bits != 1LL << TOS_DOWN_VALUE || ib != 1LL << TOS_DOWN_VALUE)
+		die("connection %s -> %s (never up) by TOS: %#llx, IB %#llx, want %#llx", mine,
+		    nobody, bits, ib, 1LL << TOS_DOWN_VALUE);
+	close(fd);
 }
 
 /*
@@ -1027,6 +1056,8 @@ static void __attribute__((noreturn)) run_tos_side(const FIXTURE_VARIANT(ib) *v,
 	if (bits != want || ib != want)
 		die("connections %s -> %s by TOS: %#llx, IB %#llx, want %#llx", mine, peer, bits,
 		    ib, want);
+	if (side == 0)
+		check_tos_while_down(mine);
 	gate_wait(checked, "the other side's checks");
 	close(fd);
 	_exit(0);
@@ -1773,6 +1804,157 @@ TEST_F(ib, device_readded_loses_nothing)
 	interrupted_stream(_metadata, variant, DEVICE_READDED);
 }
 
+#define RESTART_MSGS	5
+#define RESTART_SIZE	256
+#define RESTART_STREAM	4
+
+/*
+ * rrds-b's side of restarted_peer_is_told_apart: takes rrds-a's message,
+ * then sends RESTART_MSGS once the parent has cut rrds-b's egress.
+ */
+static void __attribute__((noreturn)) run_restart_sender(const FIXTURE_VARIANT(ib) *v,
+							 int bound[2], int connected[2], int cut[2],
+							 int release[2])
+{
+	struct sockaddr_in to = sin4(v->local, PAIR_PORT);
+	unsigned char buf[RESTART_SIZE];
+	int fd, i;
+
+	gate_pass(cut);
+	gate_pass(release);
+	fd = child_socket(v->remote, PAIR_PORT);
+	gate_wait(bound, "rrds-a to bind");
+	expect_byte(fd, 'a', v->local);
+	gate_wait(connected, "the parent");
+	gate_wait(cut, "rrds-b's egress to be cut");
+	for (i = 0; i < RESTART_MSGS; i++) {
+		numbered_fill(buf, RESTART_SIZE, RESTART_STREAM, i);
+		send_msg(fd, buf, RESTART_SIZE, &to);
+	}
+	gate_wait_release(release);
+	close(fd);
+	_exit(0);
+}
+
+static void __attribute__((noreturn)) run_restart_receiver(const FIXTURE_VARIANT(ib) *v,
+							   int bound[2], int connected[2],
+							   int cut[2], int release[2])
+{
+	struct sockaddr_in to = sin4(v->remote, PAIR_PORT);
+	unsigned char buf[RESTART_SIZE + 1];
+	char what[40];
+	int fd, i;
+
+	gate_pass(connected);
+	gate_pass(cut);
+	gate_pass(release);
+	fd = child_socket(v->local, PAIR_PORT);
+	gate_wait(bound, "rrds-b to bind");
+	/* rrds-a connects: the connection resumes what the first one left. */
+	send_msg(fd, "a", 1, &to);
+	for (i = 0; i < RESTART_MSGS; i++) {
+		ssize_t n;
+
+		snprintf(what, sizeof(what), "message %d of %d", i, RESTART_MSGS);
+		n = recv_from(fd, buf, sizeof(buf), what, v->remote, PAIR_PORT);
+		numbered_check(buf, n, RESTART_SIZE, RESTART_STREAM, i);
+	}
+	_exit(0);
+}
+
+/*
+ * rrds-a forgets its connection (its last socket closes) and keeps its
+ * sequence numbers; rrds-b then loses all its state (its namespace is
+ * deleted and made anew), so it numbers from 1 again, below what rrds-a
+ * resumes from. rrds-a connects; rrds-b's first messages are cut off
+ * (netem loss on its egress) and flushed by its device's removal, so the
+ * next link carries them flagged RETRANSMITTED. rrds-a must see rrds-b's
+ * new incarnation as a restart and deliver them, not drop them as old.
+ */
+TEST_F(ib, restarted_peer_is_told_apart)
+{
+	int bound[2], connected[2], cut[2], release[2], conns = -1, maps;
+	struct pair p = { .v = variant };
+	struct kid k[2] = { 0 };
+	long long restarts0;
+	bool up;
+
+	/* Each side's first connection gets a message across. */
+	pair_start(_metadata, &p);
+	EXPECT_EQ(0, pair_release(_metadata, &p, 0));
+	EXPECT_TRUE(WAIT_FOR(SETTLE_S, !objects(&conns, &maps) && conns == self->conns0 + 1));
+	ASSERT_EQ(0, sh("ip netns del %s", NS_B));
+	EXPECT_EQ(0, pair_release(_metadata, &p, 1));
+	ASSERT_TRUE(WAIT_FOR(NETNS_GONE_S,
+			     sh("ip -n %s link show %s >/dev/null 2>&1", NS_A, variant->veth)));
+	ASSERT_TRUE(WAIT_FOR(SETTLE_S, !objects(&conns, &maps) && !conns));
+	ASSERT_EQ(0, pair_up_loaded(variant->kind));
+	restarts0 = rds_counter("ib_peer_restarts");
+	ASSERT_LE(0, restarts0);
+
+	gate_open(_metadata, bound);	/* held by both: bound */
+	gate_open(_metadata, connected);	/* held by rrds-b: rrds-a's message arrived */
+	gate_open(_metadata, cut);	/* held by the parent: rrds-b's egress is cut */
+	gate_open(_metadata, release);	/* held by the parent: rrds-b may close */
+	deadline = now() + 90;
+	if (!spawn_in(&k[0], NS_A, "rrds-a receiver"))
+		run_restart_receiver(variant, bound, connected, cut, release);
+	ASSERT_LT(0, k[0].pid);
+	if (!spawn_in(&k[1], NS_B, "rrds-b sender"))
+		run_restart_sender(variant, bound, connected, cut, release);
+	ASSERT_LT(0, k[1].pid);
+	gate_pass(bound);
+	up = gate_wait_until(connected, deadline) && !exited(&k[1]);
+	if (up) {
+		self->netem = true;
+		EXPECT_EQ(0, sh("ip netns exec %s tc qdisc replace dev %s root netem loss 100%%",
+				NS_B, variant->peer_veth));
+		gate_pass(cut);
+		/* The messages are posted, and lost. */
+		sleep(1);
+		EXPECT_EQ(0, sh("rdma link del %s_b", variant->kind));
+		EXPECT_EQ(0, sh("ip netns exec %s tc qdisc del dev %s root", NS_B,
+				variant->peer_veth));
+		self->netem = false;
+		EXPECT_EQ(0, sh("ip netns exec %s rdma link add %s_b type %s netdev %s", NS_B,
+				variant->kind, variant->kind, variant->peer_veth));
+	} else {
+		TH_LOG("rrds-a's message did not reach rrds-b");
+	}
+	gate_pass(cut);
+	EXPECT_EQ(0, reap(_metadata, k, 1, deadline + REAP_GRACE_S));
+	gate_pass(release);
+	EXPECT_EQ(0, reap(_metadata, &k[1], 1, now() + REAP_GRACE_S));
+	EXPECT_TRUE(up);
+	/* rrds-a's resumed connection saw one restart; rrds-b's new one none. */
+	EXPECT_EQ(restarts0 + 1, rds_counter("ib_peer_restarts"));
+}
+
+/*
+ * Both sides forget their connection (each namespace's last socket closes)
+ * and the next pair resumes on both: each connection takes up its forgotten
+ * one's incarnations with its sequence numbers, so neither end takes the
+ * other for restarted (which would drop what it had handed to the first
+ * link of the race as sent to the "old" peer).
+ */
+TEST_F(ib, resumed_peers_are_not_restarts)
+{
+	struct pair first = { .v = variant }, second = { .v = variant };
+	long long restarts0;
+	int conns = -1, maps;
+
+	pair_start(_metadata, &first);
+	EXPECT_EQ(0, pair_release(_metadata, &first, 0));
+	EXPECT_EQ(0, pair_release(_metadata, &first, 1));
+	ASSERT_TRUE(WAIT_FOR(SETTLE_S, !objects(&conns, &maps) && conns == self->conns0));
+	restarts0 = rds_counter("ib_peer_restarts");
+	ASSERT_LE(0, restarts0);
+	pair_start(_metadata, &second);
+	EXPECT_EQ(restarts0, rds_counter("ib_peer_restarts"));
+	EXPECT_EQ(0, pair_release(_metadata, &second, 0));
+	EXPECT_EQ(0, pair_release(_metadata, &second, 1));
+}
+
 #define CYCLE_SIZE	64
 #define CYCLE_STREAM	3
 
@@ -1837,10 +2019,10 @@ TEST_F_TIMEOUT(ib, reconnect_cycles_leak_nothing, 60 + 1000 / 2 + 2 * REAP_GRACE
 	bool ok;
 
 	/*
-	 * The sender's namespace frees its connection with its last socket;
-	 * the receiver's side keeps its own, and learns from the new
-	 * incarnation number in the connect data that what it had handed to
-	 * the old one must not be retransmitted into the new one.
+	 * The sender's namespace frees its connection with its last socket
+	 * and the next one resumes it (sequence numbers and incarnation); the
+	 * receiver's side keeps its own, and drops what the connect data
+	 * acknowledges rather than retransmitting it.
 	 */
 	/* Nothing is connected yet. */
 	qps0 = rc_qps(variant->kind);

@@ -25,7 +25,10 @@ use kernel::{
     task::Task,
 };
 
-pub(crate) use path::IbPath;
+pub(crate) use path::{
+    IbPath,
+    Incarnations, //
+};
 
 use crate::{
     conn::{

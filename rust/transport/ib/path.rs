@@ -16,6 +16,10 @@ use kernel::{
     prelude::*,
     sync::{
         aref::ARef,
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         Arc,
         ArcBorrow,
         CondVar,
@@ -302,7 +306,19 @@ pub(crate) struct IbPath {
     ack_cqe: Cqe<IbPath>,
     /// This connection state's incarnation, sent in the private data: random,
     /// never 0, so a peer that sees it change knows we lost our sequence state.
-    incarnation: u32,
+    /// Set only before the path is bound to its connection (a resumed
+    /// connection takes its forgotten one's), read when connecting.
+    incarnation: Atomic<u32>,
+}
+
+/// The incarnations a connection forgotten with its namespace's last socket
+/// leaves for the next one with its key (see `conn::Resume`).
+#[derive(Clone, Copy)]
+pub(crate) struct Incarnations {
+    /// Ours: resumed with our sequence numbers, so the peer sees no restart.
+    own: u32,
+    /// The peer's on the last link (0: none seen).
+    peer: u32,
 }
 
 impl_has_work! {
@@ -338,7 +354,7 @@ impl IbPath {
                 send_cqe: Cqe::new(this, TAG_SEND),
                 recv_cqe: Cqe::new(this, TAG_RECV),
                 ack_cqe: Cqe::new(this, TAG_ACK),
-                incarnation: random_incarnation(),
+                incarnation: Atomic::new(random_incarnation()),
             }),
             GFP_KERNEL,
         )
@@ -352,6 +368,26 @@ impl IbPath {
 
     fn conn(&self) -> Option<Arc<Connection>> {
         self.conn.lock().clone()
+    }
+
+    /// Ours and the peer's incarnation, for the next connection with this key.
+    pub(crate) fn incarnations(&self) -> Incarnations {
+        Incarnations {
+            own: self.incarnation.load(Relaxed),
+            peer: self.ctl.lock().peer_incarnation,
+        }
+    }
+
+    /// Takes up the incarnations of a forgotten connection with this key,
+    /// before the path is bound (so before any link): together with its
+    /// sequence numbers this is the old connection, so neither side takes the
+    /// other for restarted, while a peer that lost its own state since sends
+    /// a new incarnation and is.
+    pub(crate) fn resume_incarnations(&self, inc: Incarnations) {
+        if inc.own != 0 {
+            self.incarnation.store(inc.own, Relaxed);
+        }
+        self.ctl.lock().peer_incarnation = inc.peer;
     }
 
     pub(super) fn cqe(&self, tag: u32) -> &Cqe<IbPath> {
@@ -725,7 +761,7 @@ impl IbPath {
             self.key.tos,
             ack_seq,
             RECV_SLOTS as u32,
-            self.incarnation,
+            self.incarnation.load(Relaxed),
         );
         p.encode(buf)
     }
