@@ -1870,6 +1870,10 @@ static void __attribute__((noreturn)) run_restart_receiver(const FIXTURE_VARIANT
  * (netem loss on its egress) and flushed by its device's removal, so the
  * next link carries them flagged RETRANSMITTED. rrds-a must see rrds-b's
  * new incarnation as a restart and deliver them, not drop them as old.
+ * On siw the old link's TCP socket, orphaned with the data queued, may
+ * still deliver them once netem is gone; otherwise rrds-b must reconnect
+ * although no task of it sent while the link was down (it takes the task
+ * that bound its socket).
  */
 TEST_F(ib, restarted_peer_is_told_apart)
 {
