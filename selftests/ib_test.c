@@ -1870,10 +1870,7 @@ static void __attribute__((noreturn)) run_restart_receiver(const FIXTURE_VARIANT
  * (netem loss on its egress) and flushed by its device's removal, so the
  * next link carries them flagged RETRANSMITTED. rrds-a must see rrds-b's
  * new incarnation as a restart and deliver them, not drop them as old.
- * On siw the old link's TCP socket, orphaned with the data queued, may
- * still deliver them once netem is gone; otherwise rrds-b must reconnect
- * although no task of it sent while the link was down (it takes the task
- * that bound its socket).
+ * rxe only (see below).
  */
 TEST_F(ib, restarted_peer_is_told_apart)
 {
@@ -1882,6 +1879,16 @@ TEST_F(ib, restarted_peer_is_told_apart)
 	struct kid k[2] = { 0 };
 	long long restarts0;
 	bool up;
+
+	/*
+	 * Not on siw: its TCP stream can still deliver the cut messages on the
+	 * old link (nothing is retransmitted), and this sequence crashed the
+	 * kernel in siw itself (KASAN use-after-free of a listening endpoint in
+	 * siw_destroy_listen, freed by siw_cm_work_handler) in a make check run.
+	 * The incarnation logic is the same on every device.
+	 */
+	if (!strcmp(variant->kind, "siw"))
+		SKIP(return, "siw: see the comment above this line");
 
 	/* Each side's first connection gets a message across. */
 	pair_start(_metadata, &p);
