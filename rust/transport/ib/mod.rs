@@ -202,16 +202,6 @@ fn listen(net: NetRef, ep: &Endpoint) -> Result<CmId> {
     Ok(id)
 }
 
-/// The last user task that bound a socket to `addr` in `net` (see
-/// `Listener::binder`): a task of that namespace.
-pub(super) fn binder(net: NetRef, addr: &[u8; 16]) -> Option<ARef<Task>> {
-    LISTENERS
-        .lock()
-        .iter()
-        .find(|l| l.net == net && l.addr == *addr)
-        .and_then(|l| l.binder.clone())
-}
-
 /// A socket of `net` is bound to the RDMA address `ep`: listen on it if it
 /// is the first. Process context.
 pub(crate) fn net_get(net: NetRef, ep: &Endpoint) -> Result {

@@ -674,44 +674,13 @@ impl IbPath {
             .lock()
             .clone()
             .ok_or_else(crate::errno::enotconn)?;
-        let queued = run_in_task(
+        run_in_task(
             &task,
             IwarpConnect {
                 path: self.clone(),
                 id: core::ptr::from_ref(id) as usize,
             },
-        );
-        if queued.is_err() {
-            // It exited: forget it, so the next attempt takes the binder
-            // (`adopt_binder`) unless a send names another task first.
-            let gone = {
-                let mut connector = self.connector.lock();
-                connector.take_if(|t| core::ptr::eq(&**t, &*task))
-            };
-            drop(gone);
-        }
-        queued
-    }
-
-    /// With no connector (the connection's sockets sent only while a link
-    /// was up, or only the peer connected), the last task that bound a
-    /// socket to the local address stands in: it is of the namespace, so an
-    /// iWARP reconnect can still be made. Without it such a connection never
-    /// reconnected over iWARP after its link failed (no task sends while it
-    /// is down to be recorded by `ready`).
-    fn adopt_binder(&self) {
-        if self.connector.lock().is_some() {
-            return;
-        }
-        let mut binder = super::binder(self.key.net, &self.key.laddr);
-        {
-            let mut connector = self.connector.lock();
-            if connector.is_none() {
-                *connector = binder.take();
-            }
-        }
-        // A task reference is not dropped under the spinlock.
-        drop(binder);
+        )
     }
 
     /// Like `fail`, for an id known by address only.
@@ -1338,7 +1307,6 @@ impl WorkItem for IbPath {
     /// Tears retired links down, then (re)connects after the backoff if
     /// messages wait. Process context, on the module's workqueue.
     fn run(this: Arc<IbPath>) {
-        this.adopt_binder();
         loop {
             let teardowns = this.teardown.lock();
             let (any, deferred) = this.tear_down_retiring(true);
