@@ -357,6 +357,8 @@ TEST_F(ib_tools, bench_rdma_write_and_read_verified)
 			sh_out(out, sizeof(out),
 			       "%s info counters 2>&1 | grep -E 'reset|drop|established|restart'; "
 			       "cat /sys/kernel/debug/rrds/ib_links 2>&1", rrds_cmd());
+			/* Logged here: the failed assertion ends the test after this block. */
+			TH_LOG("%s", out);
 		}
 		TH_LOG("%s", out);
 		expect_clean_bench(_metadata, out, strstr(shapes[i / 2], "--tasks 2") ? 2 : 1);
