@@ -315,7 +315,8 @@ pub(crate) struct IbPath {
 /// leaves for the next one with its key (see `conn::Resume`).
 #[derive(Clone, Copy)]
 pub(crate) struct Incarnations {
-    /// Ours: resumed with our sequence numbers, so the peer sees no restart.
+    /// Ours (never 0): resumed with our sequence numbers, so the peer sees
+    /// no restart.
     own: u32,
     /// The peer's on the last link (0: none seen).
     peer: u32,
@@ -384,9 +385,7 @@ impl IbPath {
     /// other for restarted, while a peer that lost its own state since sends
     /// a new incarnation and is.
     pub(crate) fn resume_incarnations(&self, inc: Incarnations) {
-        if inc.own != 0 {
-            self.incarnation.store(inc.own, Relaxed);
-        }
+        self.incarnation.store(inc.own, Relaxed);
         self.ctl.lock().peer_incarnation = inc.peer;
     }
 
