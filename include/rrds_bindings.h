@@ -26,6 +26,7 @@
 #include <linux/mm.h>
 #include <linux/scatterlist.h>
 #include <linux/sched/mm.h>
+#include <linux/nsproxy.h>
 #include <uapi/linux/rrds.h>
 
 /*
@@ -80,7 +81,8 @@ void rrds_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t siz
 void rrds_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t size,
 					enum dma_data_direction dir);
 struct workqueue_struct *rrds_alloc_workqueue(void);
-bool rrds_current_exiting(void);
+bool rrds_task_exiting(struct task_struct *task);
+bool rrds_task_user_in_net(struct task_struct *task, const struct net *net);
 struct ib_qp *rrds_ib_create_qp(struct ib_pd *pd, struct ib_qp_init_attr *attr);
 int rrds_ib_destroy_qp(struct ib_qp *qp);
 struct ib_srq *rrds_ib_create_srq(struct ib_pd *pd, struct ib_srq_init_attr *attr);

@@ -184,9 +184,21 @@ struct workqueue_struct *rrds_alloc_workqueue(void)
 }
 
 /* PF_EXITING: task work then runs after the task's namespaces are gone. */
-bool rrds_current_exiting(void)
+bool rrds_task_exiting(struct task_struct *task)
 {
-	return current->flags & PF_EXITING;
+	return READ_ONCE(task->flags) & PF_EXITING;
+}
+
+/* Whether @task is a live user task in @net: iWARP connects run in such a task. */
+bool rrds_task_user_in_net(struct task_struct *task, const struct net *net)
+{
+	bool in;
+
+	task_lock(task);
+	in = task->mm && !(task->flags & PF_EXITING) && task->nsproxy &&
+	     net_eq(task->nsproxy->net_ns, net);
+	task_unlock(task);
+	return in;
 }
 
 bool rrds_module_get(void)

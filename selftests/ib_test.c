@@ -30,6 +30,7 @@
  * RRDS_IB_CYCLES (100).
  */
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -1882,10 +1883,8 @@ TEST_F(ib, restarted_peer_is_told_apart)
 
 	/*
 	 * Not on siw: its TCP stream can still deliver the cut messages on the
-	 * old link (nothing is retransmitted); rrds-b, whose task sent only
-	 * while the link was up, has no task to reconnect from over iWARP
-	 * (design.rst, iWARP connects); and once it did reconnect, the sequence
-	 * crashed the kernel in siw itself (KASAN use-after-free of a listening
+	 * old link (nothing is retransmitted); and once rrds-b did reconnect,
+	 * the sequence crashed the kernel in siw itself (KASAN use-after-free of a listening
 	 * endpoint in siw_destroy_listen). The incarnation logic is the same
 	 * on every device.
 	 */
@@ -1966,6 +1965,136 @@ TEST_F(ib, resumed_peers_are_not_restarts)
 	EXPECT_EQ(restarts0, rds_counter("ib_peer_restarts"));
 	EXPECT_EQ(0, pair_release(_metadata, &second, 0));
 	EXPECT_EQ(0, pair_release(_metadata, &second, 1));
+}
+
+#define ORPHAN_MSGS	5
+#define ORPHAN_SIZE	512
+#define ORPHAN_STREAM	5
+
+/* What rrds-b's sending thread needs. */
+struct orphan_sender {
+	int fd;
+	struct sockaddr_in to;
+};
+
+/* rrds-b's thread: queues the messages while the link is down, and exits. */
+static void *run_orphan_thread(void *arg)
+{
+	struct orphan_sender *s = arg;
+	unsigned char buf[ORPHAN_SIZE];
+
+	for (int i = 0; i < ORPHAN_MSGS; i++) {
+		numbered_fill(buf, ORPHAN_SIZE, ORPHAN_STREAM, i);
+		send_msg(s->fd, buf, ORPHAN_SIZE, &s->to);
+	}
+	return NULL;
+}
+
+/*
+ * rrds-b's side of reconnects_for_a_thread_that_exited: receives only,
+ * except for a thread that sends while the link is down and exits before
+ * the link can come back.
+ */
+static void __attribute__((noreturn)) run_orphan_sender(const FIXTURE_VARIANT(ib) *v,
+							int bound[2], int connected[2],
+							int down[2], int sent[2], int release[2])
+{
+	struct orphan_sender s = { .to = sin4(v->local, PAIR_PORT) };
+	pthread_t thread;
+	int rc;
+
+	gate_pass(down);
+	gate_pass(release);
+	s.fd = child_socket(v->remote, PAIR_PORT);
+	gate_wait(bound, "rrds-a to bind");
+	expect_byte(s.fd, 'a', v->local);
+	gate_wait(connected, "the parent");
+	gate_wait(down, "rrds-b's device to go");
+	rc = pthread_create(&thread, NULL, run_orphan_thread, &s);
+	if (rc)
+		die("pthread_create: %s", strerror(rc));
+	rc = pthread_join(thread, NULL);
+	if (rc)
+		die("pthread_join: %s", strerror(rc));
+	gate_pass(sent);
+	gate_wait_release(release);
+	close(s.fd);
+	_exit(0);
+}
+
+static void __attribute__((noreturn)) run_orphan_receiver(const FIXTURE_VARIANT(ib) *v,
+							  int bound[2], int connected[2],
+							  int down[2], int sent[2],
+							  int release[2])
+{
+	struct sockaddr_in to = sin4(v->remote, PAIR_PORT);
+	unsigned char buf[ORPHAN_SIZE + 1];
+	char what[40];
+	int fd;
+
+	gate_pass(connected);
+	gate_pass(down);
+	gate_pass(sent);
+	gate_pass(release);
+	fd = child_socket(v->local, PAIR_PORT);
+	gate_wait(bound, "rrds-b to bind");
+	/* rrds-a connects: rrds-b's side of the link is the passive one. */
+	send_msg(fd, "a", 1, &to);
+	for (int i = 0; i < ORPHAN_MSGS; i++) {
+		ssize_t n;
+
+		snprintf(what, sizeof(what), "message %d of %d", i, ORPHAN_MSGS);
+		n = recv_from(fd, buf, sizeof(buf), what, v->remote, PAIR_PORT);
+		numbered_check(buf, n, ORPHAN_SIZE, ORPHAN_STREAM, i);
+	}
+	_exit(0);
+}
+
+/*
+ * The side that was connected to gets its queued messages across on its
+ * own. rrds-a connects and then only receives; rrds-b's device goes, and
+ * while it is gone a thread of rrds-b queues messages and exits. rrds-a has
+ * nothing to send, so only rrds-b can reconnect. Over iWARP that connect
+ * must run in a live task of rrds-b's namespace (design.rst, iWARP): the
+ * thread that sent is gone, the process's main thread, waiting on a pipe,
+ * is there.
+ */
+TEST_F(ib, reconnects_for_a_thread_that_exited)
+{
+	int bound[2], connected[2], down[2], sent[2], release[2];
+	struct kid k[2] = { 0 };
+	bool up, queued = false;
+
+	gate_open(_metadata, bound);	/* held by both: bound */
+	gate_open(_metadata, connected);	/* held by rrds-b: rrds-a's message arrived */
+	gate_open(_metadata, down);	/* held by the parent: rrds-b's device is gone */
+	gate_open(_metadata, sent);	/* held by rrds-b: its thread queued and exited */
+	gate_open(_metadata, release);	/* held by the parent: rrds-b may close */
+	deadline = now() + 90;
+	if (!spawn_in(&k[0], NS_A, "rrds-a receiver"))
+		run_orphan_receiver(variant, bound, connected, down, sent, release);
+	ASSERT_LT(0, k[0].pid);
+	if (!spawn_in(&k[1], NS_B, "rrds-b sender"))
+		run_orphan_sender(variant, bound, connected, down, sent, release);
+	ASSERT_LT(0, k[1].pid);
+	gate_pass(bound);
+	gate_pass(sent);
+	up = gate_wait_until(connected, deadline) && !exited(&k[1]);
+	if (up) {
+		EXPECT_EQ(0, sh("rdma link del %s_b", variant->kind));
+		gate_pass(down);
+		queued = gate_wait_until(sent, deadline) && !exited(&k[1]);
+		EXPECT_EQ(0, sh("ip netns exec %s rdma link add %s_b type %s netdev %s", NS_B,
+				variant->kind, variant->kind, variant->peer_veth));
+	} else {
+		TH_LOG("rrds-a's message did not reach rrds-b");
+	}
+	gate_pass(down);
+	EXPECT_EQ(0, reap(_metadata, k, 1, deadline + REAP_GRACE_S));
+	gate_pass(release);
+	EXPECT_EQ(0, reap(_metadata, &k[1], 1, now() + REAP_GRACE_S));
+	EXPECT_TRUE(up);
+	EXPECT_TRUE(queued);
 }
 
 #define CYCLE_SIZE	64

@@ -78,8 +78,7 @@ unsafe extern "C" fn trampoline<T: TaskWork>(head: *mut bindings::callback_head)
     // `run_in_task`; the machinery calls each queued callback once.
     let node = unsafe { KBox::from_raw(head.cast::<Node<T>>()) };
     let Node { item, .. } = KBox::into_inner(node);
-    // SAFETY: No preconditions.
-    if unsafe { bindings::rrds_current_exiting() } {
+    if exiting(&**kernel::current!()) {
         item.cancel();
     } else {
         item.run();
@@ -88,4 +87,12 @@ unsafe extern "C" fn trampoline<T: TaskWork>(head: *mut bindings::callback_head)
     // remains after the put: a window of a few instructions, the same every
     // module callback that drops its own module reference has.
     unsafe { bindings::rrds_module_put() };
+}
+
+/// Whether `task` is exiting: task work it runs then runs after its namespaces
+/// are gone.
+pub(crate) fn exiting(task: &Task) -> bool {
+    // SAFETY: `task` is a live task (the caller holds a reference); its flags are
+    // only read.
+    unsafe { bindings::rrds_task_exiting(task.as_ptr().cast()) }
 }

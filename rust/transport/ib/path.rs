@@ -71,6 +71,7 @@ use crate::{
             WorkCompletion, //
         },
         ib_device::Transport as DeviceTransport,
+        net::NetRef,
         rdma_cm::{
             CmEvent,
             CmEventKind,
@@ -80,6 +81,7 @@ use crate::{
             SockAddr, //
         },
         task_work::{
+            self,
             run_in_task,
             TaskWork, //
         },
@@ -181,6 +183,12 @@ impl TaskWork for IwarpConnect {
                     .is_some_and(|l| core::ptr::from_ref::<CmIdRef>(&l.cm_id) as usize == self.id)
         };
         if !current {
+            return;
+        }
+        // It may have changed namespace since it sent (`setns`).
+        if !user_task_in(&**kernel::current!(), path.key.net) {
+            drop(teardowns);
+            path.fail_id(self.id, "connecting task left the namespace");
             return;
         }
         // SAFETY: `self.id` is the current link's id, which cannot be destroyed while
@@ -297,10 +305,12 @@ pub(crate) struct IbPath {
     work: Work<IbPath>,
     #[pin]
     wake: CondVar,
-    /// A user task of the connection's namespace that sent on it last: iWARP
-    /// connects run in its context (see `ffi/task_work.rs`).
+    /// Whom iWARP connects run in (see `note_connector`, `ffi/task_work.rs`).
     #[pin]
     connector: SpinLock<Option<ARef<Task>>>,
+    /// The address of `connector`'s task (0: none), so that a send by the
+    /// same task need not take the lock. Written under `connector`'s lock.
+    connector_addr: Atomic<usize>,
     send_cqe: Cqe<IbPath>,
     recv_cqe: Cqe<IbPath>,
     ack_cqe: Cqe<IbPath>,
@@ -352,6 +362,7 @@ impl IbPath {
                 work <- new_work!("rrds_ib_path"),
                 wake <- new_condvar!("rrds_ib_backoff"),
                 connector <- new_spinlock!(None),
+                connector_addr: Atomic::new(0),
                 send_cqe: Cqe::new(this, TAG_SEND),
                 recv_cqe: Cqe::new(this, TAG_RECV),
                 ack_cqe: Cqe::new(this, TAG_ACK),
@@ -404,21 +415,9 @@ impl IbPath {
 
     /// Whether sends can be posted; if the path is down, starts connecting.
     pub(crate) fn ready(self: &Arc<Self>) -> bool {
+        self.note_connector();
         if self.rings.lock().as_ref().is_some_and(|r| r.up) {
             return true;
-        }
-        let task = kernel::current!();
-        // Kernel threads have no user memory: only user tasks can connect iWARP.
-        if task.mm().is_some() {
-            let mut connector = self.connector.lock();
-            if !connector
-                .as_ref()
-                .is_some_and(|t| core::ptr::eq(&**t, &**task))
-            {
-                let old = connector.replace(ARef::from(&**task));
-                drop(connector);
-                drop(old);
-            }
         }
         let mut c = self.ctl.lock();
         if !c.dead && c.state == State::Down && !c.connect_wanted {
@@ -427,6 +426,38 @@ impl IbPath {
             self.enqueue();
         }
         false
+    }
+
+    /// Records who iWARP connects run in (see `connect_from_task`): the
+    /// sending thread's group leader, which normally lives as long as its
+    /// process and so its sockets, or the thread itself if the leader is not
+    /// a live task of the connection's namespace (a thread may `setns` alone);
+    /// kernel threads cannot connect iWARP. Every send counts, not only one
+    /// that finds the link down: the side that was connected to may have sent
+    /// only while the link was up, and it must reconnect to get what the link
+    /// lost across.
+    fn note_connector(&self) {
+        let task = kernel::current!();
+        let leader = task.group_leader();
+        let known = self.connector_addr.load(Relaxed);
+        if known == task.as_ptr() as usize
+            || (known == leader.as_ptr() as usize && !task_work::exiting(leader))
+        {
+            return;
+        }
+        let net = self.key.net;
+        let chosen: &Task = if user_task_in(leader, net) {
+            leader
+        } else if user_task_in(task, net) {
+            task
+        } else {
+            return;
+        };
+        let mut connector = self.connector.lock();
+        let old = connector.replace(ARef::from(chosen));
+        self.connector_addr.store(chosen.as_ptr() as usize, Relaxed);
+        drop(connector);
+        drop(old);
     }
 
     /// Posts what it can of a message (see `Transport::xmit`).
@@ -1298,6 +1329,14 @@ impl CompletionHandler for IbPath {
             _ => this.ack_completed(wc),
         }
     }
+}
+
+/// Whether `task` is a live user task in `net` (it can run iWARP connects).
+/// `net` must be a namespace with live sockets.
+fn user_task_in(task: &Task, net: NetRef) -> bool {
+    // SAFETY: `task` is a live task (a reference is held by the caller); `net` is
+    // live (the caller's sockets hold it) and only compared.
+    unsafe { bindings::rrds_task_user_in_net(task.as_ptr().cast(), net.as_ptr()) }
 }
 
 impl WorkItem for IbPath {
