@@ -1837,30 +1837,44 @@ static void __attribute__((noreturn)) run_restart_sender(const FIXTURE_VARIANT(i
 	_exit(0);
 }
 
+/*
+ * rrds-a's side of the restart and orphan cases: binds, connects with a
+ * one-byte message to rrds-b, then takes @msgs numbered messages of @size
+ * bytes from it, in order.
+ */
+static void __attribute__((noreturn)) run_hello_then_receive(const FIXTURE_VARIANT(ib) *v,
+							     int bound[2], int msgs, size_t size,
+							     int stream)
+{
+	struct sockaddr_in to = sin4(v->remote, PAIR_PORT);
+	unsigned char buf[1024 + 1];
+	char what[40];
+	int fd, i;
+
+	if (size >= sizeof(buf))
+		die("messages of %zu bytes do not fit", size);
+	fd = child_socket(v->local, PAIR_PORT);
+	gate_wait(bound, "rrds-b to bind");
+	/* rrds-a connects: rrds-b's side of the link is the passive one. */
+	send_msg(fd, "a", 1, &to);
+	for (i = 0; i < msgs; i++) {
+		ssize_t n;
+
+		snprintf(what, sizeof(what), "message %d of %d", i, msgs);
+		n = recv_from(fd, buf, sizeof(buf), what, v->remote, PAIR_PORT);
+		numbered_check(buf, n, size, stream, i);
+	}
+	_exit(0);
+}
+
 static void __attribute__((noreturn)) run_restart_receiver(const FIXTURE_VARIANT(ib) *v,
 							   int bound[2], int connected[2],
 							   int cut[2], int release[2])
 {
-	struct sockaddr_in to = sin4(v->remote, PAIR_PORT);
-	unsigned char buf[RESTART_SIZE + 1];
-	char what[40];
-	int fd, i;
-
 	gate_pass(connected);
 	gate_pass(cut);
 	gate_pass(release);
-	fd = child_socket(v->local, PAIR_PORT);
-	gate_wait(bound, "rrds-b to bind");
-	/* rrds-a connects: the connection resumes what the first one left. */
-	send_msg(fd, "a", 1, &to);
-	for (i = 0; i < RESTART_MSGS; i++) {
-		ssize_t n;
-
-		snprintf(what, sizeof(what), "message %d of %d", i, RESTART_MSGS);
-		n = recv_from(fd, buf, sizeof(buf), what, v->remote, PAIR_PORT);
-		numbered_check(buf, n, RESTART_SIZE, RESTART_STREAM, i);
-	}
-	_exit(0);
+	run_hello_then_receive(v, bound, RESTART_MSGS, RESTART_SIZE, RESTART_STREAM);
 }
 
 /*
@@ -2027,27 +2041,11 @@ static void __attribute__((noreturn)) run_orphan_receiver(const FIXTURE_VARIANT(
 							  int down[2], int sent[2],
 							  int release[2])
 {
-	struct sockaddr_in to = sin4(v->remote, PAIR_PORT);
-	unsigned char buf[ORPHAN_SIZE + 1];
-	char what[40];
-	int fd;
-
 	gate_pass(connected);
 	gate_pass(down);
 	gate_pass(sent);
 	gate_pass(release);
-	fd = child_socket(v->local, PAIR_PORT);
-	gate_wait(bound, "rrds-b to bind");
-	/* rrds-a connects: rrds-b's side of the link is the passive one. */
-	send_msg(fd, "a", 1, &to);
-	for (int i = 0; i < ORPHAN_MSGS; i++) {
-		ssize_t n;
-
-		snprintf(what, sizeof(what), "message %d of %d", i, ORPHAN_MSGS);
-		n = recv_from(fd, buf, sizeof(buf), what, v->remote, PAIR_PORT);
-		numbered_check(buf, n, ORPHAN_SIZE, ORPHAN_STREAM, i);
-	}
-	_exit(0);
+	run_hello_then_receive(v, bound, ORPHAN_MSGS, ORPHAN_SIZE, ORPHAN_STREAM);
 }
 
 /*
