@@ -300,7 +300,10 @@ impl RdmaOp {
             let (addr, bytes) = (ne_u64(raw, vec * 16), ne_u64(raw, vec * 16 + 8));
             let base = addr - addr % PAGE_SIZE as u64;
             let from = base + (page * PAGE_SIZE + start) as u64;
-            let to = (addr + bytes).min(base + ((page + max_pages) * PAGE_SIZE) as u64);
+            // `pages_in` bounded `addr + bytes`; the sink's end may pass the top
+            // of the address space (an address the registration then refuses).
+            let to =
+                (addr + bytes).min(base.saturating_add(((page + max_pages) * PAGE_SIZE) as u64));
             self.sinks
                 .push((reg.register)(from, to - from)?, GFP_KERNEL)?;
             first = page;

@@ -496,6 +496,8 @@ TEST_F(mr, rdma_gathers_use_once_and_stale_cookie)
 	struct rds_iovec bad[2] = { { .addr = (uintptr_t)self->buf, .bytes = 0 },
 				    { .addr = (uint64_t)-8, .bytes = 16 } };
 	struct rds_iovec big = { .addr = (uintptr_t)self->buf, .bytes = 64 * PAGE };
+	/* Below the top of the address space: not user memory, and no wrap. */
+	struct rds_iovec top = { .addr = -(uint64_t)(3 * PAGE), .bytes = PAGE };
 	struct sockaddr_in to = sin4(variant->remote, PORT_B);
 	uint64_t cookie, once, token;
 	long long sinks0, pinned0;
@@ -557,6 +559,11 @@ TEST_F(mr, rdma_gathers_use_once_and_stale_cookie)
 	EXPECT_EQ(-EINVAL, rdma_send(a, variant->remote, PORT_B, cookie, 0, 3 * PAGE, bad, 1,
 				     RDS_RDMA_READWRITE, 0, "x", 1));
 	EXPECT_EQ(-EINVAL, rdma_send(a, variant->remote, PORT_B, cookie, 0, 3 * PAGE, bad + 1, 1,
+				     RDS_RDMA_READWRITE, 0, "x", 1));
+	/* A READ into it (on iWARP its sink's end once overflowed: a panic). */
+	EXPECT_EQ(-EFAULT, rdma_send(a, variant->remote, PORT_B, cookie, 0, 3 * PAGE, &top, 1, 0,
+				     0, "x", 1));
+	EXPECT_EQ(-EFAULT, rdma_send(a, variant->remote, PORT_B, cookie, 0, 3 * PAGE, &top, 1,
 				     RDS_RDMA_READWRITE, 0, "x", 1));
 	/* USE_ONCE: the peer's MR goes as the message of the RDMA to it arrives. */
 	ASSERT_EQ(0, peer_get_mr(b, remote + 4 * PAGE, PAGE, RDS_RDMA_USE_ONCE, &once));
