@@ -627,7 +627,8 @@ impl Connection {
             stats::inc(Stat::RecvDropOldSeq);
             return false;
         }
-        st.next_rx_seq = header.sequence + 1;
+        // The peer's number: wraps as upstream's does, never panics.
+        st.next_rx_seq = header.sequence.wrapping_add(1);
         true
     }
 

@@ -418,6 +418,14 @@ impl Assembly {
         self.len.div_ceil(PAGE_SIZE) - self.count
     }
 
+    /// How many bytes the next page must bring: a whole page, but for the
+    /// last (0 once complete).
+    pub(crate) fn next_fragment_len(&self) -> usize {
+        self.len
+            .saturating_sub(self.count * PAGE_SIZE)
+            .min(PAGE_SIZE)
+    }
+
     /// Appends the next page of payload.
     pub(crate) fn push(&mut self, page: Page) -> Result {
         if self.missing() == 0 {

@@ -1075,7 +1075,7 @@ impl IbPath {
         conn: &Connection,
         generation: u64,
         header: Header,
-        page: Option<kernel::page::Page>,
+        page: Option<(kernel::page::Page, usize)>,
     ) -> Result {
         let complete = {
             let mut rx = self.rx.lock();
@@ -1095,7 +1095,11 @@ impl IbPath {
                 None => (header, Assembly::new(header.len as usize)?),
             };
             match page {
-                Some(page) => assembly.push(page)?,
+                // A short fragment would hand on stale bytes of its page.
+                Some((page, bytes)) if bytes == assembly.next_fragment_len() => {
+                    assembly.push(page)?
+                }
+                Some(_) => return Err(EINVAL),
                 // Only a 0-length message comes without payload.
                 None if assembly.missing() > 0 => return Err(EINVAL),
                 None => {}

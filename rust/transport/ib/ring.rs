@@ -60,6 +60,10 @@ const MAX_RDMA_SGES: usize = 32;
 pub(crate) const RECV_SLOTS: usize = 256;
 /// Largest credit grant one header carries (`RDS_MAX_ADV_CREDIT`).
 const MAX_ADV_CREDIT: u32 = 255;
+/// The most send credits a peer can give us: upstream keeps them in 16 bits.
+/// A peer granting more (it never has that many receives posted) is capped
+/// here rather than overflowing the count.
+const MAX_SEND_CREDITS: u32 = u16::MAX as u32;
 /// Posted-but-unadvertised credits that force an explicit ack (upstream: 16).
 const CREDIT_UPDATE_AT: u32 = 16;
 /// One request in this many of an RDMA operation is signalled (and its last
@@ -215,8 +219,8 @@ pub(super) struct Received {
     /// The peer acknowledged every message up to this sequence.
     pub(super) acked: Option<u64>,
     /// A frame of a message (not an explicit ack): its header and payload
-    /// page (`None` for a header-only frame).
-    pub(super) frame: Option<(Header, Option<Page>)>,
+    /// page with the bytes it holds (`None` for a header-only frame).
+    pub(super) frame: Option<(Header, Option<(Page, usize)>)>,
     /// The link is broken (protocol error); reset it.
     pub(super) error: bool,
     /// Credits came in: blocked sends may go on.
@@ -356,7 +360,7 @@ impl Rings {
     /// data), if it asked for it.
     pub(super) fn start(&mut self, peer_credit: u32) {
         self.credits.enabled = peer_credit != 0;
-        self.credits.send = peer_credit;
+        self.credits.send = peer_credit.min(MAX_SEND_CREDITS);
         self.up = true;
     }
 
@@ -838,7 +842,11 @@ impl Rings {
                 self.credits.enabled = true;
                 self.credits.send = 0;
             }
-            self.credits.send += u32::from(header.credit);
+            self.credits.send = self
+                .credits
+                .send
+                .saturating_add(u32::from(header.credit))
+                .min(MAX_SEND_CREDITS);
             out.credits_added = true;
         }
         if header.ack != 0 {
@@ -855,7 +863,7 @@ impl Rings {
         }
         let page = match (buffer, data_len) {
             (_, 0) => None,
-            (Some(b), _) => Some(b.unmap()),
+            (Some(b), _) => Some((b.unmap(), data_len)),
             (None, _) => {
                 out.error = true;
                 return out;
