@@ -27,6 +27,7 @@ use super::{
     ib_pd::ProtectionDomain,
     net::NetRef, //
 };
+use crate::socket::addr::v4_mapped;
 
 /// `IB_CM_REJ_CONSUMER_DEFINED` (ib_cm.h): the reason rdma_reject reports.
 const REJECT_CONSUMER_DEFINED: u8 = 28;
@@ -237,6 +238,24 @@ impl Drop for CmId {
     }
 }
 
+/// The address of `storage` (an IPv4 or IPv6 sockaddr) in 16-byte form.
+fn rds_addr(storage: &bindings::__kernel_sockaddr_storage) -> Option<[u8; 16]> {
+    // SAFETY: A sockaddr_storage is plain bytes, `size_of` of them from its start.
+    let raw = unsafe {
+        core::slice::from_raw_parts(
+            core::ptr::from_ref(storage).cast::<u8>(),
+            core::mem::size_of_val(storage),
+        )
+    };
+    let mut addr = [0u8; 16];
+    match u32::from(u16::from_ne_bytes([raw[0], raw[1]])) {
+        bindings::AF_INET => addr = v4_mapped([raw[4], raw[5], raw[6], raw[7]]),
+        bindings::AF_INET6 => addr.copy_from_slice(&raw[8..24]),
+        _ => return None,
+    }
+    Some(addr)
+}
+
 impl CmIdRef {
     fn raw(&self) -> *mut bindings::rdma_cm_id {
         ptr::from_ref(&self.0).cast_mut()
@@ -293,6 +312,15 @@ impl CmIdRef {
         // part of the live id.
         let family = unsafe { *core::ptr::addr_of!(self.0.route.addr.src_addr).cast::<u16>() };
         u32::from(family) == bindings::AF_INET
+    }
+
+    /// The id's local and remote addresses as RDS keeps them (IPv4 mapped),
+    /// `None` for a family other than IPv4 and IPv6.
+    pub(crate) fn addrs(&self) -> Option<([u8; 16], [u8; 16])> {
+        Some((
+            rds_addr(&self.0.route.addr.src_addr)?,
+            rds_addr(&self.0.route.addr.dst_addr)?,
+        ))
     }
 
     /// The local port of a bound id (the one rdma_cm chose for port 0).

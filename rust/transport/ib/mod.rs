@@ -117,7 +117,11 @@ impl CmHandler for Cm {
             id.reject(&1i32.to_ne_bytes());
             return Err(id);
         };
-        if !peer.compatible() {
+        // The addresses the peer names must be those it connects from and to
+        // (upstream takes them on trust): else it could open connections as
+        // another host, or for another of the namespace's addresses, without
+        // bound. Rejected like an incompatible request.
+        if !peer.compatible() || id.addrs() != Some((peer.daddr, peer.saddr)) {
             id.reject(&1i32.to_ne_bytes());
             return Err(id);
         }
