@@ -380,6 +380,12 @@ impl RdmaOp {
         if !needs {
             return Err(crate::errno::eopnotsupp());
         }
+        // The target must be 8-byte aligned too (IB atomics): upstream posts it
+        // anyway, and rxe refuses the post, which resets the whole link.
+        let remote_addr = remote_addr.wrapping_add(cookie >> 32);
+        if remote_addr % 8 != 0 {
+            return Err(EINVAL);
+        }
         let offset = (local_addr as usize) % PAGE_SIZE;
         let pinned = Pinned::pin(local_addr - offset as u64, 1, true)?;
         let mut op = RdmaOp {
@@ -391,7 +397,7 @@ impl RdmaOp {
                 compare_add_mask,
                 swap_mask,
             }),
-            remote_addr: remote_addr.wrapping_add(cookie >> 32),
+            remote_addr,
             rkey: mr::cookie_key(cookie),
             bytes: 8,
             silent: flags & u64::from(bindings::RDS_RDMA_SILENT) != 0,

@@ -922,13 +922,17 @@ TEST_F(mr, registration_qp_failure_recreates_it)
 	EXPECT_EQ(0, sh("grep -qx '%s_b 0' " RRDS_DEBUGFS "/regqp_fail", variant->kind));
 }
 
-/* An atomic cmsg of @type on the peer's @cookie; the old value lands in *@result. */
-static int atomic_send(int fd, const char *ip, int port, int type, uint64_t cookie,
-		       void *result, const uint64_t v[4], uint64_t flags, uint64_t token)
+/*
+ * An atomic cmsg of @type on the peer's @cookie, @remote bytes into its
+ * region; the old value lands in *@result.
+ */
+static int atomic_send_at(int fd, const char *ip, int port, int type, uint64_t cookie,
+			  uint64_t remote, void *result, const uint64_t v[4], uint64_t flags,
+			  uint64_t token)
 {
 	struct rds_atomic_args args = {
-		.cookie = cookie, .local_addr = (uintptr_t)result, .flags = flags,
-		.user_token = token,
+		.cookie = cookie, .local_addr = (uintptr_t)result, .remote_addr = remote,
+		.flags = flags, .user_token = token,
 	};
 	struct rds_cm cm = { type, &args, sizeof(args) };
 
@@ -937,6 +941,13 @@ static int atomic_send(int fd, const char *ip, int port, int type, uint64_t cook
 	args.m_cswp.compare_mask = v[2];
 	args.m_cswp.swap_mask = v[3];
 	return send_cmsgs(fd, ip, port, &cm, 1, "t", 1);
+}
+
+/* The same at the start of the peer's region. */
+static int atomic_send(int fd, const char *ip, int port, int type, uint64_t cookie,
+		       void *result, const uint64_t v[4], uint64_t flags, uint64_t token)
+{
+	return atomic_send_at(fd, ip, port, type, cookie, 0, result, v, flags, token);
 }
 
 /*
@@ -979,6 +990,13 @@ TEST_F(mr, atomics_where_the_device_has_them)
 		EXPECT_EQ(5u, *counter);
 		goto out;
 	}
+	/*
+	 * An unaligned target: EINVAL before anything is posted (rxe would
+	 * refuse the post and the link would reset); the rounds below show the
+	 * connection unharmed.
+	 */
+	EXPECT_EQ(-EINVAL, atomic_send_at(a, variant->remote, PORT_B, RDS_CMSG_ATOMIC_FADD, cookie,
+					  4, result, add3, 0, 0));
 	for (unsigned int i = 0; i < sizeof(rounds) / sizeof(rounds[0]); i++) {
 		ASSERT_EQ(0, atomic_send(a, variant->remote, PORT_B, rounds[i].type, cookie,
 					 result, rounds[i].v, RDS_RDMA_NOTIFY_ME, i + 1));
