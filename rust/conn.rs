@@ -313,7 +313,9 @@ pub(crate) fn forget_net(net: NetRef, mut which: impl FnMut(&Connection) -> bool
             break;
         };
         if let Some(path) = &e.conn.path {
-            path.kill();
+            if path.kill() {
+                crate::transport::ib::adopt_orphan(path.clone());
+            }
             if resume {
                 e.conn.keep_sequences(path);
             }

@@ -2095,6 +2095,91 @@ TEST_F(ib, reconnects_for_a_thread_that_exited)
 	EXPECT_TRUE(queued);
 }
 
+/* rrds-b's side of closing_while_down_keeps_the_device: two messages. */
+static void __attribute__((noreturn)) run_two_byte_receiver(const FIXTURE_VARIANT(ib) *v,
+							    int bound[2], int first[2])
+{
+	int fd = child_socket(v->remote, PAIR_PORT);
+
+	gate_pass(bound);
+	expect_byte(fd, '1', v->local);
+	gate_pass(first);
+	expect_byte(fd, '2', v->local);
+	_exit(0);
+}
+
+/*
+ * rrds-a's sender: its socket is the namespace's only one, kept open until
+ * @close_gate opens (closing a socket drops what it has not sent).
+ */
+static void __attribute__((noreturn)) run_byte_sender(const FIXTURE_VARIANT(ib) *v, char byte,
+						      int close_gate[2], const char *what)
+{
+	struct sockaddr_in to = sin4(v->remote, PAIR_PORT);
+	int fd = child_socket(v->local, PAIR_PORT);
+
+	send_msg(fd, &byte, 1, &to);
+	gate_wait(close_gate, what);
+	close(fd);
+	_exit(0);
+}
+
+/*
+ * rrds-a's last socket closes while its port is down, with the connection
+ * up before: the connection goes, but its link's id must wait for the port
+ * (destroying it sends a disconnect request, and over rxe a send failing
+ * while the netdev is down moves the port's GSI QP to error for good: no
+ * connection could be made on the device again). Once the port is back, a
+ * new socket connects and its message arrives; no GSI QP is in error.
+ */
+TEST_F(ib, closing_while_down_keeps_the_device)
+{
+	int bound[2], first[2], down[2], second[2];
+	struct kid k[3] = { 0 };
+	char qps[4096] = "";
+	bool sent = false;
+
+	gate_open(_metadata, bound);	/* held by rrds-b: bound */
+	gate_open(_metadata, first);	/* held by rrds-b: the first message arrived */
+	gate_open(_metadata, second);	/* held by rrds-b: the second arrived */
+	gate_open(_metadata, down);	/* held by the parent: rrds-a's link is down */
+	deadline = now() + 90;
+	if (!spawn_in(&k[0], NS_B, "rrds-b receiver")) {
+		gate_pass(down);
+		run_two_byte_receiver(variant, bound, first);
+	}
+	ASSERT_LT(0, k[0].pid);
+	gate_pass(first);
+	gate_pass(second);
+	ASSERT_TRUE(gate_wait_until(bound, deadline));
+	if (!spawn_in(&k[1], NS_A, "rrds-a first sender"))
+		run_byte_sender(variant, '1', down, "the link to go down");
+	ASSERT_LT(0, k[1].pid);
+	if (gate_wait_until(first, deadline) && !exited(&k[0])) {
+		EXPECT_EQ(0, sh("ip -n %s link set %s down", NS_A, variant->veth));
+		sleep(1);
+		gate_pass(down);
+		/* The sender closes rrds-a's last socket while the port is down. */
+		EXPECT_EQ(0, reap(_metadata, &k[1], 1, deadline));
+		EXPECT_EQ(0, sh("ip -n %s link set %s up", NS_A, variant->veth));
+		/* The watchdog's next ticks tear the waiting link down. */
+		sleep(4);
+		if (!spawn_in(&k[2], NS_A, "rrds-a second sender"))
+			run_byte_sender(variant, '2', second, "rrds-b to take the message");
+		ASSERT_LT(0, k[2].pid);
+		sent = true;
+	} else {
+		TH_LOG("the first message did not arrive");
+	}
+	gate_pass(down);
+	EXPECT_EQ(0, reap(_metadata, k, 3, deadline + REAP_GRACE_S));
+	EXPECT_TRUE(sent);
+	/* rxe's GSI QPs (siw has none). */
+	EXPECT_LE(0, sh_out(qps, sizeof(qps), "rdma resource show qp | grep ' %s_[ab]/.* type GSI '",
+			    variant->kind));
+	EXPECT_EQ(NULL, strstr(qps, "state ERR")) TH_LOG("%s", qps);
+}
+
 #define CYCLE_SIZE	64
 #define CYCLE_STREAM	3
 

@@ -186,10 +186,73 @@ kernel::sync::global_lock! {
     unsafe(uninit) static LISTENERS: Mutex<KVec<Listener>> = KVec::new();
 }
 
-/// Initialises the listener table. Call once, in module init.
+kernel::sync::global_lock! {
+    // SAFETY: Initialised by `init()` in module init, before PF_RDS is registered.
+    unsafe(uninit) static ORPHANS: Mutex<KVec<Orphan>> = KVec::new();
+}
+
+/// A killed path whose last links wait for their port (`IbPath::kill`).
+struct Orphan {
+    path: Arc<IbPath>,
+    /// Watchdog ticks left before its links go anyway: a port that stays
+    /// down (a veth of a deleted namespace) must not keep the ids, and the
+    /// namespace they hold, for ever.
+    ticks_left: u32,
+}
+
+/// How long an orphan waits for its port, in watchdog ticks (seconds).
+const ORPHAN_WAIT_TICKS: u32 = 60;
+
+/// Initialises the listener and orphan tables. Call once, in module init.
 pub(crate) fn init() {
     // SAFETY: Module init calls this exactly once, before any other use of `LISTENERS`.
     unsafe { LISTENERS.init() };
+    // SAFETY: As above, for `ORPHANS`.
+    unsafe { ORPHANS.init() };
+}
+
+/// Keeps a killed path whose last links wait for their port (`IbPath::kill`)
+/// until the watchdog, the device's removal or `ORPHAN_WAIT_TICKS` tears
+/// them down. If the table cannot grow, they go now, at the cost of the
+/// port's GSI QP on rxe.
+pub(crate) fn adopt_orphan(path: Arc<IbPath>) {
+    let orphan = Orphan {
+        path,
+        ticks_left: ORPHAN_WAIT_TICKS,
+    };
+    let refused = {
+        let mut table = ORPHANS.lock();
+        match table.reserve(1, GFP_KERNEL) {
+            // Within the capacity just reserved: cannot fail.
+            Ok(()) => table.push_within_capacity(orphan).err().map(|e| e.0),
+            Err(_) => Some(orphan),
+        }
+    };
+    if let Some(orphan) = refused {
+        orphan.path.tear_down_all();
+    }
+}
+
+/// Tears down the orphans' links whose port is up again or whose wait is
+/// over (`removed`: every link of theirs, a device is going) and forgets
+/// orphans left with none. The table stays locked throughout, so that a
+/// device's removal never misses an orphan the watchdog is looking at.
+/// Process context.
+fn reap_orphans(removed: Option<*mut bindings::ib_device>) {
+    ORPHANS.lock().retain(|orphan| match removed {
+        Some(raw) => {
+            orphan.path.device_removed(raw);
+            false
+        }
+        None if orphan.ticks_left == 0 => {
+            orphan.path.tear_down_all();
+            false
+        }
+        None => {
+            orphan.ticks_left -= 1;
+            orphan.path.reap_orphan()
+        }
+    });
 }
 
 fn listen(net: NetRef, ep: &Endpoint) -> Result<CmId> {
@@ -320,6 +383,7 @@ fn watch() {
                 path.watchdog_tick(STALL_SECONDS);
             }
         }
+        reap_orphans(None);
     }
 }
 
@@ -378,6 +442,7 @@ pub(crate) fn device_removed(raw: *mut bindings::ib_device) {
             path.device_removed(raw);
         }
     }
+    reap_orphans(Some(raw));
     let mut closed = KVec::new();
     {
         let mut listeners = LISTENERS.lock();

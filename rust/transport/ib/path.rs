@@ -475,29 +475,47 @@ impl IbPath {
     }
 
     /// The connection left its table: tear everything down, for good.
-    /// Process context.
-    pub(crate) fn kill(&self) {
-        let (retired, current) = {
+    /// Process context. Returns whether links remain whose port is down:
+    /// destroying their ids now would send a disconnect request the port
+    /// cannot carry (see `tear_down_retiring`), so the caller keeps the path
+    /// as an orphan until `reap_orphan` or device removal takes them.
+    pub(crate) fn kill(&self) -> bool {
+        let current = {
             let mut c = self.ctl.lock();
             c.dead = true;
-            let current = c.link.take().map(|link| Retired {
+            c.state = State::Down;
+            c.link.take().map(|link| Retired {
                 link,
                 rings: self.rings.lock().take(),
-            });
-            c.state = State::Down;
-            (core::mem::take(&mut c.retiring), current)
+            })
         };
         self.wake.notify_all();
         let teardowns = self.teardown.lock();
-        for r in retired {
-            tear_down(r);
-        }
         if let Some(r) = current {
-            tear_down(r);
+            // Room was reserved with the link (`Control::retiring`).
+            if let Err(full) = self.ctl.lock().retiring.push_within_capacity(r) {
+                tear_down(full.0);
+            }
         }
+        let (_, deferred) = self.tear_down_retiring(true);
         drop(teardowns);
         let conn = self.conn.lock().take();
         drop(conn);
+        deferred > 0
+    }
+
+    /// For a killed path (an orphan): tears down the links whose port is up
+    /// again; returns whether any still wait. Process context.
+    pub(crate) fn reap_orphan(&self) -> bool {
+        let _teardowns = self.teardown.lock();
+        let (_, deferred) = self.tear_down_retiring(true);
+        deferred > 0
+    }
+
+    /// Tears down every retired link, port up or not. Process context.
+    pub(crate) fn tear_down_all(&self) {
+        let _teardowns = self.teardown.lock();
+        self.tear_down_retiring(false);
     }
 
     /// The device `raw` is going away: tear the link down now if it uses it,
