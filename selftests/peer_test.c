@@ -1,0 +1,378 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A hostile RDS/IB peer (hostile_peer, beside this program) against rrds, on
+ * rxe and on siw: frames no RDS sender makes must neither crash the kernel nor
+ * hand a socket bytes the peer never sent, and the link must keep working or
+ * be reset.
+ *
+ * The test runs in namespace rrds-a with an rrds socket bound to the pair's
+ * address there (so rrds listens); hostile_peer runs in rrds-b, connects to
+ * that listener with rdma_cm and sends the frames its command line describes.
+ * Its stdout (one line per event) comes back through a pipe; closing its stdin
+ * ends a --hold.
+ */
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include "kselftest_harness.h"
+#include "rrds_test.h"
+#include "rds_socket.h"
+#include "payload.h"
+
+#define NS_A		"rrds-a"	/* rrds's socket */
+#define NS_B		"rrds-b"	/* hostile_peer */
+#define RRDS_PORT	4000		/* the rrds socket's port */
+#define PEER_PORT	4100		/* the port hostile_peer's frames come from */
+#define PEER_TIMEOUT_S	20		/* hostile_peer --timeout: each of its waits */
+#define PEER_EXIT_S	(3 * PEER_TIMEOUT_S)	/* connect, send, wait, with room */
+#define ARRIVE_S	20		/* a message rrds accepted reaching the socket */
+#define SETTLE_S	10		/* rrds handling a link's end */
+#define QUIET_S		3		/* a refused message's time to turn up anyway */
+#define FLAG_RETRANSMITTED 0x04		/* RDS_FLAG_RETRANSMITTED */
+#define SHOWN_BYTES	64		/* payload bytes hostile_peer prints */
+#define STR_(x)		#x
+#define STR(x)		STR_(x)
+/* The ports of every frame hostile_peer sends. */
+#define PORTS		"sport=" STR(PEER_PORT) ",dport=" STR(RRDS_PORT)
+
+FIXTURE(peer) {
+	int fd;		/* bound to the variant's local address, RRDS_PORT */
+};
+
+FIXTURE_VARIANT(peer) {
+	const char *kind;	/* fixtures.sh <kind>-up */
+	const char *local;	/* rrds-a's address: rrds */
+	const char *remote;	/* rrds-b's: hostile_peer */
+};
+
+FIXTURE_VARIANT_ADD(peer, rxe) {
+	.kind = "rxe", .local = "10.254.1.1", .remote = "10.254.1.2",
+};
+
+FIXTURE_VARIANT_ADD(peer, siw) {
+	.kind = "siw", .local = "10.254.2.1", .remote = "10.254.2.2",
+};
+
+FIXTURE_SETUP(peer)
+{
+	ASSERT_EQ(0, pair_up_loaded(variant->kind));
+	ASSERT_EQ(0, enter_ns(NS_A));
+	self->fd = bound_socket(variant->local, RRDS_PORT);
+	ASSERT_LE(0, self->fd);
+}
+
+FIXTURE_TEARDOWN(peer)
+{
+	close(self->fd);
+}
+
+/* A running hostile_peer. */
+struct hostile {
+	pid_t pid;
+	int out;		/* its stdout */
+	int in;			/* its stdin */
+	char buf[4096];		/* output read but not yet taken as lines */
+	size_t len;
+};
+
+/*
+ * Starts hostile_peer in rrds-b, connecting to the variant's rrds address,
+ * with the options @fmt adds; 0 or -1.
+ */
+static int __attribute__((format(printf, 3, 4)))
+hostile_start(struct hostile *h, const FIXTURE_VARIANT(peer) *v, const char *fmt, ...)
+{
+	char exe[PATH_MAX], args[1024];
+	int out[2], in[2];
+	ssize_t n;
+	va_list ap;
+
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n < 0 || pipe2(out, O_CLOEXEC) || pipe2(in, O_CLOEXEC))
+		return -1;
+	exe[n] = '\0';
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "# hostile_peer %s\n", args);
+	fflush(NULL);
+	h->pid = fork();
+	if (h->pid < 0)
+		return -1;
+	if (h->pid == 0) {
+		char cmd[PATH_MAX + 1200];
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		snprintf(cmd, sizeof(cmd), "exec %s/hostile_peer --addr %s --peer %s --timeout %d %s",
+			 dirname(exe), v->remote, v->local, PEER_TIMEOUT_S, args);
+		if (enter_ns(NS_B) || dup2(out[1], STDOUT_FILENO) < 0 ||
+		    dup2(in[0], STDIN_FILENO) < 0)
+			_exit(1);
+		/* Not the test's rrds socket: it must close when the test does. */
+		close_range(3, ~0U, 0);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(1);
+	}
+	close(out[1]);
+	close(in[0]);
+	h->out = out[0];
+	h->in = in[1];
+	h->len = 0;
+	return 0;
+}
+
+/*
+ * Reads hostile_peer's output (logged) for at most @secs, until a line that
+ * starts with @prefix (copied to @line) or, with @prefix NULL, to its end. 0,
+ * or -1 on end of output or timeout.
+ */
+static int hostile_line(struct hostile *h, const char *prefix, char *line, size_t size,
+			int secs)
+{
+	double end = now() + secs;
+
+	for (;;) {
+		char *nl = memchr(h->buf, '\n', h->len);
+		struct pollfd p = { .fd = h->out, .events = POLLIN };
+		ssize_t n;
+
+		if (nl) {
+			size_t taken = nl + 1 - h->buf;
+			bool match;
+
+			*nl = '\0';
+			fprintf(stderr, "# hostile_peer: %s\n", h->buf);
+			match = prefix && !strncmp(h->buf, prefix, strlen(prefix));
+			if (match) {
+				size_t n = taken - 1 < size - 1 ? taken - 1 : size - 1;
+
+				memcpy(line, h->buf, n);
+				line[n] = '\0';
+			}
+			memmove(h->buf, h->buf + taken, h->len - taken);
+			h->len -= taken;
+			if (match)
+				return 0;
+			continue;
+		}
+		if (h->len == sizeof(h->buf) - 1)
+			h->len = 0;	/* a line too long to be one of ours */
+		if (now() >= end || poll(&p, 1, 100) < 0)
+			return -1;
+		if (!p.revents)
+			continue;
+		n = read(h->out, h->buf + h->len, sizeof(h->buf) - 1 - h->len);
+		if (n <= 0)
+			return -1;
+		h->len += n;
+	}
+}
+
+/* Ends a --hold, logs the rest of the output, reaps: the exit status, or -1. */
+static int hostile_finish(struct hostile *h)
+{
+	int status;
+
+	close(h->in);
+	hostile_line(h, NULL, NULL, 0, PEER_EXIT_S);
+	close(h->out);
+	/* Its output ended (or it hung): it exits now, or is killed. */
+	if (!WAIT_FOR(5, waitpid(h->pid, &status, WNOHANG) != 0)) {
+		kill(h->pid, SIGKILL);
+		waitpid(h->pid, &status, 0);
+		fprintf(stderr, "# hostile_peer hung: killed\n");
+		return -1;
+	}
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* IB links up (debugfs rrds/ib_links, every namespace); -1 if unreadable. */
+static int links_up(void)
+{
+	static char buf[16384];
+	int n = 0;
+
+	if (read_file(RRDS_DEBUGFS "/ib_links", buf, sizeof(buf)) < 0)
+		return -1;
+	for (char *at = buf; (at = strstr(at, " state up ")); at++)
+		n++;
+	return n;
+}
+
+/* The next message on @fd within @secs into @buf: its whole length, or -1. */
+static ssize_t receive(int fd, unsigned char *buf, size_t size, int secs,
+		       struct sockaddr_in *from)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	socklen_t alen = sizeof(*from);
+
+	if (poll(&p, 1, secs * 1000) != 1)
+		return -1;
+	return recvfrom(fd, buf, size, MSG_DONTWAIT | MSG_TRUNC, (struct sockaddr *)from, &alen);
+}
+
+/*
+ * Expects one message of @len pattern bytes (payload.h, @seed) from the
+ * variant's remote address, port PEER_PORT; logs what differs. 0 or -1.
+ */
+static int receive_exact(int fd, const FIXTURE_VARIANT(peer) *v, size_t len, uint64_t seed)
+{
+	static unsigned char buf[16384];
+	struct sockaddr_in from = { 0 }, want = sin4(v->remote, PEER_PORT);
+	ssize_t got = receive(fd, buf, sizeof(buf), ARRIVE_S, &from);
+	long bad;
+
+	if (got < 0) {
+		fprintf(stderr, "# no %zu-byte message within %d s\n", len, ARRIVE_S);
+		return -1;
+	}
+	if ((size_t)got != len || from.sin_addr.s_addr != want.sin_addr.s_addr ||
+	    from.sin_port != want.sin_port) {
+		fprintf(stderr, "# got %zd bytes from %s:%d, wanted %zu from %s:%d\n", got,
+			inet_ntoa(from.sin_addr), ntohs(from.sin_port), len, v->remote, PEER_PORT);
+		return -1;
+	}
+	bad = payload_mismatch(buf, len, NULL, 0, seed);
+	if (bad >= 0) {
+		fprintf(stderr, "# the %zu-byte message differs at byte %ld\n", len, bad);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Expects nothing on @fd for QUIET_S: a message there was refused by rrds.
+ * If one arrives anyway, logs how many of its bytes are not the pattern
+ * (@seed) of the message the peer sent @sent bytes of. 0 or -1.
+ */
+static int nothing_arrives(int fd, size_t sent, uint64_t seed)
+{
+	static unsigned char buf[16384], want[16384];
+	struct sockaddr_in from;
+	ssize_t got = receive(fd, buf, sizeof(buf), QUIET_S, &from);
+	size_t differ = 0;
+
+	if (got < 0)
+		return 0;
+	payload_fill(want, sizeof(want), NULL, 0, seed);
+	for (size_t i = 0; i < (size_t)got && i < sizeof(buf); i++)
+		differ += buf[i] != want[i];
+	fprintf(stderr, "# a %zd-byte message was delivered, of which the peer sent %zu bytes: "
+		"%zu bytes differ from what it would have sent\n", got, sent, differ);
+	return -1;
+}
+
+/*
+ * A message numbered 2^64 - 1 is delivered (the next expected number wraps
+ * instead of overflowing), and so is the next, numbered 0 and flagged as
+ * retransmitted: rrds, like upstream (rds_recv_incoming), drops a
+ * retransmission numbered below the next expected, so it arrives only if that
+ * wrapped to 0.
+ */
+TEST_F(peer, huge_sequence_is_delivered)
+{
+	struct hostile h;
+
+	ASSERT_EQ(0, hostile_start(&h, variant,
+				   "--send seq=%" PRIu64 ",bytes=100,seed=1," PORTS
+				   " --send seq=0,bytes=200,flags=%d,seed=2," PORTS " --hold",
+				   UINT64_MAX, FLAG_RETRANSMITTED));
+	EXPECT_EQ(0, receive_exact(self->fd, variant, 100, 1));
+	EXPECT_EQ(0, receive_exact(self->fd, variant, 200, 2));
+	/* --hold: the link stayed up until now. */
+	EXPECT_EQ(0, hostile_finish(&h));
+}
+
+/*
+ * A peer granting more send credits than fit in rrds's count (connect data
+ * offering 0xffffffff, then a credit update of 255) is capped: the kernel
+ * lives, and a message from rrds reaches the peer.
+ */
+TEST_F(peer, excess_credits_are_capped)
+{
+	struct sockaddr_in to = sin4(variant->remote, PEER_PORT);
+	unsigned char msg[SHOWN_BYTES];
+	char line[512], payload[2 * SHOWN_BYTES + 1], want[2 * SHOWN_BYTES + 1];
+	int len = 0, sport = 0, dport = 0;
+	struct hostile h;
+
+	ASSERT_EQ(0, hostile_start(&h, variant,
+				   "--credit 0xffffffff --send len=0,credit=255 --recv 1 --hold"));
+	ASSERT_EQ(0, hostile_line(&h, "sent ", line, sizeof(line), PEER_EXIT_S));
+	payload_fill(msg, sizeof(msg), NULL, 0, 3);
+	EXPECT_EQ((ssize_t)sizeof(msg),
+		  sendto(self->fd, msg, sizeof(msg), 0, (struct sockaddr *)&to, sizeof(to)));
+	ASSERT_EQ(0, hostile_line(&h, "message ", line, sizeof(line), PEER_EXIT_S));
+	ASSERT_EQ(4, sscanf(line, "message seq=%*s len=%d sport=%d dport=%d flags=%*s payload=%128s",
+			    &len, &sport, &dport, payload));
+	EXPECT_EQ((int)sizeof(msg), len);
+	EXPECT_EQ(RRDS_PORT, sport);
+	EXPECT_EQ(PEER_PORT, dport);
+	for (size_t i = 0; i < sizeof(msg); i++)
+		sprintf(want + 2 * i, "%02x", msg[i]);
+	EXPECT_STREQ(want, payload);
+	EXPECT_EQ(0, hostile_finish(&h));
+}
+
+/*
+ * A fragment shorter than its message's length implies (one byte of a
+ * 4096-byte message; 100 bytes as the first of two fragments of 8192) would
+ * leave the rest of its receive page, stale kernel memory, in the message:
+ * rrds delivers nothing and resets the link (the peer sees the disconnect,
+ * and conn_reset grows while the peer, holding on, has not yet closed its
+ * end). A fresh connection then carries an ordinary message.
+ */
+TEST_F(peer, short_fragment_is_refused)
+{
+	static const struct {
+		const char *frames;	/* --send options */
+		size_t sent;		/* payload bytes they send */
+		uint64_t seed;
+	} cases[] = {
+		{ "--send seq=1,len=4096,bytes=1,seed=4," PORTS, 1, 4 },
+		{ "--send seq=2,len=8192,bytes=100,seed=5," PORTS
+		  " --send seq=2,len=8192,frag=1,seed=5," PORTS, 4196, 5 },
+	};
+	char line[512];
+	struct hostile h;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		long long resets;
+		bool saw;
+
+		/* The last peer's link is gone, its reset counted. */
+		ASSERT_TRUE(WAIT_FOR(SETTLE_S, links_up() == 0));
+		resets = rds_counter("conn_reset");
+		ASSERT_LE(0, resets);
+		ASSERT_EQ(0, hostile_start(&h, variant, "%s --expect-disconnect --hold",
+					   cases[i].frames));
+		/*
+		 * Reported, not required: in one rxe run the peer's rdma_cm never
+		 * told it of the disconnect although rrds had reset the link
+		 * (checked next); not understood yet.
+		 */
+		saw = !hostile_line(&h, "disconnected", line, sizeof(line),
+				    PEER_TIMEOUT_S + SETTLE_S);
+		if (!saw)
+			TH_LOG("case %zu: hostile_peer saw no disconnect", i);
+		EXPECT_TRUE(WAIT_FOR(SETTLE_S, rds_counter("conn_reset") > resets)) {
+			TH_LOG("case %zu: rrds did not reset the link", i);
+		}
+		EXPECT_EQ(0, nothing_arrives(self->fd, cases[i].sent, cases[i].seed)) {
+			TH_LOG("case %zu: the short fragment was delivered", i);
+		}
+		/* hostile_peer exits 1 when the disconnect it expected never came. */
+		EXPECT_EQ(saw ? 0 : 1, hostile_finish(&h));
+	}
+	ASSERT_EQ(0, hostile_start(&h, variant, "--send seq=3,bytes=300,seed=6," PORTS " --hold"));
+	EXPECT_EQ(0, receive_exact(self->fd, variant, 300, 6));
+	EXPECT_EQ(0, hostile_finish(&h));
+}
+
+TEST_HARNESS_MAIN
