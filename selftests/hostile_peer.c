@@ -377,7 +377,10 @@ static int wait_event(struct peer *p, enum rdma_cm_event_type want, struct conne
 		if (!ev)
 			continue;
 		if (ev->event != want) {
+			/* Over iWARP a refusal can come as a connect error. */
 			bool retry = ev->event == RDMA_CM_EVENT_REJECTED ||
+				     ev->event == RDMA_CM_EVENT_CONNECT_ERROR ||
+				     ev->event == RDMA_CM_EVENT_UNREACHABLE ||
 				     ev->event == RDMA_CM_EVENT_ADDR_ERROR;
 
 			warnx("connect: %s (status %d)", rdma_event_str(ev->event), ev->status);
