@@ -205,6 +205,13 @@ static int links_up(void)
 	return n;
 }
 
+/* Logs rrds's IB links and the rdma_cm ids and QPs, for a link that hangs on. */
+static void log_links(void)
+{
+	sh("sed 's/^/# ib_links: /' %s/ib_links; rdma resource show cm_id | sed 's/^/# /'; "
+	   "rdma resource show qp | sed 's/^/# /'", RRDS_DEBUGFS);
+}
+
 /* The next message on @fd within @secs into @buf: its whole length, or -1. */
 static ssize_t receive(int fd, unsigned char *buf, size_t size, int secs,
 		       struct sockaddr_in *from)
@@ -324,9 +331,10 @@ TEST_F(peer, excess_credits_are_capped)
  * A fragment shorter than its message's length implies (one byte of a
  * 4096-byte message; 100 bytes as the first of two fragments of 8192) would
  * leave the rest of its receive page, stale kernel memory, in the message:
- * rrds delivers nothing and resets the link (the peer sees the disconnect,
- * and conn_reset grows while the peer, holding on, has not yet closed its
- * end). A fresh connection then carries an ordinary message.
+ * rrds delivers nothing and resets the link (conn_reset grows, and rrds has
+ * no link up, while the peer, holding on, has not yet closed its end; the
+ * peer is normally told of the disconnect). A fresh connection then carries
+ * an ordinary message.
  */
 TEST_F(peer, short_fragment_is_refused)
 {
@@ -359,10 +367,16 @@ TEST_F(peer, short_fragment_is_refused)
 		 */
 		saw = !hostile_line(&h, "disconnected", line, sizeof(line),
 				    PEER_TIMEOUT_S + SETTLE_S);
-		if (!saw)
+		if (!saw) {
 			TH_LOG("case %zu: hostile_peer saw no disconnect", i);
+			log_links();
+		}
 		EXPECT_TRUE(WAIT_FOR(SETTLE_S, rds_counter("conn_reset") > resets)) {
 			TH_LOG("case %zu: rrds did not reset the link", i);
+		}
+		/* rrds's end is down, whatever the peer was told. */
+		EXPECT_EQ(0, links_up()) {
+			TH_LOG("case %zu: rrds kept the link up", i);
 		}
 		EXPECT_EQ(0, nothing_arrives(self->fd, cases[i].sent, cases[i].seed)) {
 			TH_LOG("case %zu: the short fragment was delivered", i);
