@@ -333,7 +333,7 @@ impl Message {
             // SAFETY: `chunk` is valid for reads of its length, at most a page; the page
             // is new and ours alone.
             unsafe { page.write_raw(chunk.as_ptr(), 0, chunk.len())? };
-            assembly.push(page)?;
+            assembly.push(page, chunk.len())?;
         }
         assembly.finish()
     }
@@ -418,17 +418,15 @@ impl Assembly {
         self.len.div_ceil(PAGE_SIZE) - self.count
     }
 
-    /// How many bytes the next page must bring: a whole page, but for the
-    /// last (0 once complete).
-    pub(crate) fn next_fragment_len(&self) -> usize {
-        self.len
+    /// Appends the next page of payload, holding `bytes`: a whole page, but
+    /// for the last one's remainder (else EINVAL: a short fragment would hand
+    /// on stale bytes of its page).
+    pub(crate) fn push(&mut self, page: Page, bytes: usize) -> Result {
+        let expected = self
+            .len
             .saturating_sub(self.count * PAGE_SIZE)
-            .min(PAGE_SIZE)
-    }
-
-    /// Appends the next page of payload.
-    pub(crate) fn push(&mut self, page: Page) -> Result {
-        if self.missing() == 0 {
+            .min(PAGE_SIZE);
+        if self.missing() == 0 || bytes != expected {
             return Err(EINVAL);
         }
         match self.inline.get_mut(self.count) {

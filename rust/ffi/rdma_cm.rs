@@ -27,7 +27,10 @@ use super::{
     ib_pd::ProtectionDomain,
     net::NetRef, //
 };
-use crate::socket::addr::v4_mapped;
+use crate::socket::addr::{
+    Endpoint,
+    Purpose, //
+};
 
 /// `IB_CM_REJ_CONSUMER_DEFINED` (ib_cm.h): the reason rdma_reject reports.
 const REJECT_CONSUMER_DEFINED: u8 = 28;
@@ -247,13 +250,7 @@ fn rds_addr(storage: &bindings::__kernel_sockaddr_storage) -> Option<[u8; 16]> {
             core::mem::size_of_val(storage),
         )
     };
-    let mut addr = [0u8; 16];
-    match u32::from(u16::from_ne_bytes([raw[0], raw[1]])) {
-        bindings::AF_INET => addr = v4_mapped([raw[4], raw[5], raw[6], raw[7]]),
-        bindings::AF_INET6 => addr.copy_from_slice(&raw[8..24]),
-        _ => return None,
-    }
-    Some(addr)
+    Endpoint::parse(raw, Purpose::Bind).ok().map(|ep| ep.addr)
 }
 
 impl CmIdRef {

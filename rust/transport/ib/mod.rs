@@ -229,12 +229,13 @@ pub(crate) fn adopt_orphan(path: Arc<IbPath>) {
         }
     };
     if let Some(orphan) = refused {
-        orphan.path.tear_down_all();
+        orphan.path.tear_down_retired(false);
     }
 }
 
 /// Tears down the orphans' links whose port is up again or whose wait is
-/// over (`removed`: every link of theirs, a device is going) and forgets
+/// over (`removed`: a device is going, and with it every orphan's links,
+/// as `IbPath::device_removed` does a live path's retired ones) and forgets
 /// orphans left with none. The table stays locked throughout, so that a
 /// device's removal never misses an orphan the watchdog is looking at.
 /// Process context.
@@ -244,13 +245,10 @@ fn reap_orphans(removed: Option<*mut bindings::ib_device>) {
             orphan.path.device_removed(raw);
             false
         }
-        None if orphan.ticks_left == 0 => {
-            orphan.path.tear_down_all();
-            false
-        }
+        None if orphan.ticks_left == 0 => orphan.path.tear_down_retired(false),
         None => {
             orphan.ticks_left -= 1;
-            orphan.path.reap_orphan()
+            orphan.path.tear_down_retired(true)
         }
     });
 }

@@ -478,7 +478,7 @@ impl IbPath {
     /// Process context. Returns whether links remain whose port is down:
     /// destroying their ids now would send a disconnect request the port
     /// cannot carry (see `tear_down_retiring`), so the caller keeps the path
-    /// as an orphan until `reap_orphan` or device removal takes them.
+    /// as an orphan until `tear_down_retired` or device removal takes them.
     pub(crate) fn kill(&self) -> bool {
         let current = {
             let mut c = self.ctl.lock();
@@ -490,32 +490,27 @@ impl IbPath {
             })
         };
         self.wake.notify_all();
-        let teardowns = self.teardown.lock();
         if let Some(r) = current {
-            // Room was reserved with the link (`Control::retiring`).
-            if let Err(full) = self.ctl.lock().retiring.push_within_capacity(r) {
-                tear_down(full.0);
+            // Room was reserved with the link (`Control::retiring`); bound first, so
+            // that `ctl` is not held while an overflow is torn down.
+            let overflow = self.ctl.lock().retiring.push_within_capacity(r).err();
+            if let Some(full) = overflow {
+                self.tear_down_now(full.0);
             }
         }
-        let (_, deferred) = self.tear_down_retiring(true);
-        drop(teardowns);
+        let waiting = self.tear_down_retired(true);
         let conn = self.conn.lock().take();
         drop(conn);
-        deferred > 0
+        waiting
     }
 
-    /// For a killed path (an orphan): tears down the links whose port is up
-    /// again; returns whether any still wait. Process context.
-    pub(crate) fn reap_orphan(&self) -> bool {
+    /// Tears down the retired links (with `wait_for_port`, those whose port
+    /// is up only); returns whether any still wait. Process context, for a
+    /// killed path (an orphan, see `kill`).
+    pub(crate) fn tear_down_retired(&self, wait_for_port: bool) -> bool {
         let _teardowns = self.teardown.lock();
-        let (_, deferred) = self.tear_down_retiring(true);
+        let (_, deferred) = self.tear_down_retiring(wait_for_port);
         deferred > 0
-    }
-
-    /// Tears down every retired link, port up or not. Process context.
-    pub(crate) fn tear_down_all(&self) {
-        let _teardowns = self.teardown.lock();
-        self.tear_down_retiring(false);
     }
 
     /// The device `raw` is going away: tear the link down now if it uses it,
@@ -1113,11 +1108,7 @@ impl IbPath {
                 None => (header, Assembly::new(header.len as usize)?),
             };
             match page {
-                // A short fragment would hand on stale bytes of its page.
-                Some((page, bytes)) if bytes == assembly.next_fragment_len() => {
-                    assembly.push(page)?
-                }
-                Some(_) => return Err(EINVAL),
+                Some((page, bytes)) => assembly.push(page, bytes)?,
                 // Only a 0-length message comes without payload.
                 None if assembly.missing() > 0 => return Err(EINVAL),
                 None => {}
