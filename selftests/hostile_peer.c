@@ -6,15 +6,17 @@
  * sets, however wrong, and prints what rrds sends back. Runs on rxe and siw
  * (iWARP: plain SENDs only, one SGE each).
  *
- *   hostile_peer --addr A --peer B [--credit N] [--timeout S]
+ *   hostile_peer --addr A --peer B [--claim C] [--credit N] [--timeout S]
  *                [--send KEY=VALUE,...]... [--recv N] [--expect-disconnect] [--hold]
  *
  * --addr is this end's address (the namespace's RDMA address), --peer the
- * rrds end's. --credit is the connect data's dp_credit (default 0: no flow
- * control). Each --send is one frame (header + payload in one SEND), with
- * keys seq, ack, len (h_len), bytes (payload actually sent, at most 4096),
- * frag (which 4 KiB fragment of the message the payload is), sport, dport,
- * flags, credit, seed (payload pattern, payload.h) and csum=good|none|bad.
+ * rrds end's. --claim names C instead of A as the source address in the
+ * connect data (another host's, say). --credit is the connect data's
+ * dp_credit (default 0: no flow control). Each --send is one frame (header
+ * + payload in one SEND), with keys seq, ack, len (h_len), bytes (payload
+ * actually sent, at most 4096), frag (which 4 KiB fragment of the message
+ * the payload is), sport, dport, flags, credit, seed (payload pattern,
+ * payload.h) and csum=good|none|bad.
  * Defaults: all 0, csum good, len = bytes, bytes = what an honest sender puts
  * in fragment frag of a len-byte message.
  *
@@ -131,6 +133,8 @@ struct peer {
 };
 
 static int timeout_s = 20;
+/* The source address the connect data names (--claim), if not this end's. */
+static const char *claimed_saddr;
 
 static void __attribute__((format(printf, 1, 2))) warnx(const char *fmt, ...)
 {
@@ -457,6 +461,10 @@ static int connect_to(struct peer *p, const char *addr, const char *peer_addr, u
 	/* Upstream's saddr is the connecting end's address: rrds keys the connection on it. */
 	mine.saddr = src.sin_addr.s_addr;
 	mine.daddr = dst.sin_addr.s_addr;
+	if (claimed_saddr && inet_pton(AF_INET, claimed_saddr, &mine.saddr) != 1) {
+		warnx("not an IPv4 address: %s", claimed_saddr);
+		return -1;
+	}
 	p->channel = rdma_create_event_channel();
 	if (!p->channel || rdma_create_id(p->channel, &p->id, NULL, RDMA_PS_TCP) ||
 	    fcntl(p->channel->fd, F_SETFL, O_NONBLOCK)) {
@@ -631,7 +639,7 @@ static int play(struct peer *p, const struct frame *frames, unsigned int nframes
 static void __attribute__((noreturn)) usage(void)
 {
 	fprintf(stderr,
-		"usage: hostile_peer --addr A --peer B [--credit N] [--timeout S]\n"
+		"usage: hostile_peer --addr A --peer B [--claim C] [--credit N] [--timeout S]\n"
 		"                    [--send KEY=VALUE,...]... [--recv N] [--expect-disconnect]"
 		" [--hold]\n"
 		"  send keys: seq ack len bytes frag sport dport flags credit seed"
@@ -644,6 +652,7 @@ int main(int argc, char **argv)
 	static const struct option options[] = {
 		{ "addr", required_argument, NULL, 'a' },
 		{ "peer", required_argument, NULL, 'p' },
+		{ "claim", required_argument, NULL, 'C' },
 		{ "credit", required_argument, NULL, 'c' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "send", required_argument, NULL, 's' },
@@ -669,6 +678,9 @@ int main(int argc, char **argv)
 			break;
 		case 'p':
 			peer_addr = optarg;
+			break;
+		case 'C':
+			claimed_saddr = optarg;
 			break;
 		case 'c':
 			if (parse_u64(optarg, UINT32_MAX, &credit))

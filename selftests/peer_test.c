@@ -389,4 +389,24 @@ TEST_F(peer, short_fragment_is_refused)
 	EXPECT_EQ(0, hostile_finish(&h));
 }
 
+/*
+ * Connect data that names another host as its source (upstream takes the
+ * addresses on trust, so a peer could open connections in anyone's name)
+ * is refused: hostile_peer's retries all fail, and its message never
+ * reaches the socket.
+ */
+TEST_F(peer, another_hosts_address_is_refused)
+{
+	char line[512];
+	struct hostile h;
+
+	ASSERT_EQ(0, hostile_start(&h, variant, "--claim 10.254.9.9 --timeout 5 --send seq=1,"
+				   "bytes=10,seed=7," PORTS));
+	EXPECT_NE(0, hostile_line(&h, "established", line, sizeof(line), PEER_EXIT_S)) {
+		TH_LOG("rrds accepted a connection in another host's name");
+	}
+	EXPECT_EQ(1, hostile_finish(&h));
+	EXPECT_EQ(0, nothing_arrives(self->fd, 10, 7));
+}
+
 TEST_HARNESS_MAIN
