@@ -74,6 +74,10 @@ struct Link {
     active: Option<CmId>,
     passive: Option<CmId>,
     listener: Option<CmId>,
+    /// The active id's QP once connected, until `shut_down` drains it: a
+    /// failure stops posting (`post`) with requests still outstanding,
+    /// whose completions must run before the QP and CQ go.
+    qp: Option<QpRef>,
     cq: Option<CompletionQueue>,
     passive_cq: Option<CompletionQueue>,
 }
@@ -157,11 +161,12 @@ impl RegQp {
         self.wait_for(Phase::Up)?;
 
         // SAFETY: The QP of the active id, live until `shut_down` destroys the id,
-        // after taking it back from `post`.
+        // after taking it back from `post` and `link.qp`.
         let qp = unsafe { QpRef::from_raw(active.qp()) }.ok_or_else(crate::errno::enotconn)?;
         let mut link = self.link.lock();
         link.active = own.active.take();
         link.listener = own.listener.take();
+        link.qp = Some(qp);
         link.cq = own.cq.take();
         drop(link);
         *self.post.lock() = Some(qp);
@@ -237,10 +242,12 @@ impl RegQp {
     pub(super) fn shut_down(&self) {
         // Under `link`: `force_error` uses the QP only while `post` has it.
         let qp = {
-            let _link = self.link.lock();
-            self.post.lock().take()
+            let mut link = self.link.lock();
+            *self.post.lock() = None;
+            link.qp.take()
         };
-        // Only a QP that was up has requests to flush.
+        // Whenever the QP was up, also after a failure stopped posting: its
+        // outstanding requests hold MRs, released by their completions.
         if let Some(qp) = qp {
             qp.drain();
         }
