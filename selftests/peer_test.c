@@ -352,7 +352,6 @@ TEST_F(peer, short_fragment_is_refused)
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		long long resets;
-		bool saw;
 
 		/* The last peer's link is gone, its reset counted. */
 		ASSERT_TRUE(WAIT_FOR(SETTLE_S, links_up() == 0));
@@ -361,13 +360,11 @@ TEST_F(peer, short_fragment_is_refused)
 		ASSERT_EQ(0, hostile_start(&h, variant, "%s --expect-disconnect --hold",
 					   cases[i].frames));
 		/*
-		 * Reported, not required: in one rxe run the peer's rdma_cm never
-		 * told it of the disconnect although rrds had reset the link
-		 * (checked next); not understood yet.
+		 * The peer is told. On rxe it once was not, in about one run in six,
+		 * while rrds told ib_cm of the establishment itself (design.rst, "Up").
 		 */
-		saw = !hostile_line(&h, "disconnected", line, sizeof(line),
-				    PEER_TIMEOUT_S + SETTLE_S);
-		if (!saw) {
+		EXPECT_EQ(0, hostile_line(&h, "disconnected", line, sizeof(line),
+					  PEER_TIMEOUT_S + SETTLE_S)) {
 			TH_LOG("case %zu: hostile_peer saw no disconnect", i);
 			log_links();
 		}
@@ -381,12 +378,34 @@ TEST_F(peer, short_fragment_is_refused)
 		EXPECT_EQ(0, nothing_arrives(self->fd, cases[i].sent, cases[i].seed)) {
 			TH_LOG("case %zu: the short fragment was delivered", i);
 		}
-		/* hostile_peer exits 1 when the disconnect it expected never came. */
-		EXPECT_EQ(saw ? 0 : 1, hostile_finish(&h));
+		EXPECT_EQ(0, hostile_finish(&h));
 	}
 	ASSERT_EQ(0, hostile_start(&h, variant, "--send seq=3,bytes=300,seed=6," PORTS " --hold"));
 	EXPECT_EQ(0, receive_exact(self->fd, variant, 300, 6));
 	EXPECT_EQ(0, hostile_finish(&h));
+}
+
+/*
+ * A peer that sends a message and leaves (disconnect, destroy) takes rrds's
+ * link down within seconds, and its message is delivered. On rxe the link
+ * stayed up some 70 s while rrds told ib_cm of the establishment itself
+ * (design.rst, "Up"): the peer's first frame overtakes its RTU.
+ */
+TEST_F(peer, leaving_peer_takes_the_link_down)
+{
+	struct hostile h;
+
+	for (int i = 0; i < 3; i++) {
+		ASSERT_TRUE(WAIT_FOR(SETTLE_S, links_up() == 0));
+		ASSERT_EQ(0, hostile_start(&h, variant, "--send seq=%d,bytes=10,seed=%d," PORTS,
+					   i + 1, 8 + i));
+		EXPECT_EQ(0, hostile_finish(&h));
+		EXPECT_EQ(0, receive_exact(self->fd, variant, 10, 8 + i));
+		EXPECT_TRUE(WAIT_FOR(SETTLE_S, links_up() == 0)) {
+			TH_LOG("round %d: rrds kept the link up after the peer left", i);
+			log_links();
+		}
+	}
 }
 
 /*

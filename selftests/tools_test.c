@@ -152,6 +152,18 @@ TEST_F(impl, bench_runs_with_payload_verification)
 	unlink("/tmp/rrds-bench.svg");
 }
 
+/* What the links, their ids and QPs and the counters look like after a stall. */
+static void log_links(struct __test_metadata *_metadata)
+{
+	char out[16384];
+
+	sh_out(out, sizeof(out),
+	       "%s info counters 2>&1 | grep -E 'reset|drop|established|restart'; "
+	       "cat /sys/kernel/debug/rrds/ib_links 2>&1; rdma resource show cm_id 2>&1; "
+	       "rdma resource show qp 2>&1", rrds_cmd());
+	TH_LOG("%s", out);
+}
+
 /*
  * rrds bench split in client and server (rds-stress's way), over loopback:
  * the server runs the receiving ends, the client the sending ends of two
@@ -296,7 +308,10 @@ TEST_F(ib_tools, bench_client_and_server)
 				    "%s bench --connect %s:4000 --addr %s --transport ib %s "
 				    "--duration 2 --runs 1 --tasks 2 --verify --json 2>&1",
 				    rrds_cmd(), variant->remote, variant->local, runs[i]))
+		{
 			TH_LOG("%s\n%s", out, bench_server_log());
+			log_links(_metadata);
+		}
 		TH_LOG("%s", out);
 		expect_clean_bench(_metadata, out, 2);
 	}
@@ -353,12 +368,8 @@ TEST_F(ib_tools, bench_rdma_write_and_read_verified)
 				    rrds_cmd(), variant->local, variant->remote, shapes[i / 2],
 				    modes[i % 2])) {
 			TH_LOG("%s", out);
-			/* What the links and counters looked like after the stall. */
-			sh_out(out, sizeof(out),
-			       "%s info counters 2>&1 | grep -E 'reset|drop|established|restart'; "
-			       "cat /sys/kernel/debug/rrds/ib_links 2>&1", rrds_cmd());
 			/* Logged here: the failed assertion ends the test after this block. */
-			TH_LOG("%s", out);
+			log_links(_metadata);
 		}
 		TH_LOG("%s", out);
 		expect_clean_bench(_metadata, out, strstr(shapes[i / 2], "--tasks 2") ? 2 : 1);

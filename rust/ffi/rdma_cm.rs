@@ -450,15 +450,6 @@ impl CmIdRef {
         // SAFETY: A live id; disconnecting an unconnected id is harmless.
         let _ = unsafe { bindings::rdma_disconnect(self.raw()) };
     }
-
-    /// Tells the IB CM that the connection carries traffic although its RTU
-    /// never came (`IB_EVENT_COMM_EST`): it moves to established and
-    /// delivers `ESTABLISHED`. A no-op on iWARP.
-    pub(crate) fn notify_established(&self) {
-        // SAFETY: A live id; rdma_cm ignores the call in states it does not apply to.
-        let _ =
-            unsafe { bindings::rdma_notify(self.raw(), bindings::ib_event_type_IB_EVENT_COMM_EST) };
-    }
 }
 
 /// # Safety

@@ -1064,18 +1064,22 @@ impl IbPath {
 
     /// A receive completed on a link not yet started: the peer sends, so it
     /// holds the connection established. A passive link whose `ESTABLISHED`
-    /// has not come (the RTU was lost, and rxe raises no `COMM_EST` for
-    /// upstream's answer, `rdma_notify`) is established here, or it would
-    /// never send. The IB CM is told too, so it stops waiting for the RTU.
+    /// has not come (the RTU is late or lost, and rxe raises no `COMM_EST`
+    /// for upstream's answer) is established here, or it would not send
+    /// until then.
+    ///
+    /// The IB CM is not told (`rdma_notify`): it would move to established
+    /// and cancel the REP it retransmits only later, from its work queue, and
+    /// a disconnect in between replaces the REP as the id's message without
+    /// cancelling it. Destroying the id then waits for the REP's every retry
+    /// (tens of seconds), holding up the path's teardown and reconnect. Left
+    /// waiting, the CM completes on the RTU, which a REP retransmission asks
+    /// the peer for again, or a teardown cancels the REP and rejects.
     fn receive_before_established(self: &Arc<Self>) {
         let c = self.ctl.lock();
-        if c.state != State::Connecting {
+        if c.state != State::Connecting || c.link.as_ref().is_none_or(|l| l.active) {
             return;
         }
-        let Some(link) = c.link.as_ref().filter(|l| !l.active) else {
-            return;
-        };
-        link.cm_id.notify_established();
         stats::inc(Stat::IbEstablishedByReceive);
         let peer = c.peer_request;
         self.link_up(c, peer);
