@@ -1305,6 +1305,73 @@ TEST_F(ib, connections_go_when_last_socket_closes)
 	EXPECT_EQ(0, rc_qps(variant->kind));
 }
 
+/* One thread of rebinding_while_the_last_socket_closes. */
+struct rebinder {
+	const char *addr;
+	int first_port;
+	int rounds;
+	int failed;		/* binds that failed */
+	int last_errno;
+};
+
+static void *rebind_rounds(void *arg)
+{
+	struct rebinder *r = arg;
+
+	for (int i = 0; i < r->rounds; i++) {
+		struct sockaddr_in a = sin4(r->addr, r->first_port + i);
+		int fd = rds_socket();
+
+		if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a))) {
+			r->failed++;
+			r->last_errno = errno;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	return NULL;
+}
+
+/*
+ * Two threads of one namespace each bind a socket to the same address (each
+ * its own port) and close it, over and over, so that one often binds while
+ * the other closes the address's last socket: every bind succeeds. Until
+ * the closing socket's listener went under the listener table's lock, a
+ * bind in that instant found no listener, and listening on the port the old
+ * one still held failed with EADDRINUSE.
+ */
+TEST_F(ib, rebinding_while_the_last_socket_closes)
+{
+	struct rebinder r[2] = {
+		{ .addr = variant->local, .first_port = 20000, .rounds = 400 },
+		{ .addr = variant->local, .first_port = 30000, .rounds = 400 },
+	};
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		pthread_t t[2];
+
+		if (enter_ns(NS_A))
+			_exit(2);
+		for (int i = 0; i < 2; i++)
+			if (pthread_create(&t[i], NULL, rebind_rounds, &r[i]))
+				_exit(2);
+		for (int i = 0; i < 2; i++)
+			pthread_join(t[i], NULL);
+		for (int i = 0; i < 2; i++)
+			if (r[i].failed)
+				fprintf(stderr, "# thread %d: %d of %d binds failed, the last with %s\n",
+					i, r[i].failed, r[i].rounds, strerror(r[i].last_errno));
+		_exit(r[0].failed || r[1].failed);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+}
+
 /*
  * The 4x4 exchange: integrity_test.c's replayed pseudo-random streams (one
  * per sender; every receiver replays them all to know what it is owed), with

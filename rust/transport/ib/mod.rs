@@ -303,7 +303,7 @@ pub(crate) fn net_get(net: NetRef, ep: &Endpoint) -> Result {
 /// the last in the namespace takes every IB connection of it down too.
 /// Process context.
 pub(crate) fn net_put(net: NetRef, ep: &Endpoint) {
-    let (gone, last_in_net) = {
+    let last_in_net = {
         let mut listeners = LISTENERS.lock();
         let Some(i) = listeners
             .iter()
@@ -315,12 +315,14 @@ pub(crate) fn net_put(net: NetRef, ep: &Endpoint) {
         if listeners[i].bound > 0 {
             return;
         }
-        let gone = listeners.remove(i).ok();
-        (gone, !listeners.iter().any(|l| l.net == net))
+        // Destroyed (waiting for its handler) before the sweep below, so no
+        // connection of the namespace is created after it; and under the lock,
+        // or a bind to the address meanwhile would find no listener and fail to
+        // listen on the port this one still holds (EADDRINUSE). Listener
+        // handlers never take the table lock.
+        drop(listeners.remove(i));
+        !listeners.iter().any(|l| l.net == net)
     };
-    // The listener first (waiting for its handler), so no connection of the
-    // namespace is created after the sweep below.
-    drop(gone);
     if last_in_net {
         conn::forget_net(net, |c| c.path.is_some(), true);
     }
