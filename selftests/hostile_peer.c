@@ -480,10 +480,18 @@ static int connect_to(struct peer *p, const char *addr, const char *peer_addr, u
 	if (rc)
 		return rc;
 	if (rdma_resolve_route(p->id, timeout_s * 1000) ||
-	    wait_event(p, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL) || make_qp(p) ||
-	    rdma_connect(p->id, &param)) {
+	    wait_event(p, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL) || make_qp(p)) {
 		warnx("could not connect to %s:%d", peer_addr, RDS_IB_PORT);
 		return -1;
+	}
+	/*
+	 * Over iWARP (siw) the TCP connect happens here, and can fail at once
+	 * (ENOMEM from siw, about once per peer_test run): retried, as a
+	 * refusal is.
+	 */
+	if (rdma_connect(p->id, &param)) {
+		warnx("rdma_connect to %s:%d: %s", peer_addr, RDS_IB_PORT, strerror(errno));
+		return 1;
 	}
 	rc = wait_event(p, RDMA_CM_EVENT_ESTABLISHED, &reply);
 	if (rc)
