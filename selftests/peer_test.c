@@ -205,13 +205,6 @@ static int links_up(void)
 	return n;
 }
 
-/* Logs rrds's IB links and the rdma_cm ids and QPs, for a link that hangs on. */
-static void log_links(void)
-{
-	sh("sed 's/^/# ib_links: /' %s/ib_links; rdma resource show cm_id | sed 's/^/# /'; "
-	   "rdma resource show qp | sed 's/^/# /'", RRDS_DEBUGFS);
-}
-
 /* The next message on @fd within @secs into @buf: its whole length, or -1. */
 static ssize_t receive(int fd, unsigned char *buf, size_t size, int secs,
 		       struct sockaddr_in *from)
@@ -332,9 +325,8 @@ TEST_F(peer, excess_credits_are_capped)
  * 4096-byte message; 100 bytes as the first of two fragments of 8192) would
  * leave the rest of its receive page, stale kernel memory, in the message:
  * rrds delivers nothing and resets the link (conn_reset grows, and rrds has
- * no link up, while the peer, holding on, has not yet closed its end; the
- * peer is normally told of the disconnect). A fresh connection then carries
- * an ordinary message.
+ * no link up, while the peer, holding on, has not yet closed its end), and
+ * the peer is told. A fresh connection then carries an ordinary message.
  */
 TEST_F(peer, short_fragment_is_refused)
 {
@@ -366,7 +358,7 @@ TEST_F(peer, short_fragment_is_refused)
 		EXPECT_EQ(0, hostile_line(&h, "disconnected", line, sizeof(line),
 					  PEER_TIMEOUT_S + SETTLE_S)) {
 			TH_LOG("case %zu: hostile_peer saw no disconnect", i);
-			log_links();
+			log_ib_links();
 		}
 		EXPECT_TRUE(WAIT_FOR(SETTLE_S, rds_counter("conn_reset") > resets)) {
 			TH_LOG("case %zu: rrds did not reset the link", i);
@@ -403,7 +395,7 @@ TEST_F(peer, leaving_peer_takes_the_link_down)
 		EXPECT_EQ(0, receive_exact(self->fd, variant, 10, 8 + i));
 		EXPECT_TRUE(WAIT_FOR(SETTLE_S, links_up() == 0)) {
 			TH_LOG("round %d: rrds kept the link up after the peer left", i);
-			log_links();
+			log_ib_links();
 		}
 	}
 }

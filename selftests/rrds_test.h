@@ -113,6 +113,14 @@ static inline double now(void)
 	__held;								\
 })
 
+/* Logs rrds's IB links and the rdma_cm ids and QPs, for a link that hangs on. */
+static inline void log_ib_links(void)
+{
+	fflush(stdout);
+	sh("sed 's/^/# ib_links: /' %s/ib_links; rdma resource show cm_id | sed 's/^/# /'; "
+	   "rdma resource show qp | sed 's/^/# /'", RRDS_DEBUGFS);
+}
+
 /* Moves the calling thread into network namespace @ns (/run/netns/@ns); 0 or -errno. */
 static inline int enter_ns(const char *ns)
 {

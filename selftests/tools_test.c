@@ -152,16 +152,13 @@ TEST_F(impl, bench_runs_with_payload_verification)
 	unlink("/tmp/rrds-bench.svg");
 }
 
-/* What the links, their ids and QPs and the counters look like after a stall. */
-static void log_links(struct __test_metadata *_metadata)
+/* What the counters, links, their ids and QPs look like after a stall. */
+static void log_stall(void)
 {
-	char out[16384];
-
-	sh_out(out, sizeof(out),
-	       "%s info counters 2>&1 | grep -E 'reset|drop|established|restart'; "
-	       "cat /sys/kernel/debug/rrds/ib_links 2>&1; rdma resource show cm_id 2>&1; "
-	       "rdma resource show qp 2>&1", rrds_cmd());
-	TH_LOG("%s", out);
+	fflush(stdout);
+	sh("%s info counters 2>&1 | grep -E 'reset|drop|established|restart' | sed 's/^/# /'",
+	   rrds_cmd());
+	log_ib_links();
 }
 
 /*
@@ -307,10 +304,9 @@ TEST_F(ib_tools, bench_client_and_server)
 		ASSERT_EQ(0, sh_out(out, sizeof(out),
 				    "%s bench --connect %s:4000 --addr %s --transport ib %s "
 				    "--duration 2 --runs 1 --tasks 2 --verify --json 2>&1",
-				    rrds_cmd(), variant->remote, variant->local, runs[i]))
-		{
+				    rrds_cmd(), variant->remote, variant->local, runs[i])) {
 			TH_LOG("%s\n%s", out, bench_server_log());
-			log_links(_metadata);
+			log_stall();
 		}
 		TH_LOG("%s", out);
 		expect_clean_bench(_metadata, out, 2);
@@ -369,7 +365,7 @@ TEST_F(ib_tools, bench_rdma_write_and_read_verified)
 				    modes[i % 2])) {
 			TH_LOG("%s", out);
 			/* Logged here: the failed assertion ends the test after this block. */
-			log_links(_metadata);
+			log_stall();
 		}
 		TH_LOG("%s", out);
 		expect_clean_bench(_metadata, out, strstr(shapes[i / 2], "--tasks 2") ? 2 : 1);
