@@ -92,6 +92,11 @@ counters! {
     // IB links whose peer came with a new incarnation: it lost its
     // connection state (see `ib_peer_restart_drops`).
     IbPeerRestarts => "ib_peer_restarts",
+    // Packed frames sent to rrds peers, and the messages they carried.
+    IbTxPackedFrames => "ib_tx_packed_frames",
+    IbTxPackedMessages => "ib_tx_packed_messages",
+    // Messages that arrived in packed frames.
+    IbRxPackedMessages => "ib_rx_packed_messages",
 }
 
 const COUNT: usize = NAMES.len();

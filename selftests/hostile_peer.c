@@ -19,6 +19,12 @@
  * payload.h) and csum=good|none|bad.
  * Defaults: all 0, csum good, len = bytes, bytes = what an honest sender puts
  * in fragment frag of a len-byte message.
+ * records=K makes the frame an rrds packed frame (flags 0x80, sequence and
+ * ports 0, len = bytes = the records' size) of K messages, message i a
+ * record of its header (sequence seq + i, len, sport, dport, flags 0) and
+ * len bytes of pattern seed + i, padded to 8 bytes; badrec=J spoils record
+ * J's header checksum. (rrds offers to take packed frames from every peer;
+ * this one does not offer to take them, so rrds never sends it one.)
  *
  * Then, in this order: --recv N waits for N whole messages from rrds (acks
  * and congestion maps not counted; each message is acknowledged);
@@ -59,6 +65,8 @@
 #define HEADER_LEN	48		/* struct rds_header */
 #define FRAG_SIZE	4096		/* RDS_FRAG_SIZE: payload per frame */
 #define SLOT_SIZE	(HEADER_LEN + FRAG_SIZE)
+#define FLAG_PACKED	0x80		/* rrds: the frame carries message records */
+#define PACK_ALIGN	8
 #define RECV_SLOTS	256		/* room for rrds's congestion map, acks and messages */
 #define MAX_FRAMES	32		/* --send options */
 #define ACK_SLOTS	16		/* our acks in flight at once */
@@ -112,6 +120,7 @@ struct frame {
 	uint8_t flags, credit;
 	bool len_set, bytes_set;
 	enum csum_kind csum;
+	uint32_t records, badrec;	/* records=K (0: not packed), badrec=J + 1 */
 };
 
 /* The connection and what arrived on it. */
@@ -508,10 +517,35 @@ static int send_frame(struct peer *p, unsigned int n, const struct frame *f)
 	unsigned char *b = slot(p, i);
 	double end = now_s() + timeout_s;
 
-	header_fill((struct wire_header *)b, f);
-	/* Word k of the message pattern is word k - 512 * frag of this fragment's. */
-	payload_fill(b + HEADER_LEN, f->bytes, NULL, 0, f->seed + (uint64_t)f->frag * FRAG_SIZE / 8);
-	if (post_send(p, i, f->bytes)) {
+	if (f->records) {
+		struct frame outer = { .ack = f->ack, .credit = f->credit, .flags = FLAG_PACKED };
+		size_t at = 0;
+
+		for (uint32_t r = 0; r < f->records; r++) {
+			struct frame inner = *f;
+
+			inner.seq = f->seq + r;
+			inner.flags = 0;
+			inner.ack = 0;
+			inner.credit = 0;
+			inner.csum = f->badrec == r + 1 ? CSUM_BAD : CSUM_GOOD;
+			header_fill((struct wire_header *)(b + HEADER_LEN + at), &inner);
+			payload_fill(b + 2 * HEADER_LEN + at, f->len, NULL, 0, f->seed + r);
+			at += HEADER_LEN + (f->len + PACK_ALIGN - 1) / PACK_ALIGN * PACK_ALIGN;
+		}
+		outer.len = outer.bytes = at;
+		header_fill((struct wire_header *)b, &outer);
+		if (post_send(p, i, at)) {
+			warnx("ibv_post_send failed");
+			return -1;
+		}
+	} else {
+		header_fill((struct wire_header *)b, f);
+		/* Word k of the message pattern is word k - 512 * frag of this fragment's. */
+		payload_fill(b + HEADER_LEN, f->bytes, NULL, 0,
+			     f->seed + (uint64_t)f->frag * FRAG_SIZE / 8);
+	}
+	if (!f->records && post_send(p, i, f->bytes)) {
 		warnx("ibv_post_send failed");
 		return -1;
 	}
@@ -599,9 +633,17 @@ static int parse_frame(char *arg, struct frame *f)
 			f->flags = v;
 		else if (!strcmp(kv, "credit") && v <= UINT8_MAX)
 			f->credit = v;
+		else if (!strcmp(kv, "records") && v <= 64)
+			f->records = v;
+		else if (!strcmp(kv, "badrec") && v < 64)
+			f->badrec = v + 1;
 		else
 			return -1;
 	}
+	/* The records must fit in one frame. */
+	if (f->records && (uint64_t)f->records * (HEADER_LEN + (f->len + PACK_ALIGN - 1) /
+						  PACK_ALIGN * PACK_ALIGN) > FRAG_SIZE)
+		return -1;
 	if (!f->len_set)
 		f->len = f->bytes;
 	if (!f->bytes_set) {
@@ -650,7 +692,7 @@ static void __attribute__((noreturn)) usage(void)
 		"usage: hostile_peer --addr A --peer B [--claim C] [--credit N] [--timeout S]\n"
 		"                    [--send KEY=VALUE,...]... [--recv N] [--expect-disconnect]"
 		" [--hold]\n"
-		"  send keys: seq ack len bytes frag sport dport flags credit seed"
+		"  send keys: seq ack len bytes frag sport dport flags credit seed records badrec"
 		" csum=good|none|bad\n");
 	exit(2);
 }

@@ -378,6 +378,71 @@ TEST_F(peer, short_fragment_is_refused)
 }
 
 /*
+ * rrds offers every peer to take packed frames (design.rst, "Packed
+ * frames"): one SEND carrying whole messages as records. Those of a
+ * well-formed one are delivered in order, one message each.
+ */
+TEST_F(peer, packed_frame_is_delivered_in_order)
+{
+	long long unpacked = rds_counter("ib_rx_packed_messages");
+	struct hostile h;
+
+	ASSERT_LE(0, unpacked);
+	ASSERT_EQ(0, hostile_start(&h, variant, "--send seq=1,len=100,records=5,seed=20," PORTS
+				   " --send seq=6,len=0,records=2," PORTS
+				   " --send seq=8,len=333,seed=30," PORTS " --hold"));
+	for (int i = 0; i < 5; i++)
+		EXPECT_EQ(0, receive_exact(self->fd, variant, 100, 20 + i));
+	EXPECT_EQ(0, receive_exact(self->fd, variant, 0, 0));
+	EXPECT_EQ(0, receive_exact(self->fd, variant, 0, 0));
+	EXPECT_EQ(0, receive_exact(self->fd, variant, 333, 30));
+	EXPECT_EQ(unpacked + 7, rds_counter("ib_rx_packed_messages"));
+	EXPECT_EQ(0, hostile_finish(&h));
+}
+
+/*
+ * A malformed packed frame (a record whose header checksum fails, records
+ * that overrun the frame, a frame claiming a sequence number) delivers
+ * nothing, not even its good records, and resets the link; the peer is told.
+ */
+TEST_F(peer, malformed_packed_frame_is_refused)
+{
+	static const struct {
+		const char *frames;
+		size_t sent;
+		uint64_t seed;
+	} cases[] = {
+		{ "--send seq=1,len=64,records=3,badrec=1,seed=40," PORTS, 64, 40 },
+		{ "--send flags=0x80,len=200,bytes=200,seed=41", 200, 41 },
+		{ "--send seq=5,flags=0x80,len=56,bytes=56,seed=42", 56, 42 },
+	};
+	char line[512];
+	struct hostile h;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		long long resets;
+
+		ASSERT_TRUE(WAIT_FOR(SETTLE_S, links_up() == 0));
+		resets = rds_counter("conn_reset");
+		ASSERT_LE(0, resets);
+		ASSERT_EQ(0, hostile_start(&h, variant, "%s --expect-disconnect --hold",
+					   cases[i].frames));
+		EXPECT_EQ(0, hostile_line(&h, "disconnected", line, sizeof(line),
+					  PEER_TIMEOUT_S + SETTLE_S)) {
+			TH_LOG("case %zu: hostile_peer saw no disconnect", i);
+			log_ib_links();
+		}
+		EXPECT_TRUE(WAIT_FOR(SETTLE_S, rds_counter("conn_reset") > resets)) {
+			TH_LOG("case %zu: rrds did not reset the link", i);
+		}
+		EXPECT_EQ(0, nothing_arrives(self->fd, cases[i].sent, cases[i].seed)) {
+			TH_LOG("case %zu: part of the frame was delivered", i);
+		}
+		EXPECT_EQ(0, hostile_finish(&h));
+	}
+}
+
+/*
  * A peer that sends a message and leaves (disconnect, destroy) takes rrds's
  * link down within seconds, and its message is delivered. On rxe the link
  * stayed up some 70 s while rrds told ib_cm of the establishment itself

@@ -39,10 +39,12 @@ use super::{
     proto::{
         ConnectPrivate,
         PrivateBuf,
+        FEATURE_PACKED,
         PORT_V4,
         PORT_V6, //
     },
     ring::{
+        unpack,
         RdmaSges,
         Rings,
         FLAG_CONG_BITMAP,
@@ -699,8 +701,11 @@ impl IbPath {
     /// for `ticks` is reset, in case a device loses an RC connection without
     /// a completion or an event.
     pub(crate) fn watchdog_tick(self: &Arc<Self>, ticks: u32) {
-        let stalled =
-            Option::as_mut(&mut *self.rings.lock()).is_some_and(|r| r.watchdog_tick() >= ticks);
+        // A pack whose post failed (no memory) and that no completion retried.
+        let stalled = Option::as_mut(&mut *self.rings.lock()).is_some_and(|r| {
+            r.post_pack(self);
+            r.watchdog_tick() >= ticks
+        });
         if stalled {
             self.fail(None, "no send progress");
         }
@@ -805,6 +810,7 @@ impl IbPath {
             ack_seq,
             RECV_SLOTS as u32,
             self.incarnation.load(Relaxed),
+            FEATURE_PACKED,
         );
         p.encode(buf)
     }
@@ -1043,7 +1049,7 @@ impl IbPath {
     /// said: start the rings, retransmit what the peer lacks, send.
     fn link_up(self: &Arc<Self>, mut c: MutexGuard<'_, Control>, peer: ConnectPrivate) {
         if let Some(rings) = Option::as_mut(&mut *self.rings.lock()) {
-            rings.start(peer.credit);
+            rings.start(peer.credit, peer.features & FEATURE_PACKED != 0);
         }
         c.state = State::Up;
         c.backoff_ms = 0;
@@ -1146,6 +1152,38 @@ impl IbPath {
         Ok(())
     }
 
+    /// A packed frame of `bytes` bytes of records in `page` arrived: each of
+    /// its messages is received as a frame of its own, in order.
+    fn receive_packed(
+        &self,
+        conn: &Connection,
+        generation: u64,
+        page: kernel::page::Page,
+        bytes: usize,
+    ) -> Result {
+        let mut records = KVec::with_capacity(bytes, GFP_KERNEL)?;
+        records.resize(bytes, 0, GFP_KERNEL)?;
+        // SAFETY: `records` is valid for writes of `bytes`, at most a page
+        // (`Rings::receive_completed`); the receive completed, so nothing else
+        // touches the page.
+        unsafe { page.read_raw(records.as_mut_ptr(), 0, bytes)? };
+        drop(page);
+        for (header, payload) in unpack(&records).ok_or(EINVAL)? {
+            let page = if payload.is_empty() {
+                None
+            } else {
+                let page = kernel::page::Page::alloc_page(GFP_KERNEL)?;
+                // SAFETY: `payload` is valid for reads of its length, at most a page
+                // (`unpack`); the page is new and ours alone.
+                unsafe { page.write_raw(payload.as_ptr(), 0, payload.len())? };
+                Some((page, payload.len()))
+            };
+            stats::inc(Stat::IbRxPackedMessages);
+            self.receive_frame(conn, generation, header, page)?;
+        }
+        Ok(())
+    }
+
     /// Sends `map` (our congestion map in wire form) to the peer, before the
     /// next message. Dropped if the link is not up: a new link sends it.
     pub(crate) fn send_cong_map(&self, map: Arc<Message>) {
@@ -1182,10 +1220,14 @@ impl IbPath {
         let (done, blocked) = {
             let mut guard = self.rings.lock();
             match Option::as_mut(&mut *guard) {
-                Some(r) if r.qp.as_raw() == wc.qp() => (
-                    r.send_completed(wc.is_success()),
-                    core::mem::take(&mut r.blocked),
-                ),
+                Some(r) if r.qp.as_raw() == wc.qp() => {
+                    let done = r.send_completed(wc.is_success());
+                    // What was packed while this send was outstanding goes now.
+                    if wc.is_success() {
+                        r.post_pack(self);
+                    }
+                    (done, core::mem::take(&mut r.blocked))
+                }
                 _ => (None, false),
             }
         };
@@ -1255,6 +1297,11 @@ impl IbPath {
                 error = true;
             }
         }
+        if let Some((page, bytes)) = received.packed {
+            if self.receive_packed(&conn, generation, page, bytes).is_err() {
+                error = true;
+            }
+        }
         if error {
             self.fail_qp(wc.qp());
             return;
@@ -1263,6 +1310,10 @@ impl IbPath {
             let mut guard = self.rings.lock();
             match Option::as_mut(&mut *guard) {
                 Some(r) => {
+                    // A pack waiting for credits carries the ack too.
+                    if received.credits_added {
+                        r.post_pack(self);
+                    }
                     if r.send_ack(self).is_err() {
                         error = true;
                     }

@@ -18,6 +18,10 @@ pub(crate) const PROTOCOL_MINOR: u8 = 1;
 /// Upstream's `RDS_IB_SUPPORTED_PROTOCOLS`: the minor versions it accepts.
 const MINOR_MASK: u16 = 0x0003;
 
+/// rrds only, in upstream's `ripc_reserved1` (upstream sends zero and
+/// ignores it): the sender takes packed frames (`ring::FLAG_PACKED`).
+pub(crate) const FEATURE_PACKED: u8 = 0x01;
+
 const V4_LEN: usize = 32;
 const V6_LEN: usize = 56;
 
@@ -38,6 +42,8 @@ pub(crate) struct ConnectPrivate {
     /// zeroes): which incarnation of the sender's connection state this is,
     /// so a peer can tell a restarted one from a reconnecting one; 0: unknown.
     pub(crate) incarnation: u32,
+    /// rrds only: the `FEATURE_*` bits of what the sender takes.
+    pub(crate) features: u8,
 }
 
 fn is_v4(addr: &[u8; 16]) -> bool {
@@ -53,6 +59,7 @@ impl ConnectPrivate {
         ack_seq: u64,
         credit: u32,
         incarnation: u32,
+        features: u8,
     ) -> Self {
         Self {
             saddr,
@@ -63,6 +70,7 @@ impl ConnectPrivate {
             ack_seq,
             credit,
             incarnation,
+            features,
         }
     }
 
@@ -82,6 +90,7 @@ impl ConnectPrivate {
         out[at + 1] = self.minor;
         out[at + 2..at + 4].copy_from_slice(&MINOR_MASK.to_be_bytes());
         out[at + 4] = self.tos;
+        out[at + 5] = self.features;
         out[at + 8..at + 16].copy_from_slice(&self.ack_seq.to_be_bytes());
         out[at + 16..at + 20].copy_from_slice(&self.credit.to_be_bytes());
         out[at + 20..at + 24].copy_from_slice(&self.incarnation.to_be_bytes());
@@ -114,6 +123,7 @@ impl ConnectPrivate {
             major: raw[at],
             minor: raw[at + 1],
             tos: raw[at + 4],
+            features: raw[at + 5],
             ack_seq: u64::from_be_bytes(ack),
             credit: u32::from_be_bytes([raw[at + 16], raw[at + 17], raw[at + 18], raw[at + 19]]),
             incarnation: u32::from_be_bytes([

@@ -73,6 +73,21 @@ const RDMA_SIGNAL_EVERY: usize = 8;
 const ACK_EVERY: u32 = 8;
 /// `RDS_FLAG_CONG_BITMAP`: a congestion map update, not a message.
 pub(super) const FLAG_CONG_BITMAP: u8 = 0x01;
+/// rrds only, sent to peers whose connect data offered `FEATURE_PACKED`: the
+/// frame carries whole messages, each a record of its 48-byte header and its
+/// payload padded to `PACK_ALIGN`. Its own header has sequence and ports 0
+/// and `len` the records' bytes; it carries the ack and credits.
+pub(super) const FLAG_PACKED: u8 = 0x80;
+/// Record alignment in a packed frame.
+const PACK_ALIGN: usize = 8;
+/// Largest message packed; larger ones gain little from sharing a frame.
+const PACK_MAX_LEN: usize = 2048;
+/// Sends outstanding (posted, completion not yet handled) from which a new
+/// small message is packed rather than posted: it would wait behind them
+/// anyway, and their completions post the pack. Request and reply traffic
+/// stays below it (the previous request's completion may not have been
+/// handled when the reply comes), so its messages never wait for one.
+const PACK_WHEN_OUTSTANDING: usize = 4;
 const HEADERS_PER_PAGE: usize = PAGE_SIZE / HEADER_LEN;
 
 /// DMA-mapped 48-byte header buffers, one per slot.
@@ -166,6 +181,65 @@ struct SendSlot {
     /// its last): it completes silently with the next signalled one, of the
     /// same operation, unless it fails or is flushed.
     unsignalled: bool,
+    /// A packed frame's payload page.
+    packed: Option<DmaPage>,
+}
+
+/// Small messages gathered for one packed frame (`FLAG_PACKED`), in sequence
+/// order: nothing else is posted until the frame is.
+struct Pack {
+    /// The records, at most a page.
+    records: KVec<u8>,
+    messages: u64,
+}
+
+impl Pack {
+    /// A record for a message of `len` bytes fits.
+    fn fits(&self, len: usize) -> bool {
+        self.records.len() + record_len(len) <= PAGE_SIZE
+    }
+
+    /// Appends `header`'s record with `message`'s payload; on failure the
+    /// records are as they were (a partial record would go out as garbage).
+    fn push(&mut self, header: &Header, message: &Message) -> Result {
+        let at = self.records.len();
+        let len = message.len();
+        self.records.resize(at + record_len(len), 0, GFP_ATOMIC)?;
+        self.records[at..at + HEADER_LEN].copy_from_slice(&header.to_wire());
+        let copied =
+            message.copy_to_kernel(&mut self.records[at + HEADER_LEN..at + HEADER_LEN + len]);
+        if copied.is_err() {
+            self.records.truncate(at);
+            return copied;
+        }
+        self.messages += 1;
+        Ok(())
+    }
+}
+
+/// Bytes a message of `len` bytes takes in a packed frame.
+fn record_len(len: usize) -> usize {
+    HEADER_LEN + len.next_multiple_of(PACK_ALIGN)
+}
+
+/// The messages of a packed frame's records, each its header and payload;
+/// `None` if the records are malformed.
+pub(super) fn unpack(records: &[u8]) -> Option<KVec<(Header, &[u8])>> {
+    let mut out = KVec::new();
+    let mut at = 0;
+    while at < records.len() {
+        let raw: &[u8; HEADER_LEN] = records.get(at..at + HEADER_LEN)?.try_into().ok()?;
+        let header = Header::from_wire(raw)?;
+        let len = header.len as usize;
+        // Only whole messages of their own: no fragments, maps or packs.
+        if len > PAGE_SIZE || header.flags & (FLAG_CONG_BITMAP | FLAG_PACKED) != 0 {
+            return None;
+        }
+        let payload = records.get(at + HEADER_LEN..at + HEADER_LEN + len)?;
+        out.push((header, payload), GFP_KERNEL).ok()?;
+        at = at.checked_add(record_len(len))?;
+    }
+    Some(out)
 }
 
 /// A message whose fragments are partly posted.
@@ -221,6 +295,8 @@ pub(super) struct Received {
     /// A frame of a message (not an explicit ack): its header and payload
     /// page with the bytes it holds (`None` for a header-only frame).
     pub(super) frame: Option<(Header, Option<(Page, usize)>)>,
+    /// A packed frame: the page of its records and their length.
+    pub(super) packed: Option<(Page, usize)>,
     /// The link is broken (protocol error); reset it.
     pub(super) error: bool,
     /// Credits came in: blocked sends may go on.
@@ -249,6 +325,12 @@ pub(super) struct Rings {
     recv_done: usize,
     credits: Credits,
     partial: Option<Partial>,
+    /// The peer takes packed frames (its connect data offered them).
+    peer_packs: bool,
+    /// Small messages gathered while sends are outstanding, posted as one
+    /// frame when a send completes or credits come (`post_pack`), when it is
+    /// full, or before anything else with a sequence number is posted.
+    pack: Option<Pack>,
     /// Sequence of the last message received whole (what `h_ack` says).
     last_received: u64,
     ack_in_flight: bool,
@@ -313,6 +395,8 @@ impl Rings {
                 posted: 0,
             },
             partial: None,
+            peer_packs: false,
+            pack: None,
             last_received: 0,
             ack_in_flight: false,
             ack_wanted: false,
@@ -357,8 +441,10 @@ impl Rings {
     }
 
     /// Turns flow control on with the peer's initial credits (its private
-    /// data), if it asked for it.
-    pub(super) fn start(&mut self, peer_credit: u32) {
+    /// data), if it asked for it; `peer_packs` if it offered to take packed
+    /// frames.
+    pub(super) fn start(&mut self, peer_credit: u32, peer_packs: bool) {
+        self.peer_packs = peer_packs;
         self.credits.enabled = peer_credit != 0;
         self.credits.send = peer_credit.min(MAX_SEND_CREDITS);
         self.up = true;
@@ -387,6 +473,15 @@ impl Rings {
         }
         // A message begun earlier (cancelled since) and congestion updates go first.
         if !self.kick(path) {
+            return false;
+        }
+        // A message not packed follows the pack on the wire; before its operation
+        // is claimed below, which a retry would not claim again.
+        let packable = self.peer_packs
+            && message.rdma().is_none()
+            && message.len() <= PACK_MAX_LEN
+            && (self.pack.is_some() || self.send_posted - self.send_done >= PACK_WHEN_OUTSTANDING);
+        if !packable && !self.post_pack(path) {
             return false;
         }
         // The message's operation is claimed here, once: a retry after a full
@@ -424,6 +519,9 @@ impl Rings {
                 self.until_ack_required -= 1;
             }
         }
+        if packable {
+            return self.pack_message(path, &header, message);
+        }
         self.partial = Some(Partial {
             header,
             message: message.clone(),
@@ -436,6 +534,88 @@ impl Rings {
             rdma_next: 0,
         });
         self.finish_own(path)
+    }
+
+    /// Copies `message` into the pack (posting the pack first if it has no
+    /// room): `true` once it is in, and so handed over.
+    fn pack_message(&mut self, path: &IbPath, header: &Header, message: &Message) -> bool {
+        if self.pack.as_ref().is_some_and(|p| !p.fits(message.len())) && !self.post_pack(path) {
+            return false;
+        }
+        if self.pack.is_none() {
+            let Ok(records) = KVec::with_capacity(PAGE_SIZE, GFP_ATOMIC) else {
+                return false;
+            };
+            self.pack = Some(Pack {
+                records,
+                messages: 0,
+            });
+        }
+        // The frame carries the ack and credits; records only what is their own.
+        let header = Header {
+            ack: 0,
+            credit: 0,
+            ..*header
+        };
+        self.pack
+            .as_mut()
+            .is_some_and(|p| p.push(&header, message).is_ok())
+    }
+
+    /// Posts the pack, if there is one, as one frame: `true` unless it still
+    /// waits for a send slot or credit (or its post failed: a completion, a
+    /// credit update or the watchdog tries again).
+    pub(super) fn post_pack(&mut self, path: &IbPath) -> bool {
+        let Some(pack) = &self.pack else {
+            return true;
+        };
+        if !self.has_send_slot() {
+            return false;
+        }
+        let (got, advertise) = self.credits.grab(1);
+        if got == 0 {
+            return false;
+        }
+        let header = Header {
+            ack: self.last_received,
+            credit: advertise,
+            len: pack.records.len() as u32,
+            flags: FLAG_PACKED,
+            ..Header::default()
+        };
+        let messages = pack.messages;
+        if self.post_packed_frame(path, &header).is_err() {
+            self.credits.send += got;
+            self.credits.posted += u32::from(advertise);
+            return false;
+        }
+        stats::inc(Stat::IbTxPackedFrames);
+        stats::add(Stat::IbTxPackedMessages, messages);
+        self.pack = None;
+        self.ack_wanted = false;
+        true
+    }
+
+    fn post_packed_frame(&mut self, path: &IbPath, header: &Header) -> Result {
+        let records = &self.pack.as_ref().ok_or(EINVAL)?.records;
+        let page = Page::alloc_page(GFP_ATOMIC)?;
+        // SAFETY: `records` is valid for reads of its length, at most a page; the
+        // page is new and ours alone.
+        unsafe { page.write_raw(records.as_ptr(), 0, records.len())? };
+        let page = DmaPage::map(self.device, page, DmaDirection::ToDevice)?;
+        let i = self.send_posted % SEND_SLOTS;
+        self.send_headers.write(i, &header.to_wire());
+        let mut sges = [
+            self.send_headers.sge(i, self.lkey),
+            sge(page.addr(), records.len(), self.lkey),
+        ];
+        self.qp.post_send(path.cqe(TAG_SEND), &mut sges, true)?;
+        self.send_slots[i] = SendSlot {
+            packed: Some(page),
+            ..SendSlot::default()
+        };
+        self.send_posted += 1;
+        Ok(())
     }
 
     /// Continues the caller's own message: finished here, it is no `kick`'s.
@@ -618,6 +798,7 @@ impl Rings {
                 message: Some(message.clone()),
                 rdma: Some(last),
                 unsignalled: !signalled,
+                packed: None,
             };
             self.send_posted += 1;
             if let Some(p) = &mut self.partial {
@@ -749,6 +930,7 @@ impl Rings {
             let slot = core::mem::take(&mut self.send_slots[i]);
             drop(slot.map);
             drop(slot.rdma_maps);
+            drop(slot.packed);
             if success && slot.unsignalled {
                 // The signalled request completing is of the same operation (whose
                 // last is always signalled) and its slot still holds the message:
@@ -853,6 +1035,19 @@ impl Rings {
             out.acked = Some(header.ack);
         }
         let data_len = byte_len - HEADER_LEN;
+        if header.flags & FLAG_PACKED != 0 {
+            // We offer packed frames to every peer.
+            let framed = header.sequence == 0
+                && header.sport == 0
+                && header.dport == 0
+                && header.len as usize == data_len
+                && (1..=PAGE_SIZE).contains(&data_len);
+            match buffer {
+                Some(b) if framed => out.packed = Some((b.unmap(), data_len)),
+                _ => out.error = true,
+            }
+            return out;
+        }
         if header.sport == 0 && header.dport == 0 && data_len == 0 && header.len == 0 {
             // An explicit ack (or credit update).
             return out;
