@@ -724,10 +724,19 @@ static size_t message_size(int i)
 	return ((size_t)1 << k) / 2 + (r >> 32) % (((size_t)1 << k) / 2 + 1);
 }
 
-static void __attribute__((noreturn)) run_message_receiver(const FIXTURE_VARIANT(ib) *v,
-							   int ready[2])
+/* A numbered stream of @count messages, message i of @size(i) bytes, at most @max. */
+struct numbered_stream {
+	int count;
+	size_t (*size)(int i);
+	size_t max;
+	uint64_t stream;
+};
+
+static void __attribute__((noreturn)) run_stream_receiver(const FIXTURE_VARIANT(ib) *v,
+							  const struct numbered_stream *ns,
+							  int ready[2])
 {
-	unsigned char *buf = malloc(MIB + 1);
+	unsigned char *buf = malloc(ns->max + 1);
 	char what[40];
 	int fd, i;
 
@@ -736,21 +745,22 @@ static void __attribute__((noreturn)) run_message_receiver(const FIXTURE_VARIANT
 	fd = child_socket(v->remote, MSG_RX_PORT);
 	set_buf(fd, SO_RCVBUFFORCE, RCVBUF);
 	gate_pass(ready);
-	for (i = 0; i < MESSAGES; i++) {
+	for (i = 0; i < ns->count; i++) {
 		ssize_t n;
 
-		snprintf(what, sizeof(what), "message %d of %d", i, MESSAGES);
-		n = recv_from(fd, buf, MIB + 1, what, v->local, MSG_TX_PORT);
-		numbered_check(buf, n, message_size(i), MSG_STREAM, i);
+		snprintf(what, sizeof(what), "message %d of %d", i, ns->count);
+		n = recv_from(fd, buf, ns->max + 1, what, v->local, MSG_TX_PORT);
+		numbered_check(buf, n, ns->size(i), ns->stream, i);
 	}
 	_exit(0);
 }
 
-static void __attribute__((noreturn)) run_message_sender(const FIXTURE_VARIANT(ib) *v,
-							 int ready[2], int done[2])
+static void __attribute__((noreturn)) run_stream_sender(const FIXTURE_VARIANT(ib) *v,
+							const struct numbered_stream *ns,
+							int ready[2], int done[2])
 {
 	struct sockaddr_in to = sin4(v->remote, MSG_RX_PORT);
-	unsigned char *buf = malloc(MIB);
+	unsigned char *buf = malloc(ns->max);
 	int fd, i;
 
 	if (!buf)
@@ -758,12 +768,43 @@ static void __attribute__((noreturn)) run_message_sender(const FIXTURE_VARIANT(i
 	fd = child_socket(v->local, MSG_TX_PORT);
 	set_buf(fd, SO_SNDBUFFORCE, SNDBUF);
 	gate_wait(ready, "the receiver");
-	for (i = 0; i < MESSAGES; i++) {
-		numbered_fill(buf, message_size(i), MSG_STREAM, i);
-		send_msg(fd, buf, message_size(i), &to);
+	for (i = 0; i < ns->count; i++) {
+		numbered_fill(buf, ns->size(i), ns->stream, i);
+		send_msg(fd, buf, ns->size(i), &to);
 	}
 	gate_wait(done, "the receiver");
 	_exit(0);
+}
+
+/*
+ * Sends @ns from rrds-a to rrds-b, back to back, and checks that it arrives
+ * in order, byte for byte, from the sender's address and port; 0 if so.
+ */
+static int send_stream(struct __test_metadata *_metadata, const FIXTURE_VARIANT(ib) *v,
+		       const struct numbered_stream *ns)
+{
+	int ready[2], done[2];
+	struct kid k[2] = { 0 };
+
+	gate_open(_metadata, ready);	/* the receiver is bound */
+	gate_open(_metadata, done);	/* the receiver has exited */
+	deadline = now() + 120;
+	if (!spawn_in(&k[0], NS_B, "receiver"))
+		run_stream_receiver(v, ns, ready);
+	if (k[0].pid <= 0)
+		return -1;
+	if (!spawn_in(&k[1], NS_A, "sender")) {
+		gate_pass(ready);
+		gate_pass(done);
+		run_stream_sender(v, ns, ready, done);
+	}
+	if (k[1].pid <= 0) {
+		reap(_metadata, k, 1, 0);	/* past its limit: killed */
+		return -1;
+	}
+	gate_pass(ready);
+	gate_pass(done);
+	return reap(_metadata, k, 2, deadline + REAP_GRACE_S);
 }
 
 TEST_F(ib, messages_cross_namespaces_intact)
@@ -771,27 +812,14 @@ TEST_F(ib, messages_cross_namespaces_intact)
 	long long acks_asked = rds_counter("send_ack_required");
 	long long acks_seen = rds_counter("recv_ack_required");
 	long long emptied = rds_counter("send_queue_empty");
-	int ready[2], done[2];
-	struct kid k[2] = { 0 };
+	static const struct numbered_stream ns = {
+		.count = MESSAGES, .size = message_size, .max = MIB, .stream = MSG_STREAM,
+	};
 
 	ASSERT_LE(0, acks_asked);
 	ASSERT_LE(0, acks_seen);
 	ASSERT_LE(0, emptied);
-	gate_open(_metadata, ready);	/* the receiver is bound */
-	gate_open(_metadata, done);	/* the receiver has exited */
-	deadline = now() + 120;
-	if (!spawn_in(&k[0], NS_B, "receiver"))
-		run_message_receiver(variant, ready);
-	ASSERT_LT(0, k[0].pid);
-	if (!spawn_in(&k[1], NS_A, "sender")) {
-		gate_pass(ready);
-		gate_pass(done);
-		run_message_sender(variant, ready, done);
-	}
-	ASSERT_LT(0, k[1].pid);
-	gate_pass(ready);
-	gate_pass(done);
-	EXPECT_EQ(0, reap(_metadata, k, 2, deadline + REAP_GRACE_S));
+	EXPECT_EQ(0, send_stream(_metadata, variant, &ns));
 	/* Upstream's rhythm: at least every ninth message asks for an ack. */
 	EXPECT_LE(acks_asked + MESSAGES / 9, rds_counter("send_ack_required"));
 	EXPECT_LE(acks_seen + MESSAGES / 9, rds_counter("recv_ack_required"));
@@ -808,44 +836,6 @@ static size_t small_size(int i)
 	return (size_t)(i * 7) % 700;
 }
 
-static void __attribute__((noreturn)) run_small_receiver(const FIXTURE_VARIANT(ib) *v,
-							 int ready[2])
-{
-	unsigned char buf[1024];
-	char what[40];
-	int fd, i;
-
-	fd = child_socket(v->remote, MSG_RX_PORT);
-	set_buf(fd, SO_RCVBUFFORCE, RCVBUF);
-	gate_pass(ready);
-	for (i = 0; i < SMALL_MESSAGES; i++) {
-		ssize_t n;
-
-		snprintf(what, sizeof(what), "message %d of %d", i, SMALL_MESSAGES);
-		n = recv_from(fd, buf, sizeof(buf), what, v->local, MSG_TX_PORT);
-		numbered_check(buf, n, small_size(i), SMALL_STREAM, i);
-	}
-	_exit(0);
-}
-
-static void __attribute__((noreturn)) run_small_sender(const FIXTURE_VARIANT(ib) *v,
-						       int ready[2], int done[2])
-{
-	struct sockaddr_in to = sin4(v->remote, MSG_RX_PORT);
-	unsigned char buf[1024];
-	int fd, i;
-
-	fd = child_socket(v->local, MSG_TX_PORT);
-	set_buf(fd, SO_SNDBUFFORCE, SNDBUF);
-	gate_wait(ready, "the receiver");
-	for (i = 0; i < SMALL_MESSAGES; i++) {
-		numbered_fill(buf, small_size(i), SMALL_STREAM, i);
-		send_msg(fd, buf, small_size(i), &to);
-	}
-	gate_wait(done, "the receiver");
-	_exit(0);
-}
-
 /*
  * Small messages sent faster than the link completes them share frames
  * between rrds peers (design.rst, "Packed frames"): every message arrives
@@ -857,27 +847,14 @@ TEST_F(ib, small_messages_share_frames)
 	long long frames = rds_counter("ib_tx_packed_frames");
 	long long packed = rds_counter("ib_tx_packed_messages");
 	long long unpacked = rds_counter("ib_rx_packed_messages");
-	int ready[2], done[2];
-	struct kid k[2] = { 0 };
+	static const struct numbered_stream ns = {
+		.count = SMALL_MESSAGES, .size = small_size, .max = 1024, .stream = SMALL_STREAM,
+	};
 
 	ASSERT_LE(0, frames);
 	ASSERT_LE(0, packed);
 	ASSERT_LE(0, unpacked);
-	gate_open(_metadata, ready);
-	gate_open(_metadata, done);
-	deadline = now() + 120;
-	if (!spawn_in(&k[0], NS_B, "receiver"))
-		run_small_receiver(variant, ready);
-	ASSERT_LT(0, k[0].pid);
-	if (!spawn_in(&k[1], NS_A, "sender")) {
-		gate_pass(ready);
-		gate_pass(done);
-		run_small_sender(variant, ready, done);
-	}
-	ASSERT_LT(0, k[1].pid);
-	gate_pass(ready);
-	gate_pass(done);
-	EXPECT_EQ(0, reap(_metadata, k, 2, deadline + REAP_GRACE_S));
+	EXPECT_EQ(0, send_stream(_metadata, variant, &ns));
 	frames = rds_counter("ib_tx_packed_frames") - frames;
 	packed = rds_counter("ib_tx_packed_messages") - packed;
 	unpacked = rds_counter("ib_rx_packed_messages") - unpacked;
