@@ -113,12 +113,20 @@ static inline double now(void)
 	__held;								\
 })
 
-/* Logs rrds's IB links and the rdma_cm ids and QPs, for a link that hangs on. */
+/*
+ * Logs rrds's IB links and the rdma_cm ids and QPs, for a link that hangs
+ * on, and the kernel stacks of the tasks inside rrds, rdma_cm or ib_cm
+ * (a handler held up shows there).
+ */
 static inline void log_ib_links(void)
 {
 	fflush(stdout);
 	sh("sed 's/^/# ib_links: /' %s/ib_links; rdma resource show cm_id | sed 's/^/# /'; "
-	   "rdma resource show qp | sed 's/^/# /'", RRDS_DEBUGFS);
+	   "rdma resource show qp | sed 's/^/# /'; "
+	   "for t in /proc/[0-9]*/task/[0-9]*; do s=$(cat $t/stack 2>/dev/null); "
+	   "case \"$s\" in *rrds*|*rdma_*|*cma_*|*cm_*) "
+	   "echo \"# stack of ${t#/proc/} ($(cat $t/comm 2>/dev/null)):\"; "
+	   "echo \"$s\" | sed 's/^/#   /';; esac; done", RRDS_DEBUGFS);
 }
 
 /* Moves the calling thread into network namespace @ns (/run/netns/@ns); 0 or -errno. */
