@@ -510,17 +510,24 @@ static int connect_to(struct peer *p, const char *addr, const char *peer_addr, u
 	return 0;
 }
 
+/* Bytes a message of @len bytes takes as a record of a packed frame. */
+static uint64_t record_bytes(uint64_t len)
+{
+	return HEADER_LEN + (len + PACK_ALIGN - 1) / PACK_ALIGN * PACK_ALIGN;
+}
+
 /* Sends @f from its own slot and waits for the send to complete; 0 or -1. */
 static int send_frame(struct peer *p, unsigned int n, const struct frame *f)
 {
 	unsigned int i = RECV_SLOTS + n, done = p->sends_done;
 	unsigned char *b = slot(p, i);
 	double end = now_s() + timeout_s;
+	uint32_t bytes = f->bytes;
 
 	if (f->records) {
 		struct frame outer = { .ack = f->ack, .credit = f->credit, .flags = FLAG_PACKED };
-		size_t at = 0;
 
+		bytes = 0;
 		for (uint32_t r = 0; r < f->records; r++) {
 			struct frame inner = *f;
 
@@ -529,23 +536,19 @@ static int send_frame(struct peer *p, unsigned int n, const struct frame *f)
 			inner.ack = 0;
 			inner.credit = 0;
 			inner.csum = f->badrec == r + 1 ? CSUM_BAD : CSUM_GOOD;
-			header_fill((struct wire_header *)(b + HEADER_LEN + at), &inner);
-			payload_fill(b + 2 * HEADER_LEN + at, f->len, NULL, 0, f->seed + r);
-			at += HEADER_LEN + (f->len + PACK_ALIGN - 1) / PACK_ALIGN * PACK_ALIGN;
+			header_fill((struct wire_header *)(b + HEADER_LEN + bytes), &inner);
+			payload_fill(b + 2 * HEADER_LEN + bytes, f->len, NULL, 0, f->seed + r);
+			bytes += record_bytes(f->len);
 		}
-		outer.len = outer.bytes = at;
+		outer.len = outer.bytes = bytes;
 		header_fill((struct wire_header *)b, &outer);
-		if (post_send(p, i, at)) {
-			warnx("ibv_post_send failed");
-			return -1;
-		}
 	} else {
 		header_fill((struct wire_header *)b, f);
 		/* Word k of the message pattern is word k - 512 * frag of this fragment's. */
 		payload_fill(b + HEADER_LEN, f->bytes, NULL, 0,
 			     f->seed + (uint64_t)f->frag * FRAG_SIZE / 8);
 	}
-	if (!f->records && post_send(p, i, f->bytes)) {
+	if (post_send(p, i, bytes)) {
 		warnx("ibv_post_send failed");
 		return -1;
 	}
@@ -641,8 +644,7 @@ static int parse_frame(char *arg, struct frame *f)
 			return -1;
 	}
 	/* The records must fit in one frame. */
-	if (f->records && (uint64_t)f->records * (HEADER_LEN + (f->len + PACK_ALIGN - 1) /
-						  PACK_ALIGN * PACK_ALIGN) > FRAG_SIZE)
+	if (f->records && (uint64_t)f->records * record_bytes(f->len) > FRAG_SIZE)
 		return -1;
 	if (!f->len_set)
 		f->len = f->bytes;
