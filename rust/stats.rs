@@ -97,6 +97,10 @@ counters! {
     IbTxPackedMessages => "ib_tx_packed_messages",
     // Messages that arrived in packed frames.
     IbRxPackedMessages => "ib_rx_packed_messages",
+    // Frames of messages with more than one page of payload
+    // (`FEATURE_LARGE_FRAMES`), sent and received.
+    IbTxLargeFrames => "ib_tx_large_frames",
+    IbRxLargeFrames => "ib_rx_large_frames",
 }
 
 const COUNT: usize = NAMES.len();

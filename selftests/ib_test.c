@@ -865,6 +865,51 @@ TEST_F(ib, small_messages_share_frames)
 	EXPECT_EQ(packed, unpacked);
 }
 
+#define LARGE_MESSAGES	200
+#define LARGE_STREAM	3
+#define FRAME_BYTES	8192	/* FRAME_PAGES pages: design.rst, "Large frames" */
+
+/* Large message @i's size: 4097 bytes to 64 KiB, never a whole page. */
+static size_t large_size(int i)
+{
+	return 4097 + (size_t)(i * 1237) % 61439;
+}
+
+/* The frames of a message of @len bytes that carry more than a page. */
+static long long large_frames(size_t len)
+{
+	return len / FRAME_BYTES + (len % FRAME_BYTES > 4096);
+}
+
+/*
+ * Between rrds peers a frame carries up to two pages (design.rst, "Large
+ * frames"): messages of 4 KiB to 64 KiB arrive intact and in order, and
+ * exactly the frames that hold more than a page were sent and received as
+ * large ones.
+ */
+TEST_F(ib, large_messages_go_in_two_page_frames)
+{
+	long long sent = rds_counter("ib_tx_large_frames");
+	long long received = rds_counter("ib_rx_large_frames");
+	long long expected = 0;
+	static const struct numbered_stream ns = {
+		.count = LARGE_MESSAGES, .size = large_size, .max = 65536, .stream = LARGE_STREAM,
+	};
+	int i;
+
+	ASSERT_LE(0, sent);
+	ASSERT_LE(0, received);
+	for (i = 0; i < LARGE_MESSAGES; i++)
+		expected += large_frames(large_size(i));
+	EXPECT_EQ(0, send_stream(_metadata, variant, &ns));
+	sent = rds_counter("ib_tx_large_frames") - sent;
+	received = rds_counter("ib_rx_large_frames") - received;
+	TH_LOG("%d messages: %lld large frames sent, %lld received, %lld expected",
+	       LARGE_MESSAGES, sent, received, expected);
+	EXPECT_EQ(expected, sent);
+	EXPECT_EQ(expected, received);
+}
+
 #define FULL_MSG	16384
 #define FULL_SNDBUF	65536	/* SO_SNDBUFFORCE: four FULL_MSG fit */
 

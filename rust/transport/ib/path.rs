@@ -13,6 +13,10 @@
 
 use kernel::{
     impl_has_work, new_condvar, new_mutex, new_spinlock, new_work,
+    page::{
+        Page,
+        PAGE_SIZE, //
+    },
     prelude::*,
     sync::{
         aref::ARef,
@@ -39,15 +43,18 @@ use super::{
     proto::{
         ConnectPrivate,
         PrivateBuf,
+        FEATURE_LARGE_FRAMES,
         FEATURE_PACKED,
         PORT_V4,
         PORT_V6, //
     },
     ring::{
         unpack,
+        Payload,
         RdmaSges,
         Rings,
         FLAG_CONG_BITMAP,
+        FRAME_PAGES,
         RECV_SLOTS,
         SEND_SLOTS, //
     },
@@ -94,6 +101,7 @@ use crate::{
         Assembly,
         Header,
         Message, //
+        HEADER_LEN,
     },
     socket::{
         addr::Endpoint,
@@ -771,7 +779,8 @@ impl IbPath {
                 max_send_wr: (SEND_SLOTS + 3) as u32,
                 max_recv_wr: (RECV_SLOTS + 1) as u32,
                 max_send_sge: rdma_sges.qp_send_sges(),
-                max_recv_sge: 2,
+                // A header and `FRAME_PAGES` pages.
+                max_recv_sge: 1 + FRAME_PAGES as u32,
                 ..Default::default()
             },
             sq_sig_type: bindings::ib_sig_type_IB_SIGNAL_REQ_WR,
@@ -810,7 +819,7 @@ impl IbPath {
             ack_seq,
             RECV_SLOTS as u32,
             self.incarnation.load(Relaxed),
-            FEATURE_PACKED,
+            FEATURE_PACKED | FEATURE_LARGE_FRAMES,
         );
         p.encode(buf)
     }
@@ -1049,7 +1058,11 @@ impl IbPath {
     /// said: start the rings, retransmit what the peer lacks, send.
     fn link_up(self: &Arc<Self>, mut c: MutexGuard<'_, Control>, peer: ConnectPrivate) {
         if let Some(rings) = Option::as_mut(&mut *self.rings.lock()) {
-            rings.start(peer.credit, peer.features & FEATURE_PACKED != 0);
+            rings.start(
+                peer.credit,
+                peer.features & FEATURE_PACKED != 0,
+                peer.features & FEATURE_LARGE_FRAMES != 0,
+            );
         }
         c.state = State::Up;
         c.backoff_ms = 0;
@@ -1098,7 +1111,7 @@ impl IbPath {
         conn: &Connection,
         generation: u64,
         header: Header,
-        page: Option<(kernel::page::Page, usize)>,
+        payload: Payload,
     ) -> Result {
         let complete = {
             let mut rx = self.rx.lock();
@@ -1117,11 +1130,13 @@ impl IbPath {
                 }
                 None => (header, Assembly::new(header.len as usize)?),
             };
-            match page {
-                Some((page, bytes)) => assembly.push(page, bytes)?,
-                // Only a 0-length message comes without payload.
-                None if assembly.missing() > 0 => return Err(EINVAL),
-                None => {}
+            let mut pages = payload.into_iter().flatten().peekable();
+            // Only a 0-length message comes without payload.
+            if pages.peek().is_none() && assembly.missing() > 0 {
+                return Err(EINVAL);
+            }
+            for (page, bytes) in pages {
+                assembly.push(page, bytes)?;
             }
             if assembly.missing() > 0 {
                 rx.pending = Some((first, assembly));
@@ -1158,7 +1173,7 @@ impl IbPath {
         &self,
         conn: &Connection,
         generation: u64,
-        page: kernel::page::Page,
+        page: Page,
         bytes: usize,
     ) -> Result {
         let mut records = KVec::with_capacity(bytes, GFP_KERNEL)?;
@@ -1169,17 +1184,16 @@ impl IbPath {
         unsafe { page.read_raw(records.as_mut_ptr(), 0, bytes)? };
         drop(page);
         for (header, payload) in unpack(&records).ok_or(EINVAL)? {
-            let page = if payload.is_empty() {
-                None
-            } else {
-                let page = kernel::page::Page::alloc_page(GFP_KERNEL)?;
+            let mut pages: Payload = [None, None];
+            if !payload.is_empty() {
+                let page = Page::alloc_page(GFP_KERNEL)?;
                 // SAFETY: `payload` is valid for reads of its length, at most a page
                 // (`unpack`); the page is new and ours alone.
                 unsafe { page.write_raw(payload.as_ptr(), 0, payload.len())? };
-                Some((page, payload.len()))
-            };
+                pages[0] = Some((page, payload.len()));
+            }
             stats::inc(Stat::IbRxPackedMessages);
-            self.receive_frame(conn, generation, header, page)?;
+            self.receive_frame(conn, generation, header, pages)?;
         }
         Ok(())
     }
@@ -1271,8 +1285,17 @@ impl IbPath {
             self.fail_qp(wc.qp());
             return;
         }
-        // The buffer that replaces this one, allocated before taking the lock.
-        let fresh = kernel::page::Page::alloc_page(GFP_KERNEL).ok();
+        // The pages that replace those the frame filled, allocated before
+        // taking the lock (a packed frame fills one page).
+        let filled = wc
+            .byte_len()
+            .saturating_sub(HEADER_LEN)
+            .div_ceil(PAGE_SIZE)
+            .min(FRAME_PAGES);
+        let mut fresh: [Option<Page>; FRAME_PAGES] = [None, None];
+        for page in fresh.iter_mut().take(filled) {
+            *page = Page::alloc_page(GFP_KERNEL).ok();
+        }
         let (received, generation, not_started) = {
             let mut guard = self.rings.lock();
             let Some(r) = Option::as_mut(&mut *guard).filter(|r| r.qp.as_raw() == wc.qp()) else {
@@ -1292,8 +1315,11 @@ impl IbPath {
             conn.drop_acked(seq);
         }
         let mut error = received.error;
-        if let Some((header, page)) = received.frame {
-            if self.receive_frame(&conn, generation, header, page).is_err() {
+        if let Some((header, payload)) = received.frame {
+            if self
+                .receive_frame(&conn, generation, header, payload)
+                .is_err()
+            {
                 error = true;
             }
         }

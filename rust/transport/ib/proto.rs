@@ -21,6 +21,9 @@ const MINOR_MASK: u16 = 0x0003;
 /// rrds only, in upstream's `ripc_reserved1` (upstream sends zero and
 /// ignores it): the sender takes packed frames (`ring::FLAG_PACKED`).
 pub(crate) const FEATURE_PACKED: u8 = 0x01;
+/// rrds only, likewise: the sender's receive buffers hold two pages, so a
+/// frame may carry that much payload (`ring::FRAME_PAGES`).
+pub(crate) const FEATURE_LARGE_FRAMES: u8 = 0x02;
 
 const V4_LEN: usize = 32;
 const V6_LEN: usize = 56;

@@ -3,7 +3,8 @@
 //! The data path of one IB link: send and receive rings, credits, acks and
 //! reassembly, on upstream's wire format (Documentation/reference/
 //! upstream-rds-ib-protocol.md): every SEND is a 48-byte header copy followed
-//! by at most one 4 KiB fragment; receives are posted as [header, page].
+//! by at most one 4 KiB fragment (two towards an rrds peer: `FRAME_PAGES`);
+//! receives are posted as [header, page, page].
 //!
 //! `Rings` is plain state: its owner (`IbPath`) keeps it under a spinlock and
 //! calls these methods with it held, so nothing here sleeps or allocates
@@ -39,7 +40,6 @@ use crate::{
     },
     message::{
         flags,
-        fragments,
         Header,
         Message,
         HEADER_LEN, //
@@ -88,6 +88,9 @@ const PACK_MAX_LEN: usize = 2048;
 /// stays below it (the previous request's completion may not have been
 /// handled when the reply comes), so its messages never wait for one.
 const PACK_WHEN_OUTSTANDING: usize = 4;
+/// Pages of payload a receive buffer holds, and a frame carries towards a
+/// peer that offered `FEATURE_LARGE_FRAMES` (upstream's fragment is one page).
+pub(super) const FRAME_PAGES: usize = 2;
 const HEADERS_PER_PAGE: usize = PAGE_SIZE / HEADER_LEN;
 
 /// DMA-mapped 48-byte header buffers, one per slot.
@@ -159,18 +162,18 @@ impl RdmaSges {
         }
     }
 
-    /// The SGEs a data QP needs per send request: a fragment's two, or an
-    /// RDMA request's.
+    /// The SGEs a data QP needs per send request: a frame's header and
+    /// pages, or an RDMA request's.
     pub(super) fn qp_send_sges(&self) -> u32 {
-        self.write.max(2) as u32
+        self.write.max(1 + FRAME_PAGES) as u32
     }
 }
 
 /// One posted send: what it keeps alive until its completion.
 #[derive(Default)]
 struct SendSlot {
-    /// Dropped before `message`, whose page it maps.
-    map: Option<DmaMapping>,
+    /// Dropped before `message`, whose pages they map.
+    maps: [Option<DmaMapping>; FRAME_PAGES],
     /// An RDMA request's page mappings; dropped before `message` too.
     rdma_maps: KVec<DmaMapping>,
     message: Option<Arc<Message>>,
@@ -286,6 +289,9 @@ impl Credits {
     }
 }
 
+/// A frame's payload: its pages in order, each with the bytes it holds.
+pub(super) type Payload = [Option<(Page, usize)>; FRAME_PAGES];
+
 /// What a receive completion produced, for the caller to act on once it has
 /// dropped the lock.
 #[derive(Default)]
@@ -293,8 +299,9 @@ pub(super) struct Received {
     /// The peer acknowledged every message up to this sequence.
     pub(super) acked: Option<u64>,
     /// A frame of a message (not an explicit ack): its header and payload
-    /// page with the bytes it holds (`None` for a header-only frame).
-    pub(super) frame: Option<(Header, Option<(Page, usize)>)>,
+    /// pages with the bytes each holds, in order (none for a header-only
+    /// frame).
+    pub(super) frame: Option<(Header, Payload)>,
     /// A packed frame: the page of its records and their length.
     pub(super) packed: Option<(Page, usize)>,
     /// The link is broken (protocol error); reset it.
@@ -320,13 +327,16 @@ pub(super) struct Rings {
     send_posted: usize,
     send_done: usize,
     recv_headers: HeaderArea,
-    recv_slots: KVec<Option<DmaPage>>,
+    recv_slots: KVec<Option<[DmaPage; FRAME_PAGES]>>,
     recv_posted: usize,
     recv_done: usize,
     credits: Credits,
     partial: Option<Partial>,
     /// The peer takes packed frames (its connect data offered them).
     peer_packs: bool,
+    /// Payload bytes per frame: two pages if the peer offered
+    /// `FEATURE_LARGE_FRAMES`, else upstream's one.
+    frame_len: usize,
     /// Small messages gathered while sends are outstanding, posted as one
     /// frame when a send completes or credits come (`post_pack`), when it is
     /// full, or before anything else with a sequence number is posted.
@@ -396,6 +406,7 @@ impl Rings {
             },
             partial: None,
             peer_packs: false,
+            frame_len: PAGE_SIZE,
             pack: None,
             last_received: 0,
             ack_in_flight: false,
@@ -415,8 +426,7 @@ impl Rings {
     /// meets an empty queue). Process context.
     pub(super) fn post_all_receives(&mut self, path: &IbPath) -> Result {
         while self.recv_posted - self.recv_done < RECV_SLOTS {
-            let page = Page::alloc_page(GFP_KERNEL)?;
-            let buffer = DmaPage::map(self.device, page, DmaDirection::FromDevice)?;
+            let buffer = [self.new_buffer_page()?, self.new_buffer_page()?];
             self.post_receive(path, buffer)?;
         }
         // They are advertised by the connection's private data.
@@ -424,11 +434,20 @@ impl Rings {
         Ok(())
     }
 
-    fn post_receive(&mut self, path: &IbPath, buffer: DmaPage) -> Result {
+    fn new_buffer_page(&self) -> Result<DmaPage> {
+        DmaPage::map(
+            self.device,
+            Page::alloc_page(GFP_KERNEL)?,
+            DmaDirection::FromDevice,
+        )
+    }
+
+    fn post_receive(&mut self, path: &IbPath, buffer: [DmaPage; FRAME_PAGES]) -> Result {
         let i = self.recv_posted % RECV_SLOTS;
         let mut sges = [
             self.recv_headers.sge(i, self.lkey),
-            sge(buffer.addr(), PAGE_SIZE, self.lkey),
+            sge(buffer[0].addr(), PAGE_SIZE, self.lkey),
+            sge(buffer[1].addr(), PAGE_SIZE, self.lkey),
         ];
         self.qp.post_recv(path.cqe(TAG_RECV), &mut sges)?;
         self.recv_slots[i] = Some(buffer);
@@ -441,10 +460,15 @@ impl Rings {
     }
 
     /// Turns flow control on with the peer's initial credits (its private
-    /// data), if it asked for it; `peer_packs` if it offered to take packed
-    /// frames.
-    pub(super) fn start(&mut self, peer_credit: u32, peer_packs: bool) {
+    /// data), if it asked for it; `peer_packs` and `peer_large` if it offered
+    /// to take packed and large frames.
+    pub(super) fn start(&mut self, peer_credit: u32, peer_packs: bool, peer_large: bool) {
         self.peer_packs = peer_packs;
+        self.frame_len = if peer_large {
+            FRAME_PAGES * PAGE_SIZE
+        } else {
+            PAGE_SIZE
+        };
         self.credits.enabled = peer_credit != 0;
         self.credits.send = peer_credit.min(MAX_SEND_CREDITS);
         self.up = true;
@@ -529,7 +553,7 @@ impl Rings {
             count: if silent {
                 0
             } else {
-                fragments(message.len()).count().max(1)
+                self.frame_count(message.len())
             },
             rdma_next: 0,
         });
@@ -618,6 +642,11 @@ impl Rings {
         Ok(())
     }
 
+    /// Frames a message of `len` bytes takes on this link (one if empty).
+    fn frame_count(&self, len: usize) -> usize {
+        len.div_ceil(self.frame_len).max(1)
+    }
+
     /// Continues the caller's own message: finished here, it is no `kick`'s.
     fn finish_own(&mut self, path: &IbPath) -> bool {
         let done = self.continue_partial(path);
@@ -652,7 +681,7 @@ impl Rings {
             };
             self.partial = Some(Partial {
                 header,
-                count: fragments(map.len()).count().max(1),
+                count: self.frame_count(map.len()),
                 message: map,
                 next: 0,
                 rdma_next: 0,
@@ -793,7 +822,7 @@ impl Rings {
             }
             let slot = self.send_posted % SEND_SLOTS;
             self.send_slots[slot] = SendSlot {
-                map: None,
+                maps: [None, None],
                 rdma_maps: maps,
                 message: Some(message.clone()),
                 rdma: Some(last),
@@ -837,25 +866,32 @@ impl Rings {
     ) -> Result {
         let i = self.send_posted % SEND_SLOTS;
         self.send_headers.write(i, &header.to_wire());
-        let header_sge = self.send_headers.sge(i, self.lkey);
-        let offset = index * PAGE_SIZE;
-        let len = message.len().saturating_sub(offset).min(PAGE_SIZE);
+        let mut sges = [bindings::ib_sge::default(); 1 + FRAME_PAGES];
+        sges[0] = self.send_headers.sge(i, self.lkey);
+        let offset = index * self.frame_len;
+        let len = message.len().saturating_sub(offset).min(self.frame_len);
         let mut slot = SendSlot::default();
+        // The frame's pages, each mapped for the device: whole pages but the
+        // message's last.
+        let pages = message.pages().skip(offset / PAGE_SIZE);
+        for (n, page) in pages.take(len.div_ceil(PAGE_SIZE)).enumerate() {
+            let map = DmaMapping::map(self.device, page, DmaDirection::ToDevice)?;
+            let bytes = (len - n * PAGE_SIZE).min(PAGE_SIZE);
+            sges[1 + n] = sge(map.addr(), bytes, self.lkey);
+            slot.maps[n] = Some(map);
+        }
+        let used = 1 + slot.maps.iter().filter(|m| m.is_some()).count();
+        if used != 1 + len.div_ceil(PAGE_SIZE) {
+            return Err(EINVAL);
+        }
         // The first fragment waits for the operation when it must (`fenced`).
         let fence = index == 0 && message.rdma().is_some_and(|op| op.fenced());
-        let posted = if len > 0 {
-            let page = message.pages().nth(index).ok_or(EINVAL)?;
-            let map = DmaMapping::map(self.device, page, DmaDirection::ToDevice)?;
-            let mut sges = [header_sge, sge(map.addr(), len, self.lkey)];
-            slot.map = Some(map);
-            self.qp
-                .post_send_fenced(path.cqe(TAG_SEND), &mut sges, last, fence)
-        } else {
-            let mut sges = [header_sge];
-            self.qp
-                .post_send_fenced(path.cqe(TAG_SEND), &mut sges, last, fence)
-        };
-        posted?;
+        self.qp
+            .post_send_fenced(path.cqe(TAG_SEND), &mut sges[..used], last, fence)?;
+        // Messages' frames only: congestion maps come and go with links.
+        if len > PAGE_SIZE && header.flags != FLAG_CONG_BITMAP {
+            stats::inc(Stat::IbTxLargeFrames);
+        }
         slot.message = Some(message);
         self.send_slots[i] = slot;
         self.send_posted += 1;
@@ -928,7 +964,7 @@ impl Rings {
             let i = self.send_done % SEND_SLOTS;
             self.send_done += 1;
             let slot = core::mem::take(&mut self.send_slots[i]);
-            drop(slot.map);
+            drop(slot.maps);
             drop(slot.rdma_maps);
             drop(slot.packed);
             if success && slot.unsignalled {
@@ -987,7 +1023,7 @@ impl Rings {
         &mut self,
         path: &IbPath,
         byte_len: usize,
-        fresh: Option<Page>,
+        fresh: [Option<Page>; FRAME_PAGES],
     ) -> Received {
         let mut out = Received::default();
         if self.recv_done == self.recv_posted {
@@ -995,13 +1031,29 @@ impl Rings {
         }
         let i = self.recv_done % RECV_SLOTS;
         self.recv_done += 1;
-        let buffer = self.recv_slots[i].take();
+        let mut pages = match self.recv_slots[i].take() {
+            Some(buffer) => buffer.map(Some),
+            None => [None, None],
+        };
         let raw = self.recv_headers.read(i);
-        // Keep the ring full: the fresh buffer goes where this one was.
-        let reposted = fresh
-            .ok_or(ENOMEM)
-            .and_then(|page| DmaPage::map(self.device, page, DmaDirection::FromDevice))
-            .and_then(|buffer| self.post_receive(path, buffer));
+        let data_len = byte_len.saturating_sub(HEADER_LEN);
+        // The pages the frame filled go up with it; fresh ones take their place,
+        // and those it left empty are posted again as they are.
+        let mut filled: [Option<DmaPage>; FRAME_PAGES] = [None, None];
+        let used = data_len.div_ceil(PAGE_SIZE).min(FRAME_PAGES);
+        for (slot, page) in filled.iter_mut().zip(pages.iter_mut()).take(used) {
+            *slot = page.take();
+        }
+        let mut fresh = fresh.into_iter().flatten();
+        for page in pages.iter_mut().filter(|p| p.is_none()) {
+            *page = fresh
+                .next()
+                .and_then(|p| DmaPage::map(self.device, p, DmaDirection::FromDevice).ok());
+        }
+        let reposted = match pages {
+            [Some(a), Some(b)] => self.post_receive(path, [a, b]),
+            _ => Err(ENOMEM),
+        };
         if reposted.is_err() {
             // One buffer short; the credits the peer has account for it.
             out.error = true;
@@ -1034,7 +1086,6 @@ impl Rings {
         if header.ack != 0 {
             out.acked = Some(header.ack);
         }
-        let data_len = byte_len - HEADER_LEN;
         if header.flags & FLAG_PACKED != 0 {
             // We offer packed frames to every peer.
             let framed = header.sequence == 0
@@ -1042,7 +1093,7 @@ impl Rings {
                 && header.dport == 0
                 && header.len as usize == data_len
                 && (1..=PAGE_SIZE).contains(&data_len);
-            match buffer {
+            match filled[0].take() {
                 Some(b) if framed => out.packed = Some((b.unmap(), data_len)),
                 _ => out.error = true,
             }
@@ -1052,19 +1103,25 @@ impl Rings {
             // An explicit ack (or credit update).
             return out;
         }
-        if data_len > PAGE_SIZE {
+        // We offer large frames to every peer; the buffer bounds the rest.
+        if data_len > FRAME_PAGES * PAGE_SIZE {
             out.error = true;
             return out;
         }
-        let page = match (buffer, data_len) {
-            (_, 0) => None,
-            (Some(b), _) => Some((b.unmap(), data_len)),
-            (None, _) => {
-                out.error = true;
-                return out;
+        if used > 1 && header.flags != FLAG_CONG_BITMAP {
+            stats::inc(Stat::IbRxLargeFrames);
+        }
+        let mut payload: Payload = [None, None];
+        for (n, (slot, page)) in payload.iter_mut().zip(filled).enumerate().take(used) {
+            match page {
+                Some(b) => *slot = Some((b.unmap(), (data_len - n * PAGE_SIZE).min(PAGE_SIZE))),
+                None => {
+                    out.error = true;
+                    return out;
+                }
             }
-        };
-        out.frame = Some((header, page));
+        }
+        out.frame = Some((header, payload));
         out
     }
 
