@@ -61,6 +61,8 @@ struct Rrds {
     #[pin]
     regqp_fail_file: debugfs::File<()>,
     #[pin]
+    regqp_connect_fail_file: debugfs::File<()>,
+    #[pin]
     ib_links_file: debugfs::File<()>,
     #[pin]
     xrc_targets_file: debugfs::File<()>,
@@ -129,6 +131,12 @@ impl kernel::InPlaceModule for Rrds {
                 (),
                 &|(): &(), f| mr::show_regqps(f),
                 &|(): &(), r| mr::store_regqp_fail(r),
+            ),
+            regqp_connect_fail_file <- dir.read_write_callback_file(
+                c"regqp_connect_fail",
+                (),
+                &|(): &(), f| mr::show_connect_fail(f),
+                &|(): &(), r| mr::store_connect_fail(r),
             ),
             ib_client <- IbClientRegistration::register(c"rrds"),
             _debugfs: dir,

@@ -77,6 +77,10 @@ counters! {
     MrPagesPinned => "mr_pages_pinned",
     MrPagesUnpinned => "mr_pages_unpinned",
     MrQpRecreated => "mr_qp_recreated",
+    // Registrations refused at once because their namespace's
+    // registration QP failed to connect moments before (see
+    // `CONNECT_HOLD_DOWN_MS`).
+    MrQpConnectHeldDown => "mr_qp_connect_held_down",
     // Fence rounds on iWARP devices: pages of invalidated MRs wait for
     // every data QP to finish the READ response it was sending.
     MrTxFences => "mr_tx_fences",

@@ -923,6 +923,49 @@ TEST_F(mr, registration_qp_failure_recreates_it)
 }
 
 /*
+ * A registration QP that fails to connect (debugfs regqp_connect_fail, as
+ * when the device's connection manager is gone) fails that RDS_GET_MR with
+ * ETIMEDOUT, and those of the next seconds at once with the same error
+ * (mr_qp_connect_held_down) rather than each waiting out a connect of its
+ * own; once the hold-down is over, a registration connects a new QP and the
+ * peer's RDMA into it lands.
+ */
+TEST_F(mr, failed_registration_qp_connect_is_held_down)
+{
+	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
+	char *remote = self->buf + MIB, got[16];
+	uint64_t first, cookie;
+	long long held;
+	double start;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	set_timeouts(a);
+	set_timeouts(b);
+	ASSERT_EQ(0, peer_get_mr(b, remote, PAGE, 0, &first));
+	held = rds_counter("mr_qp_connect_held_down");
+	ASSERT_LE(0, held);
+	ASSERT_EQ(0, sh("echo 1 > " RRDS_DEBUGFS "/regqp_fail"));
+	ASSERT_EQ(0, sh("echo 1 > " RRDS_DEBUGFS "/regqp_connect_fail"));
+	EXPECT_EQ(-ETIMEDOUT, peer_get_mr(b, remote + 2 * PAGE, PAGE, 0, &cookie));
+	EXPECT_EQ(0, sh("grep -qx 0 " RRDS_DEBUGFS "/regqp_connect_fail"));
+	start = now();
+	EXPECT_EQ(-ETIMEDOUT, peer_get_mr(b, remote + 4 * PAGE, PAGE, 0, &cookie));
+	EXPECT_GT(1.0, now() - start);
+	EXPECT_EQ(held + 1, rds_counter("mr_qp_connect_held_down"));
+	/* The hold-down is 5 s. */
+	sleep(6);
+	ASSERT_EQ(0, peer_get_mr(b, remote + 6 * PAGE, PAGE, 0, &cookie));
+	EXPECT_EQ(held + 1, rds_counter("mr_qp_connect_held_down"));
+	EXPECT_EQ(0, write_verified(a, variant->remote, self->buf, remote + 6 * PAGE, cookie, 7));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	EXPECT_NE(0, sh("echo 2 2>/dev/null > " RRDS_DEBUGFS "/regqp_connect_fail"));
+	close(a);
+	close(b);
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
+}
+
+/*
  * An atomic cmsg of @type on the peer's @cookie, @remote bytes into its
  * region; the old value lands in *@result.
  */

@@ -26,11 +26,19 @@ use kernel::{
     prelude::*,
     rbtree::RBTree,
     sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         Arc,
         CondVar,
         Mutex, //
     },
-    time::msecs_to_jiffies,
+    time::{
+        msecs_to_jiffies,
+        Instant,
+        Monotonic, //
+    },
     uaccess::UserSliceReader,
     workqueue::{
         Work,
@@ -79,6 +87,15 @@ const CLASSES: [usize; 3] = [16, 64, MAX_PAGES];
 const POOL_KEEP: usize = 64;
 /// How long a REG_MR or LOCAL_INV may take before the caller gives up.
 const COMPLETION_TIMEOUT_MS: u32 = 10_000;
+/// After a registration QP failed to connect, how long registrations in its
+/// namespace fail at once with that error rather than each waiting out a
+/// connect of its own (the device's connection manager may be broken: rxe
+/// loses its GSI QP to link flaps).
+const CONNECT_HOLD_DOWN_MS: i64 = 5_000;
+
+/// The next registration-QP connect fails with `ETIMEDOUT`, as one whose
+/// connection manager is gone would (debugfs `rrds/regqp_connect_fail`).
+static FAIL_NEXT_CONNECT: Atomic<bool> = Atomic::new(false);
 
 const TAG_REG: u32 = 0;
 const TAG_INV: u32 = 1;
@@ -99,6 +116,9 @@ struct QpSlot {
     net: NetRef,
     users: usize,
     qp: Option<Arc<RegQp>>,
+    /// The last connect's failure, and when: within `CONNECT_HOLD_DOWN_MS`
+    /// registrations fail with it at once.
+    connect_failed: Option<(Error, Instant<Monotonic>)>,
 }
 
 /// The MR state of one device, in its record.
@@ -452,6 +472,7 @@ impl SocketMrs {
                         net,
                         users: 0,
                         qp: None,
+                        connect_failed: None,
                     },
                     GFP_KERNEL,
                 )?;
@@ -465,6 +486,12 @@ impl SocketMrs {
         if let Some(qp) = d.qps[i].qp.as_ref().filter(|qp| qp.is_up()) {
             return Ok(qp.clone());
         }
+        if let Some((e, at)) = d.qps[i].connect_failed {
+            if at.elapsed().as_millis() < CONNECT_HOLD_DOWN_MS {
+                stats::inc(Stat::MrQpConnectHeldDown);
+                return Err(e);
+            }
+        }
         // Connect (or reconnect after a failure) with the device lock dropped:
         // the connection's handlers take it. Sockets racing here may each
         // connect; the first to finish is kept.
@@ -474,14 +501,28 @@ impl SocketMrs {
             stats::inc(Stat::MrQpRecreated);
             failed.shut_down();
         }
-        let qp = RegQp::connect(net, device.clone(), addr)?;
+        let connected = if FAIL_NEXT_CONNECT.xchg(false, Relaxed) {
+            Err(ETIMEDOUT)
+        } else {
+            RegQp::connect(net, device.clone(), addr)
+        };
         let mut d = device.mrs().lock();
+        let slot = d.qps.iter_mut().find(|s| s.net == net);
+        let qp = match (connected, slot) {
+            (Ok(qp), _) => qp,
+            (Err(e), Some(slot)) => {
+                slot.connect_failed = Some((e, Instant::now()));
+                return Err(e);
+            }
+            (Err(e), None) => return Err(e),
+        };
         if d.gone {
             drop(d);
             qp.shut_down();
             return Err(ENODEV);
         }
         let slot = d.qps.iter_mut().find(|s| s.net == net).ok_or(ENODEV)?;
+        slot.connect_failed = None;
         if let Some(other) = slot.qp.as_ref().filter(|q| q.is_up()) {
             let other = other.clone();
             drop(d);
@@ -903,6 +944,18 @@ pub(crate) fn store_regqp_fail(reader: &mut UserSliceReader) -> Result {
         }
     }
     Ok(())
+}
+
+/// debugfs `rrds/regqp_connect_fail` (write): `1` makes the next
+/// registration-QP connect fail, `0` takes that back.
+pub(crate) fn store_connect_fail(reader: &mut UserSliceReader) -> Result {
+    FAIL_NEXT_CONNECT.store(crate::read_knob(reader)?, Relaxed);
+    Ok(())
+}
+
+/// debugfs `rrds/regqp_connect_fail` (read): whether the next connect fails.
+pub(crate) fn show_connect_fail(f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    f.write_fmt(fmt!("{}\n", u8::from(FAIL_NEXT_CONNECT.load(Relaxed))))
 }
 
 /// debugfs `rrds/regqp_fail` (read): registration QPs that can post, per
