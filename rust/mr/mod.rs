@@ -511,7 +511,11 @@ impl SocketMrs {
         let qp = match (connected, slot) {
             (Ok(qp), _) => qp,
             (Err(e), Some(slot)) => {
-                slot.connect_failed = Some((e, Instant::now()));
+                // A connect cut short by a signal says nothing of the device,
+                // and its error is for the interrupted caller alone.
+                if e != ERESTARTSYS && e != EINTR {
+                    slot.connect_failed = Some((e, Instant::now()));
+                }
                 return Err(e);
             }
             (Err(e), None) => return Err(e),

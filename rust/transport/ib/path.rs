@@ -265,6 +265,12 @@ struct Control {
     peer_request: ConnectPrivate,
     /// The peer's incarnation on the last link (0: none seen).
     peer_incarnation: u32,
+    /// For diagnosis (debugfs `ib_links`): rdma_cm events of the live link's
+    /// id, the last one's number, and events of ids that were not the live
+    /// link's.
+    link_events: u32,
+    last_link_event: u32,
+    other_events: u32,
 }
 
 /// Reassembly of the message being received.
@@ -361,6 +367,9 @@ impl IbPath {
                     backoff_ms: 0,
                     peer_request: ConnectPrivate::default(),
                     peer_incarnation: 0,
+                    link_events: 0,
+                    last_link_event: 0,
+                    other_events: 0,
                 }),
                 rings <- new_spinlock!(None),
                 generation <- new_spinlock!(0),
@@ -689,7 +698,7 @@ impl IbPath {
         };
         write!(
             f,
-            " state {} side {} retiring {} backoff_ms {}",
+            " state {} side {} retiring {} backoff_ms {} cm_events {} last {} other {}",
             state,
             match &c.link {
                 Some(l) if l.active => "active",
@@ -698,6 +707,9 @@ impl IbPath {
             },
             c.retiring.len(),
             c.backoff_ms,
+            c.link_events,
+            c.last_link_event,
+            c.other_events,
         )?;
         match Option::as_ref(&*self.rings.lock()) {
             Some(rings) => rings.show(f),
@@ -889,6 +901,7 @@ impl IbPath {
             active: true,
         });
         c.state = State::Connecting;
+        (c.link_events, c.last_link_event) = (0, 0);
         Ok(())
     }
 
@@ -963,6 +976,7 @@ impl IbPath {
         c.peer_request = *peer;
         c.link = Some(link);
         c.state = State::Connecting;
+        (c.link_events, c.last_link_event) = (0, 0);
         let mut overflow = None;
         if built.is_err() {
             if let Some(link) = &c.link {
@@ -980,6 +994,15 @@ impl IbPath {
 
     /// An rdma_cm event of one of this path's ids.
     pub(super) fn cm_event(self: &Arc<Self>, id: &CmIdRef, event: &CmEvent<'_>) {
+        {
+            let mut c = self.ctl.lock();
+            if c.link.as_ref().is_some_and(|l| l.is(id)) {
+                c.link_events += 1;
+                c.last_link_event = event.number();
+            } else {
+                c.other_events += 1;
+            }
+        }
         match event.kind() {
             CmEventKind::AddrResolved => {
                 let c = self.ctl.lock();
