@@ -507,25 +507,26 @@ impl SocketMrs {
             RegQp::connect(net, device.clone(), addr)
         };
         let mut d = device.mrs().lock();
+        let gone = d.gone;
         let slot = d.qps.iter_mut().find(|s| s.net == net);
-        let qp = match (connected, slot) {
-            (Ok(qp), _) => qp,
-            (Err(e), Some(slot)) => {
+        let qp = match connected {
+            Ok(qp) => qp,
+            Err(e) => {
                 // A connect cut short by a signal says nothing of the device,
                 // and its error is for the interrupted caller alone.
-                if e != ERESTARTSYS && e != EINTR {
+                if let Some(slot) = slot.filter(|_| e != ERESTARTSYS && e != EINTR) {
                     slot.connect_failed = Some((e, Instant::now()));
                 }
                 return Err(e);
             }
-            (Err(e), None) => return Err(e),
         };
-        if d.gone {
+        // One lookup for both outcomes; a QP that has no slot to go to is
+        // shut down too.
+        let Some(slot) = slot.filter(|_| !gone) else {
             drop(d);
             qp.shut_down();
             return Err(ENODEV);
-        }
-        let slot = d.qps.iter_mut().find(|s| s.net == net).ok_or(ENODEV)?;
+        };
         slot.connect_failed = None;
         if let Some(other) = slot.qp.as_ref().filter(|q| q.is_up()) {
             let other = other.clone();

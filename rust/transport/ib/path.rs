@@ -13,10 +13,7 @@
 
 use kernel::{
     impl_has_work, new_condvar, new_mutex, new_spinlock, new_work,
-    page::{
-        Page,
-        PAGE_SIZE, //
-    },
+    page::Page,
     prelude::*,
     sync::{
         aref::ARef,
@@ -49,6 +46,7 @@ use super::{
         PORT_V6, //
     },
     ring::{
+        pages_filled,
         unpack,
         Payload,
         RdmaSges,
@@ -101,7 +99,6 @@ use crate::{
         Assembly,
         Header,
         Message, //
-        HEADER_LEN,
     },
     socket::{
         addr::Endpoint,
@@ -1310,11 +1307,7 @@ impl IbPath {
         }
         // The pages that replace those the frame filled, allocated before
         // taking the lock (a packed frame fills one page).
-        let filled = wc
-            .byte_len()
-            .saturating_sub(HEADER_LEN)
-            .div_ceil(PAGE_SIZE)
-            .min(FRAME_PAGES);
+        let filled = pages_filled(wc.byte_len());
         let mut fresh: [Option<Page>; FRAME_PAGES] = [None, None];
         for page in fresh.iter_mut().take(filled) {
             *page = Page::alloc_page(GFP_KERNEL).ok();

@@ -292,6 +292,15 @@ impl Credits {
 /// A frame's payload: its pages in order, each with the bytes it holds.
 pub(super) type Payload = [Option<(Page, usize)>; FRAME_PAGES];
 
+/// The pages of a receive buffer a completion of `byte_len` bytes filled:
+/// they go up with the frame and fresh ones take their place.
+pub(super) fn pages_filled(byte_len: usize) -> usize {
+    byte_len
+        .saturating_sub(HEADER_LEN)
+        .div_ceil(PAGE_SIZE)
+        .min(FRAME_PAGES)
+}
+
 /// What a receive completion produced, for the caller to act on once it has
 /// dropped the lock.
 #[derive(Default)]
@@ -873,21 +882,23 @@ impl Rings {
         let mut slot = SendSlot::default();
         // The frame's pages, each mapped for the device: whole pages but the
         // message's last.
-        let pages = message.pages().skip(offset / PAGE_SIZE);
-        for (n, page) in pages.take(len.div_ceil(PAGE_SIZE)).enumerate() {
-            let map = DmaMapping::map(self.device, page, DmaDirection::ToDevice)?;
-            let bytes = (len - n * PAGE_SIZE).min(PAGE_SIZE);
-            sges[1 + n] = sge(map.addr(), bytes, self.lkey);
-            slot.maps[n] = Some(map);
-        }
-        let used = 1 + slot.maps.iter().filter(|m| m.is_some()).count();
-        if used != 1 + len.div_ceil(PAGE_SIZE) {
-            return Err(EINVAL);
+        // At most `FRAME_PAGES`: `len` is at most `frame_len`.
+        let count = len.div_ceil(PAGE_SIZE).min(FRAME_PAGES);
+        {
+            let mut pages = message.pages().skip(offset / PAGE_SIZE);
+            let slots = slot.maps.iter_mut().zip(sges[1..].iter_mut());
+            for (n, (map_slot, sge_slot)) in slots.take(count).enumerate() {
+                let page = pages.next().ok_or(EINVAL)?;
+                let map = DmaMapping::map(self.device, page, DmaDirection::ToDevice)?;
+                let bytes = (len - n * PAGE_SIZE).min(PAGE_SIZE);
+                *sge_slot = sge(map.addr(), bytes, self.lkey);
+                *map_slot = Some(map);
+            }
         }
         // The first fragment waits for the operation when it must (`fenced`).
         let fence = index == 0 && message.rdma().is_some_and(|op| op.fenced());
         self.qp
-            .post_send_fenced(path.cqe(TAG_SEND), &mut sges[..used], last, fence)?;
+            .post_send_fenced(path.cqe(TAG_SEND), &mut sges[..1 + count], last, fence)?;
         // Messages' frames only: congestion maps come and go with links.
         if len > PAGE_SIZE && header.flags != FLAG_CONG_BITMAP {
             stats::inc(Stat::IbTxLargeFrames);
@@ -1040,7 +1051,7 @@ impl Rings {
         // The pages the frame filled go up with it; fresh ones take their place,
         // and those it left empty are posted again as they are.
         let mut filled: [Option<DmaPage>; FRAME_PAGES] = [None, None];
-        let used = data_len.div_ceil(PAGE_SIZE).min(FRAME_PAGES);
+        let used = pages_filled(byte_len);
         for (slot, page) in filled.iter_mut().zip(pages.iter_mut()).take(used) {
             *slot = page.take();
         }
