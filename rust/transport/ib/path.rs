@@ -268,6 +268,28 @@ struct Control {
     link_events: u32,
     last_link_event: u32,
     other_events: u32,
+    /// For diagnosis: the path's last ten steps, six bits each (`Trail`).
+    trail: u64,
+}
+
+/// A step of a path's trail (debugfs `ib_links`): rdma_cm events of the
+/// live link's id are their number, events of other ids 16 + their number.
+#[derive(Clone, Copy)]
+#[repr(u8)]
+enum Trail {
+    Accepted = 32,
+    RefusedUp = 33,
+    RefusedRace = 34,
+    Connecting = 35,
+    UpByReceive = 36,
+    Failed = 37,
+    FailIgnored = 38,
+}
+
+impl Control {
+    fn step(&mut self, code: u8) {
+        self.trail = (self.trail << 6) | u64::from(code & 0x3f);
+    }
 }
 
 /// Reassembly of the message being received.
@@ -367,6 +389,7 @@ impl IbPath {
                     link_events: 0,
                     last_link_event: 0,
                     other_events: 0,
+                    trail: 0,
                 }),
                 rings <- new_spinlock!(None),
                 generation <- new_spinlock!(0),
@@ -630,8 +653,10 @@ impl IbPath {
             (None, _) => false,
         };
         if !matches {
+            c.step(Trail::FailIgnored as u8);
             return;
         }
+        c.step(Trail::Failed as u8);
         pr_debug!("connection down: {}\n", why);
         let overflow = self.retire_locked(&mut c);
         drop(c);
@@ -695,7 +720,7 @@ impl IbPath {
         };
         write!(
             f,
-            " state {} side {} retiring {} backoff_ms {} cm_events {} last {} other {}",
+            " state {} side {} retiring {} backoff_ms {} cm_events {} last {} other {} trail {:#x}",
             state,
             match &c.link {
                 Some(l) if l.active => "active",
@@ -707,6 +732,7 @@ impl IbPath {
             c.link_events,
             c.last_link_event,
             c.other_events,
+            c.trail,
         )?;
         match Option::as_ref(&*self.rings.lock()) {
             Some(rings) => rings.show(f),
@@ -899,6 +925,7 @@ impl IbPath {
         });
         c.state = State::Connecting;
         (c.link_events, c.last_link_event) = (0, 0);
+        c.step(Trail::Connecting as u8);
         Ok(())
     }
 
@@ -918,6 +945,7 @@ impl IbPath {
         match c.state {
             State::Up => {
                 // The peer lost the link we still think is up: drop ours; it retries.
+                c.step(Trail::RefusedUp as u8);
                 let overflow = self.retire_locked(&mut c);
                 drop(c);
                 if let Some(r) = overflow {
@@ -933,6 +961,7 @@ impl IbPath {
                 // own attempt, so exactly one connection is made (upstream rejects
                 // both and relies on random backoff).
                 if ours_active && self.key.laddr < self.key.faddr {
+                    c.step(Trail::RefusedRace as u8);
                     id.reject(&REJECT_RETRY);
                     return Err(id);
                 }
@@ -974,6 +1003,7 @@ impl IbPath {
         c.link = Some(link);
         c.state = State::Connecting;
         (c.link_events, c.last_link_event) = (0, 0);
+        c.step(Trail::Accepted as u8);
         let mut overflow = None;
         if built.is_err() {
             if let Some(link) = &c.link {
@@ -993,11 +1023,14 @@ impl IbPath {
     pub(super) fn cm_event(self: &Arc<Self>, id: &CmIdRef, event: &CmEvent<'_>) {
         {
             let mut c = self.ctl.lock();
+            let number = u8::try_from(event.number() & 0xf).unwrap_or(0);
             if c.link.as_ref().is_some_and(|l| l.is(id)) {
                 c.link_events += 1;
                 c.last_link_event = event.number();
+                c.step(number);
             } else {
                 c.other_events += 1;
+                c.step(16 + number);
             }
         }
         match event.kind() {
@@ -1115,10 +1148,11 @@ impl IbPath {
     /// waiting, the CM completes on the RTU, which a REP retransmission asks
     /// the peer for again, or a teardown cancels the REP and rejects.
     fn receive_before_established(self: &Arc<Self>) {
-        let c = self.ctl.lock();
+        let mut c = self.ctl.lock();
         if c.state != State::Connecting || c.link.as_ref().is_none_or(|l| l.active) {
             return;
         }
+        c.step(Trail::UpByReceive as u8);
         stats::inc(Stat::IbEstablishedByReceive);
         let peer = c.peer_request;
         self.link_up(c, peer);
