@@ -123,8 +123,6 @@ static inline void log_ib_links(void)
 	fflush(stdout);
 	sh("sed 's/^/# ib_links: /' %s/ib_links; rdma resource show cm_id | sed 's/^/# /'; "
 	   "rdma resource show qp | sed 's/^/# /'; "
-	   "for d in /sys/class/infiniband_cm/*/1; do echo \"# ib_cm $d:\" "
-	   "$(cd $d && grep -s . cm_*/* | grep -v ':0$' | sed 's/cm_//'); done; "
 	   "for t in /proc/[0-9]*/task/[0-9]*; do s=$(cat $t/stack 2>/dev/null); "
 	   "case \"$s\" in *rrds*|*rdma_*|*cma_*|*cm_*) "
 	   "echo \"# stack of ${t#/proc/} ($(cat $t/comm 2>/dev/null)):\"; "

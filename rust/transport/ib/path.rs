@@ -272,10 +272,9 @@ struct Control {
     trail: u64,
 }
 
-/// A step of a path's trail (debugfs `ib_links`): rdma_cm events of the
-/// live link's id are their number, events of other ids 16 + their number.
+/// A step of a path's trail (debugfs `ib_links`) other than an rdma_cm
+/// event (`Control::step_event`).
 #[derive(Clone, Copy)]
-#[repr(u8)]
 enum Trail {
     Accepted = 32,
     RefusedUp = 33,
@@ -287,8 +286,19 @@ enum Trail {
 }
 
 impl Control {
-    fn step(&mut self, code: u8) {
-        self.trail = (self.trail << 6) | u64::from(code & 0x3f);
+    fn push_step(&mut self, code: u64) {
+        self.trail = (self.trail << 6) | (code & 0x3f);
+    }
+
+    fn step(&mut self, step: Trail) {
+        self.push_step(step as u64);
+    }
+
+    /// An rdma_cm event: its number for the live link's id, 16 + its number
+    /// for another id.
+    fn step_event(&mut self, number: u32, live_link: bool) {
+        let base = if live_link { 0 } else { 16 };
+        self.push_step(base + u64::from(number & 0xf));
     }
 }
 
@@ -653,10 +663,10 @@ impl IbPath {
             (None, _) => false,
         };
         if !matches {
-            c.step(Trail::FailIgnored as u8);
+            c.step(Trail::FailIgnored);
             return;
         }
-        c.step(Trail::Failed as u8);
+        c.step(Trail::Failed);
         pr_debug!("connection down: {}\n", why);
         let overflow = self.retire_locked(&mut c);
         drop(c);
@@ -925,7 +935,7 @@ impl IbPath {
         });
         c.state = State::Connecting;
         (c.link_events, c.last_link_event) = (0, 0);
-        c.step(Trail::Connecting as u8);
+        c.step(Trail::Connecting);
         Ok(())
     }
 
@@ -945,7 +955,7 @@ impl IbPath {
         match c.state {
             State::Up => {
                 // The peer lost the link we still think is up: drop ours; it retries.
-                c.step(Trail::RefusedUp as u8);
+                c.step(Trail::RefusedUp);
                 let overflow = self.retire_locked(&mut c);
                 drop(c);
                 if let Some(r) = overflow {
@@ -961,7 +971,7 @@ impl IbPath {
                 // own attempt, so exactly one connection is made (upstream rejects
                 // both and relies on random backoff).
                 if ours_active && self.key.laddr < self.key.faddr {
-                    c.step(Trail::RefusedRace as u8);
+                    c.step(Trail::RefusedRace);
                     id.reject(&REJECT_RETRY);
                     return Err(id);
                 }
@@ -1003,7 +1013,7 @@ impl IbPath {
         c.link = Some(link);
         c.state = State::Connecting;
         (c.link_events, c.last_link_event) = (0, 0);
-        c.step(Trail::Accepted as u8);
+        c.step(Trail::Accepted);
         let mut overflow = None;
         if built.is_err() {
             if let Some(link) = &c.link {
@@ -1023,15 +1033,14 @@ impl IbPath {
     pub(super) fn cm_event(self: &Arc<Self>, id: &CmIdRef, event: &CmEvent<'_>) {
         {
             let mut c = self.ctl.lock();
-            let number = u8::try_from(event.number() & 0xf).unwrap_or(0);
-            if c.link.as_ref().is_some_and(|l| l.is(id)) {
+            let live_link = c.link.as_ref().is_some_and(|l| l.is(id));
+            if live_link {
                 c.link_events += 1;
                 c.last_link_event = event.number();
-                c.step(number);
             } else {
                 c.other_events += 1;
-                c.step(16 + number);
             }
+            c.step_event(event.number(), live_link);
         }
         match event.kind() {
             CmEventKind::AddrResolved => {
@@ -1152,7 +1161,7 @@ impl IbPath {
         if c.state != State::Connecting || c.link.as_ref().is_none_or(|l| l.active) {
             return;
         }
-        c.step(Trail::UpByReceive as u8);
+        c.step(Trail::UpByReceive);
         stats::inc(Stat::IbEstablishedByReceive);
         let peer = c.peer_request;
         self.link_up(c, peer);
