@@ -105,6 +105,10 @@ counters! {
     // (`FEATURE_LARGE_FRAMES`), sent and received.
     IbTxLargeFrames => "ib_tx_large_frames",
     IbRxLargeFrames => "ib_rx_large_frames",
+    // rdma_cm events of ids that belong to no path: listeners' and
+    // address probes' (a device removal), or a link's whose context was
+    // lost (a bug).
+    IbCmEventsUnowned => "ib_cm_events_unowned",
 }
 
 const COUNT: usize = NAMES.len();

@@ -20,6 +20,7 @@ use kernel::{
         to_result, //
     },
     prelude::*,
+    types::Opaque,
 };
 
 use super::{
@@ -172,8 +173,12 @@ pub(crate) trait CmHandler: 'static {
 }
 
 /// An rdma_cm id, borrowed (inside its event handler, or from a [`CmId`]).
+///
+/// rdma_cm writes the id's fields (state, route, QP) from its own threads
+/// while rrds holds a reference, so they are read through `Opaque`, never
+/// as a Rust reference to the C struct.
 #[repr(transparent)]
-pub(crate) struct CmIdRef(bindings::rdma_cm_id);
+pub(crate) struct CmIdRef(Opaque<bindings::rdma_cm_id>);
 
 /// An rdma_cm id rrds owns: destroyed (with its QP, if any) on drop.
 ///
@@ -255,31 +260,36 @@ fn rds_addr(storage: &bindings::__kernel_sockaddr_storage) -> Option<[u8; 16]> {
 
 impl CmIdRef {
     fn raw(&self) -> *mut bindings::rdma_cm_id {
-        ptr::from_ref(&self.0).cast_mut()
+        self.0.get()
     }
 
     /// The context pointer events carry.
     pub(crate) fn context(&self) -> *const c_void {
-        self.0.context
+        // SAFETY: `raw()` is a live id; `context` is a pointer-sized field that only
+        // `set_context` writes, under the rules its doc comment gives.
+        unsafe { ptr::addr_of!((*self.raw()).context).read_volatile() }
     }
 
     /// Sets the context pointer later events carry. Only before the id can
     /// raise events the new context cannot handle: at creation, or inside the
     /// handler of a connect request (rdma_cm holds the new id's handler lock).
     pub(crate) fn set_context(&self, context: *const c_void) {
-        // SAFETY: `raw()` is a live id; see the doc comment for why no event reads
-        // `context` concurrently.
-        unsafe { (*self.raw()).context = context.cast_mut() };
+        // SAFETY: `raw()` is a live id and the field is behind `Opaque`; see the doc
+        // comment for why no event reads `context` concurrently.
+        unsafe { ptr::addr_of_mut!((*self.raw()).context).write_volatile(context.cast_mut()) };
     }
 
     /// The device the id is bound to, once its address is resolved.
     pub(crate) fn device(&self) -> *mut bindings::ib_device {
-        self.0.device
+        // SAFETY: `raw()` is a live id; rdma_cm sets `device` once, when it binds the id,
+        // before the calls of rrds that read it (after address resolution or a request).
+        unsafe { (*self.raw()).device }
     }
 
     /// The port the id is bound to (0 when unbound).
     pub(crate) fn port(&self) -> u32 {
-        self.0.port_num
+        // SAFETY: As for `device`, which `port_num` is set with.
+        unsafe { (*self.raw()).port_num }
     }
 
     /// Whether the port the id is bound to is known to be down (not
@@ -293,13 +303,21 @@ impl CmIdRef {
         let mut attr = bindings::ib_port_attr::default();
         // SAFETY: `device` is the registered device the live id is bound to (it
         // stays registered while the id exists); `attr` is valid for writes.
-        let ret = unsafe { bindings::ib_query_port(device, self.0.port_num, &mut attr) };
+        let ret = unsafe { bindings::ib_query_port(device, self.port(), &mut attr) };
         ret == 0 && attr.state != bindings::ib_port_state_IB_PORT_ACTIVE
+    }
+
+    /// The id's address block, which rdma_cm fills when it binds or
+    /// resolves the id and does not change while rrds reads it.
+    fn addr(&self) -> &bindings::rdma_addr {
+        // SAFETY: `raw()` is a live id; rrds reads the address only once it is bound
+        // (created for a request, or after resolution), when rdma_cm no longer writes it.
+        unsafe { &(*self.raw()).route.addr }
     }
 
     /// The namespace the id lives in.
     pub(crate) fn net(&self) -> NetRef {
-        NetRef::from_ptr(self.0.route.addr.dev_addr.net)
+        NetRef::from_ptr(self.addr().dev_addr.net)
     }
 
     /// Whether the id's local address is IPv4 (a connect request on the
@@ -307,17 +325,15 @@ impl CmIdRef {
     pub(crate) fn src_is_v4(&self) -> bool {
         // SAFETY: Every sockaddr starts with its 16-bit family; the storage is
         // part of the live id.
-        let family = unsafe { *core::ptr::addr_of!(self.0.route.addr.src_addr).cast::<u16>() };
+        let family = unsafe { *ptr::addr_of!(self.addr().src_addr).cast::<u16>() };
         u32::from(family) == bindings::AF_INET
     }
 
     /// The id's local and remote addresses as RDS keeps them (IPv4 mapped),
     /// `None` for a family other than IPv4 and IPv6.
     pub(crate) fn addrs(&self) -> Option<([u8; 16], [u8; 16])> {
-        Some((
-            rds_addr(&self.0.route.addr.src_addr)?,
-            rds_addr(&self.0.route.addr.dst_addr)?,
-        ))
+        let addr = self.addr();
+        Some((rds_addr(&addr.src_addr)?, rds_addr(&addr.dst_addr)?))
     }
 
     /// The local port of a bound id (the one rdma_cm chose for port 0).
@@ -325,7 +341,7 @@ impl CmIdRef {
         // SAFETY: `sockaddr_in` and `sockaddr_in6` both keep the big-endian port at
         // bytes 2..4; the storage is part of the live id.
         let port = unsafe {
-            core::ptr::addr_of!(self.0.route.addr.src_addr)
+            ptr::addr_of!(self.addr().src_addr)
                 .cast::<u8>()
                 .add(2)
                 .cast::<[u8; 2]>()
@@ -336,7 +352,8 @@ impl CmIdRef {
 
     /// The QP created on the id, or null.
     pub(crate) fn qp(&self) -> *mut bindings::ib_qp {
-        self.0.qp
+        // SAFETY: `raw()` is a live id; only rrds creates and destroys its QP.
+        unsafe { (*self.raw()).qp }
     }
 
     pub(crate) fn bind(&self, addr: &SockAddr) -> Result {
@@ -373,7 +390,9 @@ impl CmIdRef {
 
     /// The service level of the id's path (0 before route resolution).
     pub(crate) fn service_level(&self) -> u8 {
-        let path = self.0.route.path_rec;
+        // SAFETY: `raw()` is a live id; `path_rec` is set by route resolution, before
+        // rrds connects it.
+        let path = unsafe { (*self.raw()).route.path_rec };
         if path.is_null() {
             return 0;
         }

@@ -57,6 +57,10 @@ use crate::{
         Message, //
     },
     socket::addr::Endpoint,
+    stats::{
+        self,
+        Stat, //
+    },
     transport::{
         Transport,
         Xmit, //
@@ -152,6 +156,8 @@ impl CmHandler for Cm {
         let context = id.context().cast::<IbPath>();
         if context.is_null() {
             // A listener or an address probe: nothing to do.
+            stats::inc(Stat::IbCmEventsUnowned);
+            pr_debug!("rdma_cm event {} of an id without a path\n", event.number());
             return;
         }
         // SAFETY: A non-null context is the path that owns the id (set by `IbPath`);

@@ -730,11 +730,18 @@ impl IbPath {
         };
         write!(
             f,
-            " state {} side {} retiring {} backoff_ms {} cm_events {} last {} other {} trail {:#x}",
+            " state {} side {} ctx {} retiring {} backoff_ms {} cm_events {} last {} other {} trail {:#x}",
             state,
             match &c.link {
                 Some(l) if l.active => "active",
                 Some(_) => "passive",
+                None => "-",
+            },
+            // Whether the live link's events reach this path.
+            match &c.link {
+                Some(l) if core::ptr::eq(l.cm_id.context(), core::ptr::from_ref(self).cast()) => "ok",
+                Some(l) if l.cm_id.context().is_null() => "null",
+                Some(_) => "other",
                 None => "-",
             },
             c.retiring.len(),
