@@ -14,7 +14,8 @@
  * connect data (another host's, say). --credit is the connect data's
  * dp_credit (default 0: no flow control). Each --send is one frame (header
  * + payload in one SEND), with keys seq, ack, len (h_len), bytes (payload
- * actually sent, at most 4096), frag (which 4 KiB fragment of the message
+ * actually sent, at most 8192: rrds takes fragments of two pages from every
+ * peer), frag (which 4 KiB fragment of the message
  * the payload is), sport, dport, flags, credit, seed (payload pattern,
  * payload.h) and csum=good|none|bad.
  * Defaults: all 0, csum good, len = bytes, bytes = what an honest sender puts
@@ -64,7 +65,8 @@
 #define RDS_IB_PORT	18634		/* upstream's RDS_PORT: rdma_cm port of IPv4 */
 #define HEADER_LEN	48		/* struct rds_header */
 #define FRAG_SIZE	4096		/* RDS_FRAG_SIZE: payload per frame */
-#define SLOT_SIZE	(HEADER_LEN + FRAG_SIZE)
+#define MAX_FRAME	(2 * FRAG_SIZE)	/* rrds's receive buffers: two pages */
+#define SLOT_SIZE	(HEADER_LEN + MAX_FRAME)
 #define FLAG_PACKED	0x80		/* rrds: the frame carries message records */
 #define PACK_ALIGN	8
 #define RECV_SLOTS	256		/* room for rrds's congestion map, acks and messages */
@@ -624,7 +626,7 @@ static int parse_frame(char *arg, struct frame *f)
 			f->seed = v;
 		else if (!strcmp(kv, "len") && v <= UINT32_MAX)
 			f->len = v, f->len_set = true;
-		else if (!strcmp(kv, "bytes") && v <= FRAG_SIZE)
+		else if (!strcmp(kv, "bytes") && v <= MAX_FRAME)
 			f->bytes = v, f->bytes_set = true;
 		else if (!strcmp(kv, "frag") && v < UINT32_MAX / FRAG_SIZE)
 			f->frag = v;

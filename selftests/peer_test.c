@@ -394,6 +394,40 @@ TEST_F(peer, short_fragment_is_refused)
 }
 
 /*
+ * rrds's receive buffers hold two pages (design.rst, "Large frames"): a
+ * fragment of 8 KiB is taken from any peer, as part of a longer message too.
+ */
+TEST_F(peer, two_page_fragment_is_taken)
+{
+	long long large = rds_counter("ib_rx_large_frames");
+	struct hostile h;
+
+	ASSERT_LE(0, large);
+	ASSERT_EQ(0, hostile_start(&h, variant, "--send seq=1,len=12000,bytes=8192,seed=50," PORTS
+				   " --send seq=1,len=12000,frag=2,seed=50," PORTS
+				   " --send seq=2,len=8192,bytes=8192,seed=51," PORTS " --hold"));
+	EXPECT_EQ(0, receive_exact(self->fd, variant, 12000, 50));
+	EXPECT_EQ(0, receive_exact(self->fd, variant, 8192, 51));
+	EXPECT_EQ(large + 2, rds_counter("ib_rx_large_frames"));
+	EXPECT_EQ(0, hostile_finish(&h));
+}
+
+/*
+ * A two-page fragment that brings more than its message lacks, or whose
+ * second page is short of the message's next whole page, is refused: nothing
+ * is delivered and the link is reset.
+ */
+TEST_F(peer, overlong_fragment_is_refused)
+{
+	static const struct refused cases[] = {
+		{ "--send seq=1,len=5000,bytes=8192,seed=52," PORTS, 5000, 52 },
+		{ "--send seq=2,len=12000,bytes=6000,seed=53," PORTS, 12000, 53 },
+	};
+
+	expect_refused(_metadata, variant, self->fd, cases, ARRAY_SIZE(cases));
+}
+
+/*
  * rrds offers every peer to take packed frames (design.rst, "Packed
  * frames"): one SEND carrying whole messages as records. Those of a
  * well-formed one are delivered in order, one message each.
@@ -449,7 +483,8 @@ TEST_F(peer, leaving_peer_takes_the_link_down)
 		EXPECT_EQ(0, hostile_finish(&h));
 		EXPECT_EQ(0, receive_exact(self->fd, variant, 10, 8 + i));
 		EXPECT_TRUE(WAIT_FOR(SETTLE_S, links_up() == 0)) {
-			TH_LOG("round %d: rrds kept the link up after the peer left", i);
+			TH_LOG("round %d: rrds kept the link up after the peer left "
+			       "(ib_cm_events_unowned %lld)", i, rds_counter("ib_cm_events_unowned"));
 			log_ib_links();
 		}
 	}
