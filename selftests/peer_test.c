@@ -192,17 +192,22 @@ static int hostile_finish(struct hostile *h)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* IB links up (debugfs rrds/ib_links, every namespace); -1 if unreadable. */
-static int links_up(void)
+/* IB links whose line has @fields (debugfs rrds/ib_links, every namespace); -1 if unreadable. */
+static int links_with(const char *fields)
 {
 	static char buf[16384];
 	int n = 0;
 
 	if (read_file(RRDS_DEBUGFS "/ib_links", buf, sizeof(buf)) < 0)
 		return -1;
-	for (char *at = buf; (at = strstr(at, " state up ")); at++)
+	for (char *at = buf; (at = strstr(at, fields)); at++)
 		n++;
 	return n;
+}
+
+static int links_up(void)
+{
+	return links_with(" state up ");
 }
 
 /* The next message on @fd within @secs into @buf: its whole length, or -1. */
@@ -409,6 +414,10 @@ TEST_F(peer, two_page_fragment_is_taken)
 	EXPECT_EQ(0, receive_exact(self->fd, variant, 12000, 50));
 	EXPECT_EQ(0, receive_exact(self->fd, variant, 8192, 51));
 	EXPECT_EQ(large + 2, rds_counter("ib_rx_large_frames"));
+	/* The accepted link's rdma_cm id carries its connection, so its events reach it. */
+	EXPECT_EQ(1, links_with(" state up side passive ctx ok ")) {
+		log_ib_links();
+	}
 	EXPECT_EQ(0, hostile_finish(&h));
 }
 
@@ -474,8 +483,10 @@ TEST_F(peer, malformed_packed_frame_is_refused)
  */
 TEST_F(peer, leaving_peer_takes_the_link_down)
 {
+	long long unowned = rds_counter("ib_cm_events_unowned");
 	struct hostile h;
 
+	ASSERT_LE(0, unowned);
 	for (int i = 0; i < 3; i++) {
 		ASSERT_TRUE(WAIT_FOR(SETTLE_S, links_up() == 0));
 		ASSERT_EQ(0, hostile_start(&h, variant, "--send seq=%d,bytes=10,seed=%d," PORTS,
@@ -488,6 +499,8 @@ TEST_F(peer, leaving_peer_takes_the_link_down)
 			log_ib_links();
 		}
 	}
+	/* Every event of the peer's connections reached the connection. */
+	EXPECT_EQ(unowned, rds_counter("ib_cm_events_unowned"));
 }
 
 /*

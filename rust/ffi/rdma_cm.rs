@@ -265,9 +265,9 @@ impl CmIdRef {
 
     /// The context pointer events carry.
     pub(crate) fn context(&self) -> *const c_void {
-        // SAFETY: `raw()` is a live id; `context` is a pointer-sized field that only
-        // `set_context` writes, under the rules its doc comment gives.
-        unsafe { ptr::addr_of!((*self.raw()).context).read_volatile() }
+        // SAFETY: `raw()` is a live id; only `set_context` writes `context`, under the
+        // rules its doc comment gives.
+        unsafe { (*self.raw()).context }
     }
 
     /// Sets the context pointer later events carry. Only before the id can
@@ -276,7 +276,7 @@ impl CmIdRef {
     pub(crate) fn set_context(&self, context: *const c_void) {
         // SAFETY: `raw()` is a live id and the field is behind `Opaque`; see the doc
         // comment for why no event reads `context` concurrently.
-        unsafe { ptr::addr_of_mut!((*self.raw()).context).write_volatile(context.cast_mut()) };
+        unsafe { (*self.raw()).context = context.cast_mut() };
     }
 
     /// The device the id is bound to, once its address is resolved.

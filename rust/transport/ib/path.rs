@@ -738,9 +738,9 @@ impl IbPath {
                 None => "-",
             },
             // Whether the live link's events reach this path.
-            match &c.link {
-                Some(l) if core::ptr::eq(l.cm_id.context(), core::ptr::from_ref(self).cast()) => "ok",
-                Some(l) if l.cm_id.context().is_null() => "null",
+            match c.link.as_ref().map(|l| l.cm_id.context()) {
+                Some(ctx) if core::ptr::eq(ctx, core::ptr::from_ref(self).cast()) => "ok",
+                Some(ctx) if ctx.is_null() => "null",
                 Some(_) => "other",
                 None => "-",
             },
