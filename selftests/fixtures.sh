@@ -3,7 +3,7 @@
 #
 # Test fixtures shared by every rrds selftest (run inside the VM as root).
 #
-#   fixtures.sh rxe-up | rxe-down | siw-up | siw-down | all-down
+#   fixtures.sh rxe-up | rxe-down | siw-up | siw-down | all-down | tidy
 #
 # Both pairs join two network namespaces over veth: one end per namespace.
 #
@@ -82,7 +82,27 @@ wait_port_active() {
 	return 1
 }
 
+# Between test programs: the pairs stay (creating one costs about 20 s in the
+# test VM, removing both about 25 s), anything else a program left goes: other
+# RDMA devices, netem on the pairs' veths.
+tidy() {
+	local dev ns veth
+	for dev in $(rdma -j link show 2>/dev/null | grep -o '"ifname":"[^"]*"' | cut -d'"' -f4 | sort -u); do
+		case $dev in
+		rxe_a | rxe_b | siw_a | siw_b) ;;
+		*) rdma link del "$dev" 2>/dev/null || true ;;
+		esac
+	done
+	for ns in $NS_A $NS_B; do
+		[ -e /run/netns/$ns ] || continue
+		for veth in $(ip netns exec $ns tc qdisc show 2>/dev/null | awk '$2 == "netem" { print $5 }'); do
+			ip netns exec $ns tc qdisc del dev "$veth" root 2>/dev/null || true
+		done
+	done
+}
+
 case "${1:-}" in
+tidy) tidy ;;
 rxe-up) pair_up rxe rdma_rxe rx 10.254.1 ;;
 rxe-down) pair_down rxe rx ;;
 siw-up) pair_up siw siw sw 10.254.2 ;;
@@ -98,7 +118,7 @@ all-down)
 	done
 	;;
 *)
-	echo "usage: $0 rxe-up|rxe-down|siw-up|siw-down|all-down" >&2
+	echo "usage: $0 rxe-up|rxe-down|siw-up|siw-down|all-down|tidy" >&2
 	exit 2
 	;;
 esac

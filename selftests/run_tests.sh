@@ -22,10 +22,44 @@ export RRDS_KO=$top/rrds.ko RRDS_SELFTESTS=$here
 results=${RRDS_RESULTS:-/dev/null}
 [ -f "$RRDS_KO" ] || { echo "run_tests.sh: $RRDS_KO not built" >&2; exit 2; }
 
+# Whether a program's source brings up an RDMA device pair.
+uses_devices() {
+	grep -qE '(fixture|pair_up_loaded)\(' "$here/$1.c" 2>/dev/null
+}
+
+# By default every program in build/, those that use no RDMA device first:
+# the device pairs, once up, stay up from one program to the next (fixtures.sh
+# tidy), and loading rrds with devices present costs seconds per device.
 tests=("$@")
 if [ ${#tests[@]} = 0 ]; then
-	for t in "$here"/build/*_test; do tests+=("$(basename "$t")"); done
+	for t in "$here"/build/*_test; do
+		uses_devices "$(basename "$t")" || tests+=("$(basename "$t")")
+	done
+	for t in "$here"/build/*_test; do
+		! uses_devices "$(basename "$t")" || tests+=("$(basename "$t")")
+	done
 fi
+
+# Copies the program's output to FILE and, indented, to stdout, adding after
+# each case's TAP line how long the case took ("# time PROGRAM.CASE SECONDS"):
+# the suite has to fit CI's time limit, and these lines show where it goes.
+timed_cases() { # program file
+	local line case_start=$EPOCHREALTIME
+	while IFS= read -r line; do
+		printf '%s\n' "$line" >>"$2"
+		printf '# %s\n' "$line"
+		case $line in
+		"#  RUN "*) case_start=$EPOCHREALTIME ;;
+		"ok "* | "not ok "*)
+			local name=${line#not }
+			name=${name#ok * }
+			name=${name%% *}
+			printf '# time %s.%s %.1f\n' "$1" "$name" \
+				"$(echo "$EPOCHREALTIME - $case_start" | bc)"
+			;;
+		esac
+	done
+}
 
 passed=0
 failed=0
@@ -38,7 +72,7 @@ for t in "${tests[@]}"; do
 	n=$((n + 1))
 	out=$(mktemp)
 	start=$(date +%s.%N)
-	(cd "$here" && timeout 1500 "$here/build/$t") 2>&1 | tee "$out" | sed 's/^/# /'
+	(cd "$here" && timeout 1500 "$here/build/$t") 2>&1 | timed_cases "$t" "$out"
 	rc=${PIPESTATUS[0]}
 	secs=$(echo "$(date +%s.%N) - $start" | bc)
 	# Per-case results from the harness's own TAP lines.
@@ -66,9 +100,10 @@ for t in "${tests[@]}"; do
 		program_failed=1
 	fi
 	rm -f "$out" "$out.cases"
-	# Leave no devices, namespaces or module behind for the next program.
+	# The next program starts without rrds, and with at most the device pairs.
 	rmmod rrds 2>/dev/null
-	"$here/fixtures.sh" all-down
+	"$here/fixtures.sh" tidy
 done
+"$here/fixtures.sh" all-down
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ] && [ "$program_failed" = 0 ]
