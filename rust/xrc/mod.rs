@@ -183,6 +183,9 @@ pub(crate) struct Target {
     qp_num: Atomic<u32>,
     #[pin]
     resources: Mutex<Option<Resources>>,
+    /// Held by `destroy` until the QP is gone.
+    #[pin]
+    destroying: Mutex<()>,
     #[pin]
     fanout: IrqSpinLock<Fanout>,
     /// Events queued, one per registration reached, and events lost to full queues.
@@ -243,11 +246,16 @@ impl Target {
 
     /// Destroys the QP (once; later calls wait for the first to finish).
     fn destroy(&self) {
-        let mut resources = self.resources.lock();
-        if let Some(r) = resources.take() {
+        // Serialized by `destroying`, and shut down outside `resources`' lock:
+        // freeing the CQ waits for CQ completion work, which takes connection
+        // locks, and those are held while `resources` is taken (getsockopt under
+        // the PD lock; a lockdep report, 2026-11-26). Nothing holds another lock
+        // while taking `destroying`.
+        let _destroying = self.destroying.lock();
+        let resources = self.resources.lock().take();
+        if let Some(r) = resources {
             r.shut_down();
         }
-        drop(resources);
         self.destroyed.complete_all();
     }
 
@@ -458,6 +466,7 @@ pub(crate) fn create(
             port,
             qp_num: Atomic::new(0),
             resources <- new_mutex!(None),
+            destroying <- new_mutex!(()),
             fanout <- new_irq_spinlock!(Fanout {
                 registrations: KVec::new(),
                 closed: false,
