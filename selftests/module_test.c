@@ -57,7 +57,7 @@ static long source_constant(const char *file, const char *name)
 
 /*
  * Tests with the rxe and siw pairs present. They come first: the pairs are
- * created once (about 35 s in the test VM) and kept between these tests.
+ * created once (about 20 s in the test VM) and kept between these tests.
  */
 FIXTURE(devices) {
 	int unused;

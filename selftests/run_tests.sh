@@ -32,12 +32,12 @@ uses_devices() {
 # tidy), and loading rrds with devices present costs seconds per device.
 tests=("$@")
 if [ ${#tests[@]} = 0 ]; then
+	with_devices=()
 	for t in "$here"/build/*_test; do
-		uses_devices "$(basename "$t")" || tests+=("$(basename "$t")")
+		t=$(basename "$t")
+		if uses_devices "$t"; then with_devices+=("$t"); else tests+=("$t"); fi
 	done
-	for t in "$here"/build/*_test; do
-		! uses_devices "$(basename "$t")" || tests+=("$(basename "$t")")
-	done
+	tests+=("${with_devices[@]}")
 fi
 
 # Copies the program's output to FILE and, indented, to stdout, adding after
