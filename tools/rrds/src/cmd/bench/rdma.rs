@@ -13,7 +13,7 @@
 //! (`RDS_RDMA_NOTIFY_ME`). With `--verify`, a WRITE's bytes are checked by
 //! the receiver in its region, a READ's by the sender in its buffer (the
 //! regions hold a known pattern per slot); any outcome but success is an
-//! error.
+//! error. Credits go out every `depth / 4` operations only, as in rate mode.
 
 use std::collections::HashMap;
 use std::io;
@@ -469,7 +469,7 @@ pub(super) fn receive(
             }
             Ok(_) => {}
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
-                if counted.msgs > credited && grant(rx, sender, counted.msgs)? {
+                if counted.msgs - credited >= credit_every && grant(rx, sender, counted.msgs)? {
                     credited = counted.msgs;
                 }
                 let idle = now - last_progress;
