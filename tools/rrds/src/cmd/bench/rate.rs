@@ -114,12 +114,26 @@ pub(super) fn send(flow: &Flow, tx: &RdsSocket, receiver: SocketAddr) -> io::Res
     Ok(sent)
 }
 
-/// Sends the sender a credit for `received` messages. `Ok(false)` if it
-/// could not go out now; the receiver tries again later.
-pub(super) fn grant(rx: &RdsSocket, sender: SocketAddr, received: u64) -> io::Result<bool> {
+/// Sends the sender a credit for `received` messages if one is due (`every`
+/// messages since the last one that went out, `credited`), and records it.
+/// A credit that could not go out now stays due: the receiver tries again
+/// with its next message or when it goes idle.
+pub(super) fn credit_if_due(
+    rx: &RdsSocket,
+    sender: SocketAddr,
+    received: u64,
+    credited: &mut u64,
+    every: u64,
+) -> io::Result<()> {
+    if received - *credited < every {
+        return Ok(());
+    }
     match rx.send_to(&received.to_le_bytes(), sender) {
-        Ok(_) => Ok(true),
-        Err(err) if is_transient(&err) => Ok(false),
+        Ok(_) => {
+            *credited = received;
+            Ok(())
+        }
+        Err(err) if is_transient(&err) => Ok(()),
         Err(err) => Err(context(err, "receiver: sending a credit")),
     }
 }
@@ -172,15 +186,11 @@ pub(super) fn receive(flow: &Flow, rx: &RdsSocket, sender: SocketAddr) -> io::Re
                 expected = expected.wrapping_add(1);
                 counted.msgs += 1;
                 counted.bytes += len as u64;
-                if counted.msgs - credited >= credit_every && grant(rx, sender, counted.msgs)? {
-                    credited = counted.msgs;
-                }
+                credit_if_due(rx, sender, counted.msgs, &mut credited, credit_every)?;
             }
             Ok(_) => {}
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
-                if counted.msgs - credited >= credit_every && grant(rx, sender, counted.msgs)? {
-                    credited = counted.msgs;
-                }
+                credit_if_due(rx, sender, counted.msgs, &mut credited, credit_every)?;
                 let idle = now - last_progress;
                 if idle >= cfg.timeout {
                     return Err(no_progress(format!(

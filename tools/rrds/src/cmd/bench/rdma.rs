@@ -36,7 +36,7 @@ use super::no_progress;
 use super::open_peer_socket;
 use super::open_socket;
 use super::pattern::Pattern;
-use super::rate::grant;
+use super::rate::credit_if_due;
 use super::run_pair;
 use super::Config;
 use super::Counted;
@@ -463,15 +463,11 @@ pub(super) fn receive(
                 expected = expected.wrapping_add(1);
                 counted.msgs += 1;
                 counted.bytes += flow.size as u64;
-                if counted.msgs - credited >= credit_every && grant(rx, sender, counted.msgs)? {
-                    credited = counted.msgs;
-                }
+                credit_if_due(rx, sender, counted.msgs, &mut credited, credit_every)?;
             }
             Ok(_) => {}
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
-                if counted.msgs - credited >= credit_every && grant(rx, sender, counted.msgs)? {
-                    credited = counted.msgs;
-                }
+                credit_if_due(rx, sender, counted.msgs, &mut credited, credit_every)?;
                 let idle = now - last_progress;
                 if idle >= cfg.timeout {
                     return Err(no_progress(format!(
