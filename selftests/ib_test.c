@@ -45,6 +45,7 @@
 #include "rrds_test.h"
 #include "rds_socket.h"
 #include "payload.h"
+#include "integrity_workload.h"
 
 #define NS_A		"rrds-a"	/* the local address's namespace */
 #define NS_B		"rrds-b"	/* the remote address's */
@@ -145,22 +146,6 @@ static long env_long(const char *name, long def)
 	const char *v = getenv(name);
 
 	return v && *v ? strtol(v, NULL, 0) : def;
-}
-
-/* splitmix64: the finaliser, and the generator on top of it. */
-static inline uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	return x ^ (x >> 31);
-}
-
-static inline uint64_t next64(uint64_t *state)
-{
-	*state += 0x9e3779b97f4a7c15ULL;
-	return mix64(*state);
 }
 
 /* Children: report on stderr and exit non-zero; the parent sees the status. */
@@ -1484,116 +1469,19 @@ TEST_F(ib, rebinding_while_the_last_socket_closes)
 }
 
 /*
- * The 4x4 exchange: integrity_test.c's replayed pseudo-random streams (one
- * per sender; every receiver replays them all to know what it is owed), with
- * the senders in rrds-a and the receivers in rrds-b.
+ * The 4x4 exchange: integrity_workload.h's replayed pseudo-random streams
+ * (one per sender; every receiver replays them all to know what it is owed),
+ * with the senders in rrds-a and the receivers in rrds-b.
  */
 #define SENDERS		4
 #define RECEIVERS	4
 #define INTEGRITY_RCVBUF (256 << 10)	/* receivers congest: ENOBUFS, maps on the wire */
 
-struct workload {
-	long msgs;		/* in all, split evenly across the senders */
-	int small_k_max;	/* small tier: k uniform in [0, small_k_max] */
-	int large_one_in;	/* one message in this many is from the large tier... */
-	int max_k;		/* ...where k is uniform in [small_k_max + 1, max_k] */
-	int deadline_s;		/* for the whole exchange */
-	uint64_t seed;
-};
-
-/* Carried at the start of every message, truncated if the message is shorter. */
-struct msg_header {
-	uint32_t sender;
-	uint32_t receiver;
-	uint64_t seq;		/* per (sender, receiver), from 0 */
-	uint64_t size;
-};
-
-#define HDR	sizeof(struct msg_header)
-
-/* What each child reports to the parent (shared memory). */
-struct child_stats {
-	long msgs;
-	long long bytes;
-	long eagain, enobufs;
-};
-
-static uint64_t content_seed(const struct workload *w, int sender, int receiver, uint64_t seq)
-{
-	return mix64(w->seed ^ mix64(((uint64_t)sender << 48) ^ ((uint64_t)receiver << 32) ^ seq));
-}
-
-/* A sender's stream of messages: destination and size of each, in sending order. */
-struct stream {
-	int sender;
-	long index, count;
-	uint64_t rng;
-};
-
-struct planned {
-	int receiver;
-	size_t size;
-};
-
-static size_t max_size(const struct workload *w)
-{
-	return (size_t)1 << w->max_k;
-}
-
-static void stream_init(struct stream *st, const struct workload *w, int sender)
-{
-	st->sender = sender;
-	st->index = 0;
-	st->count = w->msgs / SENDERS + (sender < w->msgs % SENDERS);
-	st->rng = mix64(w->seed + 0x5eed) ^ mix64(sender + 1);
-}
-
-static size_t pick_size(const struct workload *w, uint64_t *rng)
-{
-	int k;
-
-	if (next64(rng) % w->large_one_in == 0)
-		k = w->small_k_max + 1 + next64(rng) % (w->max_k - w->small_k_max);
-	else
-		k = next64(rng) % (w->small_k_max + 1);
-	return next64(rng) % (((uint64_t)1 << k) + 1);
-}
-
-/* The next message of the stream; false at its end. */
-static bool stream_next(const struct workload *w, struct stream *st, struct planned *p)
-{
-	const size_t max = max_size(w);
-	const size_t forced[] = { max, 0, 1, HDR - 1, HDR, HDR + 1, max - 1, 4096 };
-	long j = st->index;
-
-	if (j >= st->count)
-		return false;
-	st->index++;
-	if ((size_t)j < ARRAY_SIZE(forced)) {
-		p->receiver = (st->sender + j) % RECEIVERS;
-		p->size = forced[j] < max ? forced[j] : max;
-		return true;
-	}
-	p->receiver = next64(&st->rng) % RECEIVERS;
-	p->size = pick_size(w, &st->rng);
-	return true;
-}
-
-/* The next message of the stream bound for @receiver; false if there is none. */
-static bool stream_next_for(const struct workload *w, struct stream *st, int receiver,
-			    struct planned *p)
-{
-	while (stream_next(w, st, p))
-		if (p->receiver == receiver)
-			return true;
-	return false;
-}
-
 /* The exchange, as the parent sets it up and the children see it. */
 struct exchange {
 	const struct workload *w;
 	const FIXTURE_VARIANT(ib) *v;
-	long expect[SENDERS][RECEIVERS];	/* messages from each sender to each */
+	long expect[MAX_SENDERS][MAX_RECEIVERS];	/* messages from each sender to each */
 	int rx_ready[2];	/* held by the receivers: open once all are bound */
 	int senders_done[2];	/* held by the senders: open once all have sent everything */
 	int receivers_done[2];	/* held by the receivers: open once all have exited */
@@ -1621,15 +1509,8 @@ static void __attribute__((noreturn)) run_sender(struct exchange *x, int id)
 	set_buf(fd, SO_SNDBUFFORCE, SNDBUF);
 	gate_wait(x->rx_ready, "the receivers to bind");
 	stream_init(&s, w, id);
-	while (stream_next(w, &s, &p)) {
-		struct msg_header h = {
-			.sender = id, .receiver = p.receiver,
-			.seq = seq[p.receiver], .size = p.size,
-		};
-
-		payload_fill(buf, p.size, &h, HDR, content_seed(w, id, p.receiver, h.seq));
+	while (next_message(w, &s, seq, buf, &p)) {
 		send_msg(fd, buf, p.size, &to[p.receiver]);
-		seq[p.receiver]++;
 		st->msgs++;
 		st->bytes += p.size;
 		st->eagain = eagain_count;
@@ -1641,58 +1522,21 @@ static void __attribute__((noreturn)) run_sender(struct exchange *x, int id)
 	_exit(0);
 }
 
-/* What a receiver knows of each sender: the replayed stream and how far it got. */
-struct receiver {
-	struct exchange *x;
-	int id;
-	struct stream streams[SENDERS];
-	long got[SENDERS];
-};
-
-static void __attribute__((noreturn)) die_lost(struct receiver *rv, long total)
-{
-	char counts[SENDERS * 24] = "";
-	size_t len = 0;
-	int s;
-
-	for (s = 0; s < SENDERS; s++)
-		len += snprintf(counts + len, sizeof(counts) - len, " %ld/%ld", rv->got[s],
-				rv->x->expect[s][rv->id]);
-	die("deadline passed with %ld of %ld messages; got/expected from each sender:%s",
-	    rv->x->stats[rv->id].msgs, total, counts);
-}
-
 /* Dies unless the @n bytes in @buf are the next message that the sender at @from owes us. */
-static void check_message(struct receiver *rv, const unsigned char *buf, ssize_t n,
-			  const struct msghdr *mh, const struct sockaddr_in *from)
+static void check_message(const struct exchange *x, struct receiver *rv, const unsigned char *buf,
+			  ssize_t n, const struct msghdr *mh, const struct sockaddr_in *from)
 {
-	const struct workload *w = rv->x->w;
-	struct sockaddr_in local = sin4(rv->x->v->local, 0);
-	struct msg_header h;
-	struct planned p;
-	long bad, seq;
+	struct sockaddr_in local = sin4(x->v->local, 0);
 	int s;
 
 	if (mh->msg_namelen != sizeof(*from) || from->sin_family != AF_INET ||
 	    from->sin_addr.s_addr != local.sin_addr.s_addr)
-		die("msg_name is not %s (namelen %u, family %d)", rv->x->v->local,
+		die("msg_name is not %s (namelen %u, family %d)", x->v->local,
 		    mh->msg_namelen, from->sin_family);
 	s = ntohs(from->sin_port) - INTEGRITY_TX_PORT;
 	if (s < 0 || s >= SENDERS)
 		die("message of %zd bytes from unknown port %d", n, ntohs(from->sin_port));
-	seq = rv->got[s];
-	if (mh->msg_flags & MSG_TRUNC)
-		die("message %ld from sender %d truncated (%zd bytes)", seq, s, n);
-	if (seq == rv->x->expect[s][rv->id] || !stream_next_for(w, &rv->streams[s], rv->id, &p))
-		die("extra message of %zd bytes from sender %d after its %ld", n, s, seq);
-	/* A wrong size: a message lost, duplicated, reordered or resized. */
-	if ((size_t)n != p.size)
-		die("message %ld from sender %d: %zd bytes, want %zu", seq, s, n, p.size);
-	h = (struct msg_header){ .sender = s, .receiver = rv->id, .seq = seq, .size = p.size };
-	bad = payload_mismatch(buf, n, &h, HDR, content_seed(w, s, rv->id, seq));
-	if (bad >= 0)
-		die("message %ld from sender %d (%zd bytes) differs at byte %ld", seq, s, n, bad);
-	rv->got[s]++;
+	check_from(rv, s, buf, n, mh->msg_flags);
 }
 
 static void __attribute__((noreturn)) run_receiver(struct exchange *x, int id)
@@ -1701,21 +1545,17 @@ static void __attribute__((noreturn)) run_receiver(struct exchange *x, int id)
 	struct child_stats *st = &x->stats[id];
 	const size_t bufsize = max_size(w) + 1;
 	unsigned char *buf = malloc(bufsize);
-	struct receiver rv = { .x = x, .id = id };
-	long total = 0;
-	int fd, s;
+	struct receiver rv;
+	int fd;
 
 	gate_pass(x->senders_done);
 	if (!buf)
 		die("out of memory");
-	for (s = 0; s < SENDERS; s++) {
-		stream_init(&rv.streams[s], w, s);
-		total += x->expect[s][id];
-	}
+	receiver_init(&rv, w, id, x->expect);
 	fd = child_socket(x->v->remote, INTEGRITY_RX_PORT + id);
 	set_buf(fd, SO_RCVBUFFORCE, INTEGRITY_RCVBUF);
 	gate_pass(x->rx_ready);
-	while (st->msgs < total) {
+	while (st->msgs < rv.total) {
 		struct sockaddr_in from;
 		struct iovec iov = { .iov_base = buf, .iov_len = bufsize };
 		struct msghdr mh = {
@@ -1728,11 +1568,11 @@ static void __attribute__((noreturn)) run_receiver(struct exchange *x, int id)
 			if (errno != EAGAIN && errno != EINTR)
 				die("recvmsg: %s", strerror(errno));
 			if (now() > deadline)
-				die_lost(&rv, total);
+				die_lost(&rv, st->msgs);
 			wait_fd(fd, POLLIN, 1000);
 			continue;
 		}
-		check_message(&rv, buf, n, &mh, &from);
+		check_message(x, &rv, buf, n, &mh, &from);
 		st->msgs++;
 		st->bytes += n;
 	}
@@ -1751,24 +1591,15 @@ static void integrity_4x4(struct __test_metadata *_metadata, const FIXTURE_VARIA
 	const struct workload w = *wp;
 	const int nchild = SENDERS + RECEIVERS;
 	struct exchange x = { .w = &w, .v = variant };
-	long long want_bytes = 0, got_bytes = 0;
-	long got_msgs = 0, eagain = 0, enobufs = 0;
 	struct kid k[SENDERS + RECEIVERS] = { 0 };
+	struct child_stats got;
+	long long want_bytes;
 	double start, secs;
 	char name[24];
 	int i;
 
 	ASSERT_LE(SENDERS, w.msgs);
-	for (i = 0; i < SENDERS; i++) {
-		struct stream s;
-		struct planned p;
-
-		stream_init(&s, &w, i);
-		while (stream_next(&w, &s, &p)) {
-			x.expect[i][p.receiver]++;
-			want_bytes += p.size;
-		}
-	}
+	want_bytes = plan_exchange(&w, x.expect);
 	gate_open(_metadata, x.rx_ready);
 	gate_open(_metadata, x.senders_done);
 	gate_open(_metadata, x.receivers_done);
@@ -1800,25 +1631,19 @@ static void integrity_4x4(struct __test_metadata *_metadata, const FIXTURE_VARIA
 	EXPECT_EQ(0, reap(_metadata, k, nchild, deadline + REAP_GRACE_S));
 	secs = now() - start;
 
-	for (i = 0; i < RECEIVERS; i++) {
-		got_msgs += x.stats[i].msgs;
-		got_bytes += x.stats[i].bytes;
-	}
-	for (i = 0; i < SENDERS; i++) {
-		eagain += x.stats[RECEIVERS + i].eagain;
-		enobufs += x.stats[RECEIVERS + i].enobufs;
-	}
-	EXPECT_EQ(w.msgs, got_msgs);
-	EXPECT_EQ(want_bytes, got_bytes);
+	got = sum_stats(&w, x.stats);
+	EXPECT_EQ(w.msgs, got.msgs);
+	EXPECT_EQ(want_bytes, got.bytes);
 	TH_LOG("%s 4x4%s: %ld messages, %lld bytes in %.2f s (%.2f MB/s); %ld EAGAIN, %ld ENOBUFS",
-	       variant->kind, what, got_msgs, got_bytes, secs, got_bytes / secs / 1e6, eagain,
-	       enobufs);
+	       variant->kind, what, got.msgs, got.bytes, secs, got.bytes / secs / 1e6, got.eagain,
+	       got.enobufs);
 	munmap(x.stats, nchild * sizeof(*x.stats));
 }
 
 TEST_F(ib, integrity_4x4_across_namespaces)
 {
 	const struct workload w = {
+		.senders = SENDERS, .receivers = RECEIVERS,
 		.msgs = env_long("RRDS_IB_INTEGRITY_MSGS", 4000),
 		.small_k_max = 10, .large_one_in = 16, .max_k = 16,
 		.deadline_s = env_long("RRDS_IB_INTEGRITY_DEADLINE", 150),
@@ -1837,6 +1662,7 @@ TEST_F(ib, integrity_4x4_across_namespaces)
 TEST_F(ib, integrity_under_netem_loss_duplication_corruption)
 {
 	const struct workload w = {
+		.senders = SENDERS, .receivers = RECEIVERS,
 		.msgs = env_long("RRDS_IB_NETEM_MSGS", 1000),
 		.small_k_max = 10, .large_one_in = 16, .max_k = 16,
 		.deadline_s = env_long("RRDS_IB_NETEM_DEADLINE", 300),

@@ -45,10 +45,8 @@
 #include "kselftest_harness.h"
 #include "rrds_test.h"
 #include "rds_socket.h"
-#include "payload.h"
+#include "integrity_workload.h"
 
-#define MAX_SENDERS	16
-#define MAX_RECEIVERS	16
 #define SNDBUF		(8 << 20)	/* SO_SNDBUFFORCE: 1 MiB must be below sndbuf/2 */
 /*
  * SO_RCVBUFFORCE: small enough that receivers congest (over 256 KiB queued)
@@ -59,139 +57,11 @@
 #define RETRY_NAP_MS	2		/* ...and at least this long before retrying */
 #define REAP_GRACE_S	30		/* the parent's wait beyond the children's deadline */
 
-struct workload {
-	int senders, receivers;
-	long msgs;		/* in all, split evenly across the senders */
-	int small_k_max;	/* small tier: k uniform in [0, small_k_max] */
-	int large_one_in;	/* one message in this many is from the large tier... */
-	int max_k;		/* ...where k is uniform in [small_k_max + 1, max_k] */
-	int deadline_s;		/* for the whole exchange */
-	uint64_t seed;
-};
-
-/* Carried at the start of every message, truncated if the message is shorter. */
-struct msg_header {
-	uint32_t sender;
-	uint32_t receiver;
-	uint64_t seq;		/* per (sender, receiver), from 0 */
-	uint64_t size;
-};
-
-#define HDR	sizeof(struct msg_header)
-
-/* What each child reports to the parent (shared memory). */
-struct child_stats {
-	long msgs;
-	long long bytes;
-	long eagain, enobufs;
-};
-
 static long env_long(const char *name, long def)
 {
 	const char *v = getenv(name);
 
 	return v && *v ? strtol(v, NULL, 0) : def;
-}
-
-/* splitmix64: the finaliser, and the generator on top of it. */
-static inline uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	return x ^ (x >> 31);
-}
-
-static inline uint64_t next64(uint64_t *state)
-{
-	*state += 0x9e3779b97f4a7c15ULL;
-	return mix64(*state);
-}
-
-static uint64_t content_seed(const struct workload *w, int sender, int receiver, uint64_t seq)
-{
-	return mix64(w->seed ^ mix64(((uint64_t)sender << 48) ^ ((uint64_t)receiver << 32) ^ seq));
-}
-
-/* A message: the header (truncated to @size), then pattern words (the last one truncated). */
-static void fill_message(unsigned char *buf, size_t size, const struct msg_header *h,
-			 uint64_t seed)
-{
-	payload_fill(buf, size, h, HDR, seed);
-}
-
-/* The offset of the first byte that differs from fill_message()'s, or -1. */
-static long mismatch(const unsigned char *buf, size_t size, const struct msg_header *h,
-		     uint64_t seed)
-{
-	return payload_mismatch(buf, size, h, HDR, seed);
-}
-
-/* A sender's stream of messages: destination and size of each, in sending order. */
-struct stream {
-	int sender;
-	long index, count;
-	uint64_t rng;
-};
-
-struct planned {
-	int receiver;
-	size_t size;
-};
-
-static size_t max_size(const struct workload *w)
-{
-	return (size_t)1 << w->max_k;
-}
-
-static void stream_init(struct stream *st, const struct workload *w, int sender)
-{
-	st->sender = sender;
-	st->index = 0;
-	st->count = w->msgs / w->senders + (sender < w->msgs % w->senders);
-	st->rng = mix64(w->seed + 0x5eed) ^ mix64(sender + 1);
-}
-
-static size_t pick_size(const struct workload *w, uint64_t *rng)
-{
-	int k;
-
-	if (next64(rng) % w->large_one_in == 0)
-		k = w->small_k_max + 1 + next64(rng) % (w->max_k - w->small_k_max);
-	else
-		k = next64(rng) % (w->small_k_max + 1);
-	return next64(rng) % (((uint64_t)1 << k) + 1);
-}
-
-/* The next message of the stream; false at its end. */
-static bool stream_next(const struct workload *w, struct stream *st, struct planned *p)
-{
-	const size_t max = max_size(w);
-	const size_t forced[] = { max, 0, 1, HDR - 1, HDR, HDR + 1, max - 1, 4096 };
-	long j = st->index;
-
-	if (j >= st->count)
-		return false;
-	st->index++;
-	if ((size_t)j < ARRAY_SIZE(forced)) {
-		p->receiver = (st->sender + j) % w->receivers;
-		p->size = forced[j] < max ? forced[j] : max;
-		return true;
-	}
-	p->receiver = next64(&st->rng) % w->receivers;
-	p->size = pick_size(w, &st->rng);
-	return true;
-}
-
-/* The next message of the stream bound for @receiver; false if there is none. */
-static bool stream_next_for(const struct workload *w, struct stream *st, int receiver,
-			    struct planned *p)
-{
-	while (stream_next(w, st, p))
-		if (p->receiver == receiver)
-			return true;
-	return false;
 }
 
 /* Children: report on stderr and exit non-zero; the parent sees the status. */
@@ -320,15 +190,8 @@ static void __attribute__((noreturn)) run_sender(struct exchange *x, int id)
 	for (r = 0; r < w->receivers; r++)
 		to[r] = sin4("127.0.0.1", x->rx_port[r]);
 	stream_init(&s, w, id);
-	while (stream_next(w, &s, &p)) {
-		struct msg_header h = {
-			.sender = id, .receiver = p.receiver,
-			.seq = seq[p.receiver], .size = p.size,
-		};
-
-		fill_message(buf, p.size, &h, content_seed(w, id, p.receiver, h.seq));
+	while (next_message(w, &s, seq, buf, &p)) {
 		send_one(x, id, buf, p.size, &to[p.receiver]);
-		seq[p.receiver]++;
 		st->msgs++;
 		st->bytes += p.size;
 	}
@@ -341,60 +204,22 @@ static void __attribute__((noreturn)) run_sender(struct exchange *x, int id)
 	_exit(0);
 }
 
-/* What a receiver knows of each sender: the replayed stream and how far it got. */
-struct receiver {
-	struct exchange *x;
-	int id;
-	struct stream streams[MAX_SENDERS];
-	long got[MAX_SENDERS];
-};
-
-static void __attribute__((noreturn)) die_lost(struct receiver *rv, long total)
-{
-	const struct workload *w = rv->x->w;
-	char counts[MAX_SENDERS * 24] = "";
-	size_t len = 0;
-	int s;
-
-	for (s = 0; s < w->senders; s++)
-		len += snprintf(counts + len, sizeof(counts) - len, " %ld/%ld", rv->got[s],
-				rv->x->expect[s][rv->id]);
-	die("deadline passed with %ld of %ld messages; got/expected from each sender:%s",
-	    rv->x->stats[rv->id].msgs, total, counts);
-}
-
 /* Dies unless the @n bytes in @buf are the next message that the sender at @from owes us. */
-static void check_message(struct receiver *rv, const unsigned char *buf, ssize_t n,
-			  const struct msghdr *mh, const struct sockaddr_in *from)
+static void check_message(const struct exchange *x, struct receiver *rv, const unsigned char *buf,
+			  ssize_t n, const struct msghdr *mh, const struct sockaddr_in *from)
 {
-	const struct workload *w = rv->x->w;
-	struct msg_header h;
-	struct planned p;
-	long bad, seq;
 	int s;
 
 	if (mh->msg_namelen != sizeof(*from) || from->sin_family != AF_INET ||
 	    from->sin_addr.s_addr != htonl(INADDR_LOOPBACK))
 		die("msg_name is not 127.0.0.1 (namelen %u, family %d)", mh->msg_namelen,
 		    from->sin_family);
-	for (s = 0; s < w->senders; s++)
-		if (rv->x->tx_port[s] == ntohs(from->sin_port))
+	for (s = 0; s < x->w->senders; s++)
+		if (x->tx_port[s] == ntohs(from->sin_port))
 			break;
-	if (s == w->senders)
+	if (s == x->w->senders)
 		die("message of %zd bytes from unknown port %d", n, ntohs(from->sin_port));
-	seq = rv->got[s];
-	if (mh->msg_flags & MSG_TRUNC)
-		die("message %ld from sender %d truncated (%zd bytes)", seq, s, n);
-	if (seq == rv->x->expect[s][rv->id] || !stream_next_for(w, &rv->streams[s], rv->id, &p))
-		die("extra message of %zd bytes from sender %d after its %ld", n, s, seq);
-	/* A wrong size: a message lost, duplicated, reordered or resized. */
-	if ((size_t)n != p.size)
-		die("message %ld from sender %d: %zd bytes, want %zu", seq, s, n, p.size);
-	h = (struct msg_header){ .sender = s, .receiver = rv->id, .seq = seq, .size = p.size };
-	bad = mismatch(buf, n, &h, content_seed(w, s, rv->id, seq));
-	if (bad >= 0)
-		die("message %ld from sender %d (%zd bytes) differs at byte %ld", seq, s, n, bad);
-	rv->got[s]++;
+	check_from(rv, s, buf, n, mh->msg_flags);
 }
 
 static void __attribute__((noreturn)) run_receiver(struct exchange *x, int id)
@@ -403,18 +228,13 @@ static void __attribute__((noreturn)) run_receiver(struct exchange *x, int id)
 	struct child_stats *st = &x->stats[id];
 	const size_t bufsize = max_size(w) + 1;
 	unsigned char *buf = malloc(bufsize);
-	struct receiver rv = { .x = x, .id = id };
-	long total = 0;
-	int s;
+	struct receiver rv;
 
 	snprintf(who, sizeof(who), "receiver %d", id);
 	if (!buf)
 		die("out of memory");
-	for (s = 0; s < w->senders; s++) {
-		stream_init(&rv.streams[s], w, s);
-		total += x->expect[s][id];
-	}
-	while (st->msgs < total) {
+	receiver_init(&rv, w, id, x->expect);
+	while (st->msgs < rv.total) {
 		struct sockaddr_in from;
 		struct iovec iov = { .iov_base = buf, .iov_len = bufsize };
 		struct msghdr mh = {
@@ -427,11 +247,11 @@ static void __attribute__((noreturn)) run_receiver(struct exchange *x, int id)
 			if (errno != EAGAIN && errno != EINTR)
 				die("recvmsg: %s", strerror(errno));
 			if (now() > deadline)
-				die_lost(&rv, total);
+				die_lost(&rv, st->msgs);
 			wait_fd(x->rx[id], POLLIN, 1000);
 			continue;
 		}
-		check_message(&rv, buf, n, &mh, &from);
+		check_message(x, &rv, buf, n, &mh, &from);
 		st->msgs++;
 		st->bytes += n;
 	}
@@ -483,9 +303,9 @@ static void run_exchange(struct __test_metadata *_metadata, const struct workloa
 	const int nchild = w->senders + w->receivers;
 	int sndbuf = SNDBUF, rcvbuf = RCVBUF, i, r, failed = 0, left;
 	pid_t pids[MAX_SENDERS + MAX_RECEIVERS];
-	long long want_bytes = 0, got_bytes = 0;
-	long got_msgs = 0, eagain = 0, enobufs = 0;
 	struct exchange x = { .w = w };
+	struct child_stats got;
+	long long want_bytes;
 	double start, secs;
 	bool hung = false;
 
@@ -495,16 +315,7 @@ static void run_exchange(struct __test_metadata *_metadata, const struct workloa
 	ASSERT_GE(20, w->max_k);
 	ASSERT_GT(w->max_k, w->small_k_max);
 
-	for (i = 0; i < w->senders; i++) {
-		struct stream s;
-		struct planned p;
-
-		stream_init(&s, w, i);
-		while (stream_next(w, &s, &p)) {
-			x.expect[i][p.receiver]++;
-			want_bytes += p.size;
-		}
-	}
+	want_bytes = plan_exchange(w, x.expect);
 	for (i = 0; i < w->receivers; i++) {
 		x.rx[i] = bound_socket("127.0.0.1", 0);
 		ASSERT_LE(0, x.rx[i]);
@@ -590,19 +401,12 @@ static void run_exchange(struct __test_metadata *_metadata, const struct workloa
 	secs = now() - start;
 	EXPECT_EQ(0, failed);
 
-	for (i = 0; i < w->receivers; i++) {
-		got_msgs += x.stats[i].msgs;
-		got_bytes += x.stats[i].bytes;
-	}
-	for (i = 0; i < w->senders; i++) {
-		eagain += x.stats[w->receivers + i].eagain;
-		enobufs += x.stats[w->receivers + i].enobufs;
-	}
-	EXPECT_EQ(w->msgs, got_msgs);
-	EXPECT_EQ(want_bytes, got_bytes);
+	got = sum_stats(w, x.stats);
+	EXPECT_EQ(w->msgs, got.msgs);
+	EXPECT_EQ(want_bytes, got.bytes);
 	TH_LOG("%dx%d: %ld messages, %lld bytes in %.2f s (%.2f MB/s); %ld EAGAIN, %ld ENOBUFS",
-	       w->senders, w->receivers, got_msgs, got_bytes, secs, got_bytes / secs / 1e6, eagain,
-	       enobufs);
+	       w->senders, w->receivers, got.msgs, got.bytes, secs, got.bytes / secs / 1e6,
+	       got.eagain, got.enobufs);
 	munmap(x.stats, nchild * sizeof(*x.stats));
 }
 
