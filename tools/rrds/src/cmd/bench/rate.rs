@@ -138,12 +138,28 @@ pub(super) fn credit_if_due(
     }
 }
 
-/// Receives for `duration` from the first message on.
-pub(super) fn receive(flow: &Flow, rx: &RdsSocket, sender: SocketAddr) -> io::Result<Counted> {
-    let cfg = flow.cfg;
-    let pattern = cfg.verify.then(|| Pattern::new(cfg.seed, flow.size));
+/// What the receivers' loop learns from one message: the bytes it counts
+/// and the errors found in it (short, truncated, out of order, corrupt).
+pub(super) struct Taken {
+    pub(super) bytes: u64,
+    pub(super) errors: u64,
+}
+
+/// The receivers' loop: receives into `buf` for `--duration` from the
+/// first message on, hands each message from `sender` to `take` (with its
+/// length, which may exceed the buffer's), and sends credits as they fall
+/// due. Stops early only when `stopped()` (the sender failed; run() reports
+/// its error); fails once no `unit` has come for `--timeout`.
+pub(super) fn receive_loop(
+    cfg: &Config,
+    stopped: impl Fn() -> bool,
+    rx: &RdsSocket,
+    sender: SocketAddr,
+    buf: &mut [u8],
+    unit: &str,
+    mut take: impl FnMut(&[u8], usize) -> Taken,
+) -> io::Result<Counted> {
     let credit_every = (cfg.depth / 4).max(1);
-    let mut buf = vec![0u8; flow.size];
     let mut counted = Counted {
         msgs: 0,
         bytes: 0,
@@ -151,41 +167,22 @@ pub(super) fn receive(flow: &Flow, rx: &RdsSocket, sender: SocketAddr) -> io::Re
         errors: 0,
     };
     let mut credited: u64 = 0;
-    // Sequence number of the next message, for --verify.
-    let mut expected: u64 = 0;
     let mut start: Option<Instant> = None;
     let mut last_progress = Instant::now();
-    // Stops early only when the sender failed; run() reports its error.
-    while !flow.stopped() {
+    while !stopped() {
         let now = Instant::now();
         if start.is_some_and(|start| now - start >= cfg.duration) {
             break;
         }
-        match rx.recv_from(&mut buf) {
+        match rx.recv_from(buf) {
             Ok((len, from)) if from == sender => {
                 let now = Instant::now();
                 start.get_or_insert(now);
                 last_progress = now;
-                let payload = &buf[..len.min(buf.len())];
-                if len != flow.size {
-                    // Truncated (longer than size) or short.
-                    counted.errors += 1;
-                } else if let Some(pattern) = &pattern {
-                    // One lost or reordered message is one error: carry on
-                    // from the sequence number it carries.
-                    if let Some(seq) = pattern.sequence(payload) {
-                        if seq != expected {
-                            counted.errors += 1;
-                        }
-                        expected = seq;
-                    }
-                    if !pattern.matches(expected, payload) {
-                        counted.errors += 1;
-                    }
-                }
-                expected = expected.wrapping_add(1);
+                let taken = take(&buf[..len.min(buf.len())], len);
+                counted.errors += taken.errors;
                 counted.msgs += 1;
-                counted.bytes += len as u64;
+                counted.bytes += taken.bytes;
                 credit_if_due(rx, sender, counted.msgs, &mut credited, credit_every)?;
             }
             Ok(_) => {}
@@ -194,7 +191,7 @@ pub(super) fn receive(flow: &Flow, rx: &RdsSocket, sender: SocketAddr) -> io::Re
                 let idle = now - last_progress;
                 if idle >= cfg.timeout {
                     return Err(no_progress(format!(
-                        "receiver: no message for {:?} after {} messages (lost message?)",
+                        "receiver: no {unit} for {:?} after {} {unit}s (lost message?)",
                         cfg.timeout, counted.msgs
                     )));
                 }
@@ -210,4 +207,41 @@ pub(super) fn receive(flow: &Flow, rx: &RdsSocket, sender: SocketAddr) -> io::Re
     }
     counted.secs = start.map_or(0.0, |start| start.elapsed().as_secs_f64());
     Ok(counted)
+}
+
+/// Receives for `duration` from the first message on.
+pub(super) fn receive(flow: &Flow, rx: &RdsSocket, sender: SocketAddr) -> io::Result<Counted> {
+    let cfg = flow.cfg;
+    let pattern = cfg.verify.then(|| Pattern::new(cfg.seed, flow.size));
+    let mut buf = vec![0u8; flow.size];
+    // Sequence number of the next message, for --verify.
+    let mut expected: u64 = 0;
+    receive_loop(
+        cfg,
+        || flow.stopped(),
+        rx,
+        sender,
+        &mut buf,
+        "message",
+        |payload, len| {
+            let mut errors = 0;
+            if len != flow.size {
+                // Truncated (longer than size) or short.
+                errors += 1;
+            } else if let Some(pattern) = &pattern {
+                // One lost or reordered message is one error: carry on from the
+                // sequence number it carries.
+                if let Some(seq) = pattern.sequence(payload) {
+                    errors += u64::from(seq != expected);
+                    expected = seq;
+                }
+                errors += u64::from(!pattern.matches(expected, payload));
+            }
+            expected = expected.wrapping_add(1);
+            Taken {
+                bytes: len as u64,
+                errors,
+            }
+        },
+    )
 }

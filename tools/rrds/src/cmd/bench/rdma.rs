@@ -36,7 +36,8 @@ use super::no_progress;
 use super::open_peer_socket;
 use super::open_socket;
 use super::pattern::Pattern;
-use super::rate::credit_if_due;
+use super::rate::receive_loop;
+use super::rate::Taken;
 use super::run_pair;
 use super::Config;
 use super::Counted;
@@ -421,70 +422,38 @@ pub(super) fn receive(
     regions: &[MemoryRegion<'_>],
 ) -> io::Result<Counted> {
     let cfg = flow.cfg;
-    let credit_every = (cfg.depth / 4).max(1);
-    let mut counted = Counted {
-        msgs: 0,
-        bytes: 0,
-        secs: 0.0,
-        errors: 0,
-    };
     let mut check = vec![0u8; if cfg.verify { flow.size } else { 0 }];
-    let (mut credited, mut expected) = (0u64, 0u64);
-    let mut start: Option<Instant> = None;
-    let mut last_progress = Instant::now();
+    let mut expected = 0u64;
     let mut msg = [0u8; 16];
-    while !flow.stopped() {
-        let now = Instant::now();
-        if start.is_some_and(|start| now - start >= cfg.duration) {
-            break;
-        }
-        match rx.recv_from(&mut msg) {
-            Ok((len, from)) if from == sender => {
-                let now = Instant::now();
-                start.get_or_insert(now);
-                last_progress = now;
-                if len != MESSAGE {
-                    counted.errors += 1;
-                } else {
-                    let seq = u64::from_le_bytes(msg[..8].try_into().unwrap_or_default());
-                    if seq != expected {
-                        counted.errors += 1;
-                    }
-                    expected = seq;
-                    if cfg.verify && flow.direction == Direction::Write {
-                        let region = &regions[(seq % flow.slots()) as usize];
-                        if region.copy_out(0, &mut check).is_none()
-                            || !flow.pattern.matches(seq, &check)
-                        {
-                            counted.errors += 1;
-                        }
+    receive_loop(
+        cfg,
+        || flow.stopped(),
+        rx,
+        sender,
+        &mut msg,
+        "operation",
+        |msg, len| {
+            let mut errors = 0;
+            if len != MESSAGE {
+                errors += 1;
+            } else {
+                let seq = u64::from_le_bytes(msg[..8].try_into().unwrap_or_default());
+                errors += u64::from(seq != expected);
+                expected = seq;
+                if cfg.verify && flow.direction == Direction::Write {
+                    let region = &regions[(seq % flow.slots()) as usize];
+                    if region.copy_out(0, &mut check).is_none()
+                        || !flow.pattern.matches(seq, &check)
+                    {
+                        errors += 1;
                     }
                 }
-                expected = expected.wrapping_add(1);
-                counted.msgs += 1;
-                counted.bytes += flow.size as u64;
-                credit_if_due(rx, sender, counted.msgs, &mut credited, credit_every)?;
             }
-            Ok(_) => {}
-            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
-                credit_if_due(rx, sender, counted.msgs, &mut credited, credit_every)?;
-                let idle = now - last_progress;
-                if idle >= cfg.timeout {
-                    return Err(no_progress(format!(
-                        "receiver: no operation for {:?} after {} (lost message?)",
-                        cfg.timeout, counted.msgs
-                    )));
-                }
-                let mut wait = SLICE.min(cfg.timeout - idle);
-                if let Some(start) = start {
-                    wait = wait.min((start + cfg.duration).saturating_duration_since(now));
-                }
-                rx.wait_readable(wait)?;
+            expected = expected.wrapping_add(1);
+            Taken {
+                bytes: flow.size as u64,
+                errors,
             }
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-            Err(err) => return Err(context(err, "receiver: recvmsg")),
-        }
-    }
-    counted.secs = start.map_or(0.0, |start| start.elapsed().as_secs_f64());
-    Ok(counted)
+        },
+    )
 }
