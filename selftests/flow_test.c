@@ -345,6 +345,72 @@ TEST_F(held, blocking_send_on_full_buffer_times_out_with_etimedout)
 					 sizeof(self->to))));
 }
 
+/*
+ * hold(0) without a shell: the shell's exit would signal this process, and a
+ * waiter the signal interrupts finds the room on its own when it restarts.
+ */
+static void *release_later(void *arg)
+{
+	int fd, n;
+
+	(void)arg;
+	usleep(200000);
+	fd = open(RRDS_DEBUGFS "/loopback_hold", O_WRONLY);
+	if (fd < 0)
+		return (void *)1;
+	n = write(fd, "0", 1);
+	close(fd);
+	return n == 1 ? NULL : (void *)1;
+}
+
+/*
+ * Acknowledgements wake the socket only once something found the buffer
+ * full: a poll for POLLOUT that did must still be woken when it drains
+ * (not merely find room when its timeout, much later, has it look again).
+ */
+TEST_F(held, poll_for_pollout_is_woken_when_the_buffer_drains)
+{
+	struct pollfd p = { .fd = self->tx, .events = POLLOUT };
+	pthread_t t;
+	double start;
+	void *ret;
+
+	for (int i = 0; i < FITS; i++)
+		ASSERT_EQ(MSG, send_nb(self->tx, &self->to, MSG));
+	ASSERT_EQ(0, pthread_create(&t, NULL, release_later, NULL));
+	start = now();
+	EXPECT_EQ(1, poll(&p, 1, 10000));
+	EXPECT_GT(5.0, now() - start);
+	EXPECT_EQ(POLLOUT, p.revents & POLLOUT);
+	ASSERT_EQ(0, pthread_join(t, &ret));
+	EXPECT_EQ(NULL, ret);
+	for (int i = 0; i < FITS; i++)
+		EXPECT_EQ(MSG, recv_nb(self->rx));
+}
+
+/* ...and so must a sender blocked on it. */
+TEST_F(held, blocked_send_is_woken_when_the_buffer_drains)
+{
+	struct timeval tv = { .tv_sec = 10 };
+	static char buf[MSG];
+	pthread_t t;
+	double start;
+	void *ret;
+
+	for (int i = 0; i < FITS; i++)
+		ASSERT_EQ(MSG, send_nb(self->tx, &self->to, MSG));
+	ASSERT_EQ(0, setsockopt(self->tx, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)));
+	ASSERT_EQ(0, pthread_create(&t, NULL, release_later, NULL));
+	start = now();
+	EXPECT_EQ(MSG, ERR(sendto(self->tx, buf, MSG, 0, (struct sockaddr *)&self->to,
+				  sizeof(self->to))));
+	EXPECT_GT(5.0, now() - start);
+	ASSERT_EQ(0, pthread_join(t, &ret));
+	EXPECT_EQ(NULL, ret);
+	for (int i = 0; i < FITS + 1; i++)
+		EXPECT_EQ(MSG, recv_nb(self->rx));
+}
+
 TEST_F(held, info_lists_held_messages_as_send_queue)
 {
 	struct rds_info_message m[8];

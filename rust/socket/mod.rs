@@ -172,6 +172,11 @@ struct TxState {
     /// The destination port a send was refused for (congestion): poll reports
     /// POLLOUT only once it clears.
     cong_refused: Option<(Arc<CongMap>, u16)>,
+    /// A sender or a poll for POLLOUT found no room since the last wake-up
+    /// (TCP's `SOCK_NOSPACE`): only then does an acknowledgement wake the
+    /// socket's waiters, so a receiver blocked in poll or recvmsg is not woken
+    /// by the ack its message's sender piggybacks on it.
+    space_wanted: bool,
 }
 
 /// The receive queue, its accounting and the socket's congestion state.
@@ -306,8 +311,11 @@ impl RdsSock {
         if was != 0 && tx.bytes == 0 {
             crate::stats::inc(crate::stats::Stat::SendQueueEmpty);
         }
+        let wake = core::mem::take(&mut tx.space_wanted);
         drop(tx);
-        self.wait.notify_all();
+        if wake {
+            self.wait.notify_all();
+        }
     }
 
     /// `RDS_CONG_MONITOR`: a port may have uncongested; report every port this
@@ -574,7 +582,9 @@ impl SocketFamily for RdsFamily {
         } else {
             None
         };
-        if tx.bytes < sk.sndbuf() / 2 && refused_clear {
+        if tx.bytes >= sk.sndbuf() / 2 {
+            tx.space_wanted = true;
+        } else if refused_clear {
             mask |= poll_bits::OUT | poll_bits::WRNORM;
         }
         drop(tx);

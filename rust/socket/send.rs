@@ -334,7 +334,10 @@ pub(super) fn sendmsg(
         if tx.bytes >= sndbuf {
             stats::inc(Stat::SendQueueFull);
         }
-        wait_until(&state.wait, &mut tx, &mut timeo, |t| t.bytes < sndbuf)?;
+        wait_until(&state.wait, &mut tx, &mut timeo, |t| {
+            t.space_wanted |= t.bytes >= sndbuf;
+            t.bytes < sndbuf
+        })?;
         tx.bytes += len;
         if tx.bytes >= sndbuf / 2 {
             header.flags |= flags::ACK_REQUIRED;
