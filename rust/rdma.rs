@@ -441,8 +441,8 @@ impl RdmaOp {
 
     /// Whether the message's first fragment waits for the operation: always
     /// after a READ or an atomic (the peer may reuse its memory once it has
-    /// the message; upstream fences those likewise), after a WRITE on
-    /// `RDS_RDMA_FENCE`.
+    /// the message; upstream fences any operation only on `RDS_RDMA_FENCE`),
+    /// after a WRITE on `RDS_RDMA_FENCE`.
     pub(crate) fn fenced(&self) -> bool {
         self.fence || !self.write
     }
