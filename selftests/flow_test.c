@@ -267,7 +267,19 @@ TEST_F(flow, large_messages_need_a_larger_sndbuf)
  */
 static int hold(int on)
 {
-	return sh("echo %d > " RRDS_DEBUGFS "/loopback_hold", on);
+	int fd = open(RRDS_DEBUGFS "/loopback_hold", O_WRONLY);
+	int n;
+
+	/*
+	 * Written directly, not through a shell: a shell's exit would signal
+	 * this process, and a waiter the signal interrupts finds room on its
+	 * own when it restarts, whether or not rrds woke it.
+	 */
+	if (fd < 0)
+		return -1;
+	n = write(fd, on ? "1" : "0", 1);
+	close(fd);
+	return n == 1 ? 0 : -1;
 }
 
 FIXTURE(held) {
@@ -345,22 +357,11 @@ TEST_F(held, blocking_send_on_full_buffer_times_out_with_etimedout)
 					 sizeof(self->to))));
 }
 
-/*
- * hold(0) without a shell: the shell's exit would signal this process, and a
- * waiter the signal interrupts finds the room on its own when it restarts.
- */
 static void *release_later(void *arg)
 {
-	int fd, n;
-
 	(void)arg;
 	usleep(200000);
-	fd = open(RRDS_DEBUGFS "/loopback_hold", O_WRONLY);
-	if (fd < 0)
-		return (void *)1;
-	n = write(fd, "0", 1);
-	close(fd);
-	return n == 1 ? NULL : (void *)1;
+	return hold(0) ? (void *)1 : NULL;
 }
 
 /*

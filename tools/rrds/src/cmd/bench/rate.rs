@@ -118,7 +118,7 @@ pub(super) fn send(flow: &Flow, tx: &RdsSocket, receiver: SocketAddr) -> io::Res
 /// messages since the last one that went out, `credited`), and records it.
 /// A credit that could not go out now stays due: the receiver tries again
 /// with its next message or when it goes idle.
-pub(super) fn credit_if_due(
+fn credit_if_due(
     rx: &RdsSocket,
     sender: SocketAddr,
     received: u64,
