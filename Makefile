@@ -73,7 +73,7 @@ bench-ib:
 
 bench-rdma:
 	RRDS_PERFTEST_TESTS="write_bw read_bw" scripts/bench-ib --mode rdma --size 64k --size 1m \
-		--depth 8 --duration 5 --timeout 60 --runs 3 --verify
+		--depth 8 --duration 20 --timeout 60 --runs 3 --verify
 
 # No raw-verbs counterpart: perftest does not run.
 bench-register:
