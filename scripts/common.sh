@@ -33,16 +33,19 @@ RRDS_SPLAT_RE+='blocked for more than|KASAN|UBSAN|ODEBUG|list_(add|del) corrupti
 RRDS_SPLAT_RE+='unreferenced object|refcount_t:|rust_kernel: panicked'
 RRDS_SPLAT_NOT_RE='KernelAddressSanitizer initialized|kmemleak: Kernel memory leak detector'
 
-# bench_module OUT: build rrds.ko for the kernel RRDS_KERNEL names and print
-# its path. rrds.ko in the checkout stays the test kernel's: the benchmark
-# kernel's build is made from a copy of the module's sources (committed or
-# not) in OUT/module.
+# bench_module OUT: pick the kernel a benchmark boots and build rrds.ko for
+# it. That is the benchmark kernel unless RRDS_KERNEL says otherwise
+# (exported, so vm-run boots the same one). Sets bench_kdir (its build
+# directory) and bench_ko (the module). rrds.ko in the checkout stays the
+# test kernel's: the benchmark kernel's build is made from a copy of the
+# module's sources (committed or not) in OUT/module.
 bench_module() {
-	local out=$1 kdir dst
-	kdir=$("$RRDS_TOP/scripts/kernel-dir")
+	local out=$1 dst
+	export RRDS_KERNEL=${RRDS_KERNEL:-bench}
+	bench_kdir=$("$RRDS_TOP/scripts/kernel-dir")
 	if [ "$RRDS_KERNEL" = test ]; then
-		make --no-print-directory -C "$RRDS_TOP" modules KDIR="$kdir" >/dev/null
-		echo "$RRDS_TOP/rrds.ko"
+		make --no-print-directory -C "$RRDS_TOP" modules KDIR="$bench_kdir" >/dev/null
+		bench_ko=$RRDS_TOP/rrds.ko
 		return
 	fi
 	dst=$out/module
@@ -50,6 +53,6 @@ bench_module() {
 	(cd "$RRDS_TOP" && git ls-files -z --cached --others --exclude-standard -- \
 		Makefile Kbuild rust include scripts/toolchain.env |
 		tar --null -T - -cf -) | tar -xf - -C "$dst"
-	make --no-print-directory -C "$dst" modules KDIR="$kdir" >/dev/null
-	echo "$dst/rrds.ko"
+	make --no-print-directory -C "$dst" modules KDIR="$bench_kdir" >/dev/null
+	bench_ko=$dst/rrds.ko
 }
