@@ -10,13 +10,18 @@
 //! list, the rest its send queue. One thread at a time transmits, in sequence
 //! order. Connections live until their namespace exits or the module unloads.
 
+use core::sync::atomic::{
+    AtomicBool,
+    Ordering::Relaxed, //
+};
 use kernel::{
-    new_spinlock,
+    fmt, new_spinlock,
     prelude::*,
     sync::{
         Arc,
         SpinLock, //
     },
+    uaccess::UserSliceReader,
 };
 
 use crate::{
@@ -44,6 +49,22 @@ use crate::{
         Xmit, //
     },
 };
+
+/// Test knob (debugfs `rrds/xmit_hold`): the next transmit attempt the
+/// transport refuses waits for another `xmit` call to find it before it
+/// looks at the queue again (see `Connection::hold_until_met`).
+static XMIT_HOLD: AtomicBool = AtomicBool::new(false);
+
+/// debugfs `rrds/xmit_hold` (write): `1` arms the hold, `0` disarms it.
+pub(crate) fn store_xmit_hold(reader: &mut UserSliceReader) -> Result {
+    XMIT_HOLD.store(crate::read_knob(reader)?, Relaxed);
+    Ok(())
+}
+
+/// debugfs `rrds/xmit_hold` (read): whether the hold is still armed.
+pub(crate) fn show_xmit_hold(f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    f.write_fmt(fmt!("{}\n", u8::from(XMIT_HOLD.load(Relaxed))))
+}
 
 /// What identifies a connection.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -93,6 +114,10 @@ struct ConnState {
     sent: usize,
     /// A thread is transmitting (upstream's `RDS_IN_XMIT`).
     transmitting: bool,
+    /// Another `xmit` found one running since its last attempt began: the
+    /// transport may have become ready meanwhile, so it must try once more
+    /// before it stops (upstream's `cp_send_gen` check).
+    xmit_again: bool,
 }
 
 /// One connection.
@@ -213,6 +238,7 @@ fn lookup(key: ConnKey, transport: &'static dyn Transport, user: bool) -> Result
                 queue: Fifo::default(),
                 sent: 0,
                 transmitting: false,
+                xmit_again: false,
             }),
         }),
         GFP_KERNEL,
@@ -415,11 +441,13 @@ impl Connection {
     pub(crate) fn xmit(&self) {
         let mut st = self.state.lock();
         if st.transmitting {
+            st.xmit_again = true;
             stats::inc(Stat::SendLockContention);
             return;
         }
         st.transmitting = true;
         loop {
+            st.xmit_again = false;
             let sent = st.sent;
             let Some(next) = st.queue.get(sent) else {
                 break;
@@ -431,18 +459,40 @@ impl Connection {
             drop(st);
             let taken = self.transport.can_send(self)
                 && self.transport.xmit(self, &header, &message) == Xmit::Taken;
+            if !taken && XMIT_HOLD.swap(false, Relaxed) {
+                self.hold_until_met();
+            }
             st = self.state.lock();
             if !taken {
                 // Not (wholly) handed over: back to the send queue, unless a cancel
-                // or a reset took it meanwhile. The transport calls `xmit` again.
+                // or a reset took it meanwhile.
                 let at = st.queue.position(|o| o.header.sequence == header.sequence);
                 if at.is_some_and(|i| i + 1 == st.sent) {
                     st.sent -= 1;
+                }
+                // The transport calls `xmit` when it can take more; if that call
+                // came while this attempt ran, it returned at once, and only this
+                // thread can send what it would have.
+                if st.xmit_again {
+                    stats::inc(Stat::SendLockQueueRaced);
+                    continue;
                 }
                 break;
             }
         }
         st.transmitting = false;
+    }
+
+    /// The `xmit_hold` test knob: keeps this refused attempt open, up to
+    /// 10 s, until another `xmit` call has found it (as the transport's,
+    /// when a link comes up or a completion frees the ring, may).
+    fn hold_until_met(&self) {
+        for _ in 0..1000 {
+            kernel::time::delay::fsleep(kernel::time::Delta::from_millis(10));
+            if self.state.lock().xmit_again {
+                return;
+            }
+        }
     }
 
     /// The transport has delivered everything up to `seq`: release those

@@ -63,6 +63,8 @@ struct Rrds {
     #[pin]
     regqp_connect_fail_file: debugfs::File<()>,
     #[pin]
+    xmit_hold_file: debugfs::File<()>,
+    #[pin]
     ib_links_file: debugfs::File<()>,
     #[pin]
     xrc_targets_file: debugfs::File<()>,
@@ -137,6 +139,12 @@ impl kernel::InPlaceModule for Rrds {
                 (),
                 &|(): &(), f| mr::show_connect_fail(f),
                 &|(): &(), r| mr::store_connect_fail(r),
+            ),
+            xmit_hold_file <- dir.read_write_callback_file(
+                c"xmit_hold",
+                (),
+                &|(): &(), f| conn::show_xmit_hold(f),
+                &|(): &(), r| conn::store_xmit_hold(r),
             ),
             ib_client <- IbClientRegistration::register(c"rrds"),
             _debugfs: dir,

@@ -2184,6 +2184,98 @@ TEST_F(ib, closing_while_down_keeps_the_device)
 	EXPECT_EQ(NULL, strstr(qps, "state ERR")) TH_LOG("%s", qps);
 }
 
+/* rrds-b's side of send_racing_link_up_is_not_lost: one byte. */
+static void __attribute__((noreturn)) run_one_byte_receiver(const FIXTURE_VARIANT(ib) *v,
+							    int bound[2])
+{
+	int fd = child_socket(v->remote, PAIR_PORT);
+
+	gate_pass(bound);
+	expect_byte(fd, 'h', v->local);
+	_exit(0);
+}
+
+struct byte_send {
+	int fd;
+	struct sockaddr_in to;
+};
+
+static void *send_h(void *arg)
+{
+	struct byte_send *s = arg;
+
+	send_msg(s->fd, "h", 1, &s->to);
+	return NULL;
+}
+
+/*
+ * rrds-a's side: a second thread sends, so that the main thread, waiting
+ * in pthread_join, is there to run an iWARP connect (the connector is the
+ * thread group's leader) while the sender is held in the kernel.
+ */
+static void __attribute__((noreturn)) run_thread_sender(const FIXTURE_VARIANT(ib) *v,
+							int bound[2], int close_gate[2])
+{
+	struct byte_send s = { .to = sin4(v->remote, PAIR_PORT) };
+	pthread_t thread;
+	int rc;
+
+	s.fd = child_socket(v->local, PAIR_PORT);
+	gate_wait(bound, "rrds-b to bind");
+	rc = pthread_create(&thread, NULL, send_h, &s);
+	if (rc)
+		die("pthread_create: %s", strerror(rc));
+	rc = pthread_join(thread, NULL);
+	if (rc)
+		die("pthread_join: %s", strerror(rc));
+	gate_wait(close_gate, "rrds-b to take the message");
+	close(s.fd);
+	_exit(0);
+}
+
+/*
+ * A send that finds the link down starts the connect and leaves its
+ * message queued; when the link comes up, the transport transmits the
+ * queue. If that call comes while the sending thread is still inside its
+ * own attempt, it returns at once (one thread transmits at a time), and
+ * the sending thread must then try again itself: nothing else would send
+ * the message (rrds-b sends nothing, nothing is outstanding for a
+ * completion to resume). debugfs xmit_hold keeps the sender inside its
+ * refused attempt until another call to transmit has found it, so the two
+ * always meet.
+ */
+TEST_F(ib, send_racing_link_up_is_not_lost)
+{
+	long long contention = rds_counter("send_lock_contention");
+	long long raced = rds_counter("send_lock_queue_raced");
+	int bound[2], received[2];
+	struct kid k[2] = { 0 };
+	char armed[8] = "";
+
+	gate_open(_metadata, bound);	/* held by rrds-b: bound */
+	gate_open(_metadata, received);	/* held by rrds-b: the byte arrived */
+	deadline = now() + PAIR_DEADLINE_S;
+	ASSERT_EQ(0, sh("echo 1 > " RRDS_DEBUGFS "/xmit_hold"));
+	if (!spawn_in(&k[0], NS_B, "rrds-b receiver"))
+		run_one_byte_receiver(variant, bound);	/* exiting passes received */
+	ASSERT_LT(0, k[0].pid);
+	gate_pass(received);
+	if (!spawn_in(&k[1], NS_A, "rrds-a sender")) {
+		gate_pass(bound);
+		run_thread_sender(variant, bound, received);
+	}
+	ASSERT_LT(0, k[1].pid);
+	gate_pass(bound);
+	EXPECT_EQ(0, reap(_metadata, k, 2, deadline + REAP_GRACE_S));
+	/* The hold was taken, and the link's call to transmit met it. */
+	EXPECT_LE(0, sh_out(armed, sizeof(armed), "cat " RRDS_DEBUGFS "/xmit_hold"));
+	EXPECT_EQ(0, strcmp(armed, "0\n")) TH_LOG("xmit_hold still reads %s", armed);
+	EXPECT_LT(contention, rds_counter("send_lock_contention"));
+	/* The held thread, refused, tried again for the call that met it. */
+	EXPECT_LT(raced, rds_counter("send_lock_queue_raced"));
+	sh("echo 0 > " RRDS_DEBUGFS "/xmit_hold");
+}
+
 #define CYCLE_SIZE	64
 #define CYCLE_STREAM	3
 
