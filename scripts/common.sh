@@ -39,9 +39,14 @@ RRDS_SPLAT_NOT_RE='KernelAddressSanitizer initialized|kmemleak: Kernel memory le
 # directory) and bench_ko (the module). rrds.ko in the checkout stays the
 # test kernel's: the benchmark kernel's build is made from a copy of the
 # module's sources (committed or not) in OUT/module.
+# It also exports RRDS_VM_ICOUNT (vm-run): by default the guest's clock
+# counts its instructions, one per ns, so that figures from one boot are
+# those of the next (host-time runs moved ratios by 2x between boots);
+# RRDS_VM_ICOUNT= (empty) runs in host time.
 bench_module() {
 	local out=$1 dst
 	export RRDS_KERNEL=${RRDS_KERNEL:-bench}
+	export RRDS_VM_ICOUNT=${RRDS_VM_ICOUNT-shift=0,sleep=off}
 	bench_kdir=$("$RRDS_TOP/scripts/kernel-dir")
 	if [ "$RRDS_KERNEL" = test ]; then
 		make --no-print-directory -C "$RRDS_TOP" modules KDIR="$bench_kdir" >/dev/null
