@@ -1989,16 +1989,30 @@ TEST_F(ib, resumed_peers_are_not_restarts)
 #define ORPHAN_SIZE	512
 #define ORPHAN_STREAM	5
 
-/* What rrds-b's sending thread needs. */
-struct orphan_sender {
+/* What a sending thread needs: its socket and the destination. */
+struct thread_sender {
 	int fd;
 	struct sockaddr_in to;
 };
 
+/* Runs @fn(@arg) in a second thread of this process and waits for it. */
+static void run_in_thread(void *(*fn)(void *), void *arg)
+{
+	pthread_t thread;
+	int rc;
+
+	rc = pthread_create(&thread, NULL, fn, arg);
+	if (rc)
+		die("pthread_create: %s", strerror(rc));
+	rc = pthread_join(thread, NULL);
+	if (rc)
+		die("pthread_join: %s", strerror(rc));
+}
+
 /* rrds-b's thread: queues the messages while the link is down, and exits. */
 static void *run_orphan_thread(void *arg)
 {
-	struct orphan_sender *s = arg;
+	struct thread_sender *s = arg;
 	unsigned char buf[ORPHAN_SIZE];
 
 	for (int i = 0; i < ORPHAN_MSGS; i++) {
@@ -2017,9 +2031,7 @@ static void __attribute__((noreturn)) run_orphan_sender(const FIXTURE_VARIANT(ib
 							int bound[2], int connected[2],
 							int down[2], int sent[2], int release[2])
 {
-	struct orphan_sender s = { .to = sin4(v->local, PAIR_PORT) };
-	pthread_t thread;
-	int rc;
+	struct thread_sender s = { .to = sin4(v->local, PAIR_PORT) };
 
 	gate_pass(down);
 	gate_pass(release);
@@ -2028,12 +2040,7 @@ static void __attribute__((noreturn)) run_orphan_sender(const FIXTURE_VARIANT(ib
 	expect_byte(s.fd, 'a', v->local);
 	gate_wait(connected, "the parent");
 	gate_wait(down, "rrds-b's device to go");
-	rc = pthread_create(&thread, NULL, run_orphan_thread, &s);
-	if (rc)
-		die("pthread_create: %s", strerror(rc));
-	rc = pthread_join(thread, NULL);
-	if (rc)
-		die("pthread_join: %s", strerror(rc));
+	run_in_thread(run_orphan_thread, &s);
 	gate_pass(sent);
 	gate_wait_release(release);
 	close(s.fd);
@@ -2195,14 +2202,9 @@ static void __attribute__((noreturn)) run_one_byte_receiver(const FIXTURE_VARIAN
 	_exit(0);
 }
 
-struct byte_send {
-	int fd;
-	struct sockaddr_in to;
-};
-
 static void *send_h(void *arg)
 {
-	struct byte_send *s = arg;
+	struct thread_sender *s = arg;
 
 	send_msg(s->fd, "h", 1, &s->to);
 	return NULL;
@@ -2216,18 +2218,11 @@ static void *send_h(void *arg)
 static void __attribute__((noreturn)) run_thread_sender(const FIXTURE_VARIANT(ib) *v,
 							int bound[2], int close_gate[2])
 {
-	struct byte_send s = { .to = sin4(v->remote, PAIR_PORT) };
-	pthread_t thread;
-	int rc;
+	struct thread_sender s = { .to = sin4(v->remote, PAIR_PORT) };
 
 	s.fd = child_socket(v->local, PAIR_PORT);
 	gate_wait(bound, "rrds-b to bind");
-	rc = pthread_create(&thread, NULL, send_h, &s);
-	if (rc)
-		die("pthread_create: %s", strerror(rc));
-	rc = pthread_join(thread, NULL);
-	if (rc)
-		die("pthread_join: %s", strerror(rc));
+	run_in_thread(send_h, &s);
 	gate_wait(close_gate, "rrds-b to take the message");
 	close(s.fd);
 	_exit(0);
