@@ -402,14 +402,18 @@ pub(super) fn send(
             Err(err) => return Err(context(err, "sender: recvmsg")),
         }
     }
+    // An operation without an outcome is an error, but the receiver's count
+    // of what arrived stands: in-tree RDS/IB on rxe loses a few of its
+    // notifications, and its rate is still worth reporting.
     if !in_flight.is_empty() {
-        return Err(no_progress(format!(
+        eprintln!(
             "sender: {} of {} operations without an outcome {:?} after the run ({} failed)",
             in_flight.len(),
             sent,
             cfg.timeout,
             errors
-        )));
+        );
+        errors += in_flight.len() as u64;
     }
     Ok(errors)
 }
