@@ -952,6 +952,7 @@ TEST_F(ib, full_send_buffer_refuses_with_eagain)
 struct pair {
 	const FIXTURE_VARIANT(ib) *v;
 	bool check_info;	/* each side checks RDS_INFO_CONNECTIONS */
+	int extra;		/* messages rrds-a sends after the exchange */
 	struct kid k[2];	/* [0] in rrds-a, [1] in rrds-b */
 	int bound[2];		/* held by both: open once both are bound */
 	int exchanged[2];	/* held by both: open once both messages arrived */
@@ -981,9 +982,13 @@ static void __attribute__((noreturn)) run_pair_side(struct pair *p, int side)
 	if (side == 0) {
 		send_msg(fd, "a", 1, &to);
 		expect_byte(fd, 'b', peer);
+		for (int i = 0; i < p->extra; i++)
+			send_msg(fd, "c", 1, &to);
 	} else {
 		expect_byte(fd, 'a', peer);
 		send_msg(fd, "b", 1, &to);
+		for (int i = 0; i < p->extra; i++)
+			expect_byte(fd, 'c', peer);
 	}
 	if (p->check_info) {
 		check_ib_connection(fd, mine, peer);
@@ -1025,6 +1030,59 @@ static int pair_release(struct __test_metadata *_metadata, struct pair *p, int s
 {
 	gate_pass(p->release[side]);
 	return reap(_metadata, &p->k[side], 1, now() + REAP_GRACE_S);
+}
+
+/*
+ * The sends of the IB link from @from to @to (debugfs rrds/ib_links):
+ * completed, posted, and signalled ones not yet completed; false if there
+ * is no such link.
+ */
+static bool link_sends(const char *from, const char *to, long long *done, long long *posted,
+		       long long *signalled)
+{
+	char buf[65536], head[96], *line, *end, *send, *sig;
+
+	if (read_file(RRDS_DEBUGFS "/ib_links", buf, sizeof(buf)) < 0)
+		return false;
+	snprintf(head, sizeof(head), "%s -> %s ", from, to);
+	line = strstr(buf, head);
+	if (!line)
+		return false;
+	end = strchr(line, '\n');
+	if (end)
+		*end = '\0';
+	send = strstr(line, " send ");
+	sig = strstr(line, " signalled ");
+	return send && sig && sscanf(send, " send %lld/%lld", done, posted) == 2 &&
+	       sscanf(sig, " signalled %lld", signalled) == 1;
+}
+
+/*
+ * Frames sent while the send ring is nearly idle go unsignalled (design.rst,
+ * "Unsignalled sends"): a link that falls idle with some at the end of its
+ * ring gets no completion that frees their slots, so the watchdog posts an
+ * explicit ack, whose completion does. After the pair's exchange (whose
+ * explicit acks cover what was sent before them) rrds-a sends one more
+ * message, which asks for no ack and gets no reply; within seconds its link
+ * shows every send completed and no signalled one pending.
+ */
+TEST_F(ib, idle_link_settles_unsignalled_sends)
+{
+	struct pair p = { .v = variant, .extra = 1 };
+	long long done = -1, posted = -1, signalled = -1;
+	bool settled;
+
+	pair_start(_metadata, &p);
+	ASSERT_TRUE(link_sends(variant->local, variant->remote, &done, &posted, &signalled));
+	TH_LOG("after the messages: send %lld/%lld, signalled %lld", done, posted, signalled);
+	settled = WAIT_FOR(SETTLE_S, link_sends(variant->local, variant->remote, &done, &posted,
+						&signalled) &&
+				     done == posted && !signalled);
+	TH_LOG("then: send %lld/%lld, signalled %lld", done, posted, signalled);
+	EXPECT_TRUE(settled);
+	EXPECT_LE(1 + p.extra, posted);
+	EXPECT_EQ(0, pair_release(_metadata, &p, 0));
+	EXPECT_EQ(0, pair_release(_metadata, &p, 1));
 }
 
 TEST_F(ib, info_shows_infiniband_connections_in_both_namespaces)

@@ -351,19 +351,25 @@ impl QpRef {
         sges: &mut [bindings::ib_sge],
         solicited: bool,
     ) -> Result {
-        self.post_send_fenced(cqe, sges, solicited, false)
+        self.post_send_fenced(cqe, sges, solicited, false, true)
     }
 
     /// As `post_send`; with `fence`, the SEND waits for earlier RDMA READs
-    /// of the QP to complete (`IB_SEND_FENCE`).
+    /// of the QP to complete (`IB_SEND_FENCE`). Without `signalled` it
+    /// completes silently when it succeeds, a failure or flush is still
+    /// reported (the QP signals requested completions only).
     pub(crate) fn post_send_fenced<T: CompletionHandler>(
         &self,
         cqe: &Cqe<T>,
         sges: &mut [bindings::ib_sge],
         solicited: bool,
         fence: bool,
+        signalled: bool,
     ) -> Result {
-        let mut flags = bindings::ib_send_flags_IB_SEND_SIGNALED;
+        let mut flags = 0;
+        if signalled {
+            flags |= bindings::ib_send_flags_IB_SEND_SIGNALED;
+        }
         if solicited {
             flags |= bindings::ib_send_flags_IB_SEND_SOLICITED;
         }

@@ -762,12 +762,17 @@ impl IbPath {
     /// a completion or an event.
     pub(crate) fn watchdog_tick(self: &Arc<Self>, ticks: u32) {
         // A pack whose post failed (no memory) and that no completion retried.
-        let stalled = Option::as_mut(&mut *self.rings.lock()).is_some_and(|r| {
-            r.post_pack(self);
-            r.watchdog_tick() >= ticks
-        });
+        let (stalled, ack_failed) =
+            Option::as_mut(&mut *self.rings.lock()).map_or((false, false), |r| {
+                r.post_pack(self);
+                let stalled = r.watchdog_tick() >= ticks;
+                // The ack the tick may have asked for.
+                (stalled, r.send_ack(self).is_err())
+            });
         if stalled {
             self.fail(None, "no send progress");
+        } else if ack_failed {
+            self.fail(None, "explicit ack not posted");
         }
         // Retired links deferred while their port is down (`tear_down_retiring`).
         if !self.ctl.lock().retiring.is_empty() {
@@ -1427,7 +1432,7 @@ impl IbPath {
         {
             let mut guard = self.rings.lock();
             if let Some(r) = Option::as_mut(&mut *guard).filter(|r| r.qp.as_raw() == wc.qp()) {
-                r.ack_completed();
+                r.ack_completed(wc.is_success());
                 if wc.is_success() && r.send_ack(self).is_err() {
                     error = true;
                 }

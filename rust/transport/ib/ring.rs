@@ -88,6 +88,12 @@ const PACK_MAX_LEN: usize = 2048;
 /// stays below it (the previous request's completion may not have been
 /// handled when the reply comes), so its messages never wait for one.
 const PACK_WHEN_OUTSTANDING: usize = 4;
+/// Sends outstanding below which a frame is posted unsignalled: request and
+/// reply traffic, whose send completions would only run ahead of the woken
+/// receiver. Two below `PACK_WHEN_OUTSTANDING`, so that such traffic, one
+/// completion not yet handled, still never packs; at and above it, frames
+/// are signalled as a stream's must be for its completions to post packs.
+const UNSIGNALLED_BELOW: usize = PACK_WHEN_OUTSTANDING - 2;
 /// Pages of payload a receive buffer holds, and a frame carries towards a
 /// peer that offered `FEATURE_LARGE_FRAMES` (upstream's fragment is one page).
 pub(super) const FRAME_PAGES: usize = 2;
@@ -181,8 +187,9 @@ struct SendSlot {
     /// its last one (`Some(true)`).
     rdma: Option<bool>,
     /// Posted without `IB_SEND_SIGNALED` (an RDMA operation's request, not
-    /// its last): it completes silently with the next signalled one, of the
-    /// same operation, unless it fails or is flushed.
+    /// its last, or a frame of a message without one): it completes
+    /// silently with the next signalled request or explicit ack, unless it
+    /// fails or is flushed.
     unsignalled: bool,
     /// A packed frame's payload page.
     packed: Option<DmaPage>,
@@ -350,6 +357,11 @@ pub(super) struct Rings {
     /// frame when a send completes or credits come (`post_pack`), when it is
     /// full, or before anything else with a sequence number is posted.
     pack: Option<Pack>,
+    /// Signalled requests posted whose completion is not handled yet.
+    signalled_pending: usize,
+    /// `send_posted` when the explicit ack in flight was posted: its
+    /// completion stands for the requests before it.
+    ack_covers: usize,
     /// Sequence of the last message received whole (what `h_ack` says).
     last_received: u64,
     ack_in_flight: bool,
@@ -404,6 +416,8 @@ impl Rings {
             send_slots,
             send_posted: 0,
             send_done: 0,
+            signalled_pending: 0,
+            ack_covers: 0,
             recv_headers: HeaderArea::new(device, RECV_SLOTS, DmaDirection::FromDevice)?,
             recv_slots,
             recv_posted: 0,
@@ -513,7 +527,9 @@ impl Rings {
         let packable = self.peer_packs
             && message.rdma().is_none()
             && message.len() <= PACK_MAX_LEN
-            && (self.pack.is_some() || self.send_posted - self.send_done >= PACK_WHEN_OUTSTANDING);
+            && (self.pack.is_some()
+                || (self.send_posted - self.send_done >= PACK_WHEN_OUTSTANDING
+                    && self.signalled_pending > 0));
         if !packable && !self.post_pack(path) {
             return false;
         }
@@ -647,7 +663,7 @@ impl Rings {
             packed: Some(page),
             ..SendSlot::default()
         };
-        self.send_posted += 1;
+        self.posted(true);
         Ok(())
     }
 
@@ -838,7 +854,7 @@ impl Rings {
                 unsignalled: !signalled,
                 packed: None,
             };
-            self.send_posted += 1;
+            self.posted(signalled);
             if let Some(p) = &mut self.partial {
                 p.rdma_next += count;
             }
@@ -897,16 +913,36 @@ impl Rings {
         }
         // The first fragment waits for the operation when it must (`fenced`).
         let fence = index == 0 && message.rdma().is_some_and(|op| op.fenced());
-        self.qp
-            .post_send_fenced(path.cqe(TAG_SEND), &mut sges[..1 + count], last, fence)?;
+        // A message with an operation is released by its completion (its last
+        // reference may unpin user pages: never under the ring lock), and a
+        // congestion map, which no ack covers, as well.
+        let signalled = message.rdma().is_some()
+            || header.flags == FLAG_CONG_BITMAP
+            || self.send_posted - self.send_done >= UNSIGNALLED_BELOW;
+        self.qp.post_send_fenced(
+            path.cqe(TAG_SEND),
+            &mut sges[..1 + count],
+            last,
+            fence,
+            signalled,
+        )?;
+        slot.unsignalled = !signalled;
         // Messages' frames only: congestion maps come and go with links.
         if len > PAGE_SIZE && header.flags != FLAG_CONG_BITMAP {
             stats::inc(Stat::IbTxLargeFrames);
         }
         slot.message = Some(message);
         self.send_slots[i] = slot;
-        self.send_posted += 1;
+        self.posted(signalled);
         Ok(())
+    }
+
+    /// A request went into the next send slot.
+    fn posted(&mut self, signalled: bool) {
+        self.send_posted += 1;
+        if signalled {
+            self.signalled_pending += 1;
+        }
     }
 
     /// The message this link posted fragments of on its own (`kick`), if
@@ -923,7 +959,7 @@ impl Rings {
         write!(
             f,
             " up {} blocked {} send {}/{} recv {}/{} credits {} {}/{} ack {} wanted {} \
-             in_flight {} partial {} cong_pending {} stalled {}",
+             in_flight {} partial {} cong_pending {} stalled {} signalled {}",
             u8::from(self.up),
             u8::from(self.blocked),
             self.send_done,
@@ -939,15 +975,22 @@ impl Rings {
             u8::from(self.partial.is_some()),
             u8::from(self.cong_pending.is_some()),
             self.stalled_ticks,
+            self.signalled_pending,
         )
     }
 
     /// One watchdog tick: the number of consecutive ticks sends have been
     /// outstanding without one completing.
     pub(super) fn watchdog_tick(&mut self) -> u32 {
-        // Explicit acks count: a receive-only end posts nothing else.
+        // Unsignalled requests at the end of the ring, behind nothing that
+        // will complete: an explicit ack frees their slots (and messages).
+        if self.send_done != self.send_posted && self.signalled_pending == 0 {
+            self.ack_wanted = true;
+        }
+        // Explicit acks count: a receive-only end posts nothing else. A tail
+        // of unsignalled requests alone raises no completion to wait for.
         let done = self.send_done + self.acks_done;
-        let outstanding = self.send_done != self.send_posted || self.ack_in_flight;
+        let outstanding = self.signalled_pending != 0 || self.ack_in_flight;
         if !self.up || !outstanding || done != self.watch_done {
             self.watch_done = done;
             self.stalled_ticks = 0;
@@ -975,24 +1018,49 @@ impl Rings {
             let i = self.send_done % SEND_SLOTS;
             self.send_done += 1;
             let slot = core::mem::take(&mut self.send_slots[i]);
+            if success && slot.unsignalled {
+                Self::drop_silent(slot);
+                continue;
+            }
+            if !slot.unsignalled {
+                self.signalled_pending = self.signalled_pending.saturating_sub(1);
+            }
             drop(slot.maps);
             drop(slot.rdma_maps);
             drop(slot.packed);
-            if success && slot.unsignalled {
-                // The signalled request completing is of the same operation (whose
-                // last is always signalled) and its slot still holds the message:
-                // this is not the last reference.
-                drop(slot.message);
-                continue;
-            }
             return slot.message.map(|m| (m, slot.rdma));
         }
     }
 
-    /// The explicit ack completed.
-    pub(super) fn ack_completed(&mut self) {
+    /// Releases the slot of an unsignalled request that completed silently,
+    /// under the ring lock. Its message is either one without an RDMA
+    /// operation (pages only: nothing that sleeps) or one whose operation's
+    /// last request, signalled and later in the ring, still holds it.
+    fn drop_silent(slot: SendSlot) {
+        drop(slot.maps);
+        drop(slot.rdma_maps);
+        drop(slot.packed);
+        drop(slot.message);
+    }
+
+    /// The explicit ack completed: on success, every request posted before
+    /// it did too (RC completes in order), so their slots are free.
+    pub(super) fn ack_completed(&mut self, success: bool) {
         self.ack_in_flight = false;
         self.acks_done += 1;
+        if !success {
+            return;
+        }
+        // Signalled requests before the ack completed earlier on this CQ, so
+        // only unsignalled ones are left before `ack_covers`.
+        while self.send_done < self.ack_covers.min(self.send_posted) {
+            let i = self.send_done % SEND_SLOTS;
+            if !self.send_slots[i].unsignalled {
+                break;
+            }
+            self.send_done += 1;
+            Self::drop_silent(core::mem::take(&mut self.send_slots[i]));
+        }
     }
 
     /// Whether an explicit ack (or credit update) should go out.
@@ -1025,6 +1093,7 @@ impl Rings {
         }
         self.ack_in_flight = true;
         self.ack_wanted = false;
+        self.ack_covers = self.send_posted;
         Ok(())
     }
 
