@@ -203,6 +203,20 @@ struct Pack {
     messages: u64,
 }
 
+impl SendSlot {
+    /// Unmaps the slot's pages and hands back its message (with `rdma`), for
+    /// the caller to drop. Dropped under the ring lock only for a silently
+    /// completed request: its message is one without an RDMA operation (pages
+    /// only, nothing that sleeps) or one whose operation's last request,
+    /// signalled and later in the ring, still holds it.
+    fn release(self) -> Option<(Arc<Message>, Option<bool>)> {
+        drop(self.maps);
+        drop(self.rdma_maps);
+        drop(self.packed);
+        self.message.map(|m| (m, self.rdma))
+    }
+}
+
 impl Pack {
     /// A record for a message of `len` bytes fits.
     fn fits(&self, len: usize) -> bool {
@@ -1019,28 +1033,15 @@ impl Rings {
             self.send_done += 1;
             let slot = core::mem::take(&mut self.send_slots[i]);
             if success && slot.unsignalled {
-                Self::drop_silent(slot);
+                // Dropped under the ring lock: see `SendSlot::release`.
+                drop(slot.release());
                 continue;
             }
             if !slot.unsignalled {
                 self.signalled_pending = self.signalled_pending.saturating_sub(1);
             }
-            drop(slot.maps);
-            drop(slot.rdma_maps);
-            drop(slot.packed);
-            return slot.message.map(|m| (m, slot.rdma));
+            return slot.release();
         }
-    }
-
-    /// Releases the slot of an unsignalled request that completed silently,
-    /// under the ring lock. Its message is either one without an RDMA
-    /// operation (pages only: nothing that sleeps) or one whose operation's
-    /// last request, signalled and later in the ring, still holds it.
-    fn drop_silent(slot: SendSlot) {
-        drop(slot.maps);
-        drop(slot.rdma_maps);
-        drop(slot.packed);
-        drop(slot.message);
     }
 
     /// The explicit ack completed: on success, every request posted before
@@ -1053,13 +1054,14 @@ impl Rings {
         }
         // Signalled requests before the ack completed earlier on this CQ, so
         // only unsignalled ones are left before `ack_covers`.
-        while self.send_done < self.ack_covers.min(self.send_posted) {
+        while self.send_done < self.ack_covers {
             let i = self.send_done % SEND_SLOTS;
             if !self.send_slots[i].unsignalled {
                 break;
             }
             self.send_done += 1;
-            Self::drop_silent(core::mem::take(&mut self.send_slots[i]));
+            // Dropped under the ring lock: see `SendSlot::release`.
+            drop(core::mem::take(&mut self.send_slots[i]).release());
         }
     }
 
