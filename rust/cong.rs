@@ -94,6 +94,12 @@ pub(crate) fn init() {
     }
 }
 
+/// Frees the tables' buffers. Call once, at unload, after the last socket and map.
+pub(crate) fn release_tables() {
+    crate::free_table(&mut MAPS.lock());
+    crate::free_table(&mut MONITORS.lock());
+}
+
 /// The map of `addr` in `net`, created on first use; the caller is a user
 /// until it calls [`put`].
 pub(crate) fn get(net: NetRef, addr: [u8; 16]) -> Result<Arc<CongMap>> {

@@ -175,6 +175,12 @@ pub(crate) fn init() {
     unsafe { RESUME.init() };
 }
 
+/// Frees the tables' buffers. Call once, at unload, after the last connection.
+pub(crate) fn release_tables() {
+    crate::free_table(&mut CONNS.lock());
+    crate::free_table(&mut RESUME.lock());
+}
+
 /// Takes what a forgotten connection with `key` left.
 fn take_resume(key: &ConnKey) -> Option<Resume> {
     let mut resume = RESUME.lock();
@@ -670,18 +676,34 @@ impl Connection {
     }
 
     /// Receive-side sequence filter (upstream's `rds_recv_incoming` step 1):
-    /// false if the message is an old retransmission to drop.
-    pub(crate) fn accept_sequence(&self, header: &Header) -> bool {
-        let mut st = self.state.lock();
+    /// false if the message is an old retransmission to drop. A message let
+    /// through counts as received only once the receive path has taken it
+    /// ([`Self::received_sequence`]): one it could not queue comes again.
+    /// A connection's receives are serialized (its link's completion
+    /// context, or the loopback sender holding `transmitting`), so nothing
+    /// comes between the two.
+    pub(crate) fn wants_sequence(&self, header: &Header) -> bool {
+        let st = self.state.lock();
         if header.sequence < st.next_rx_seq
             && header.flags & crate::message::flags::RETRANSMITTED != 0
         {
             stats::inc(Stat::RecvDropOldSeq);
             return false;
         }
-        // The peer's number: wraps as upstream's does, never panics.
-        st.next_rx_seq = header.sequence.wrapping_add(1);
         true
+    }
+
+    /// The receive path took the message of `header`: queued it, answered it
+    /// or dropped it for good.
+    pub(crate) fn received_sequence(&self, header: &Header) {
+        // The peer's number: wraps as upstream's does, never panics.
+        self.state.lock().next_rx_seq = header.sequence.wrapping_add(1);
+    }
+
+    /// Whether messages wait to be handed to the transport.
+    pub(crate) fn has_unsent(&self) -> bool {
+        let st = self.state.lock();
+        st.sent < st.queue.len()
     }
 
     pub(crate) fn snapshot(&self) -> ConnSnapshot {

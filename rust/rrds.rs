@@ -71,8 +71,31 @@ struct Rrds {
     _debugfs: debugfs::Dir,
     /// Stopped before the workqueue it runs on is destroyed.
     _watchdog: transport::ib::Watchdog,
-    /// Last: destroying it waits for every connection work item.
+    /// Destroying it waits for every connection work item.
     _workqueue: ffi::workqueue::OwnedQueue,
+    /// Last, when nothing uses the global tables any more.
+    _tables: GlobalTables,
+}
+
+/// Frees the buffers of the global tables (statics, which are never dropped)
+/// at unload; they would leak otherwise.
+struct GlobalTables;
+
+impl Drop for GlobalTables {
+    fn drop(&mut self) {
+        socket::release_tables();
+        cong::release_tables();
+        conn::release_tables();
+        transport::ib::release_tables();
+        xrc::release_table();
+        device::release_table();
+    }
+}
+
+/// Frees a global table's buffer, at unload. The table is empty by then (its
+/// users are gone), so nothing else drops under its lock.
+pub(crate) fn free_table<T>(table: &mut KVec<T>) {
+    *table = KVec::new();
 }
 
 /// Reads a debugfs knob's `0` or `1` (surrounding whitespace allowed);
@@ -148,6 +171,7 @@ impl kernel::InPlaceModule for Rrds {
             ),
             ib_client <- IbClientRegistration::register(c"rrds"),
             _debugfs: dir,
+            _tables: GlobalTables,
         })
     }
 }

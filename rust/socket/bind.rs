@@ -35,6 +35,11 @@ pub(crate) fn init() {
     unsafe { BOUND.init() };
 }
 
+/// Frees the table's buffer. Call once, at unload, after the last socket.
+pub(crate) fn release_table() {
+    crate::free_table(&mut BOUND.lock());
+}
+
 /// Port 1 is reserved (upstream's `RDS_FLAG_PROBE_PORT`); 0 asks for a free one.
 const PROBE_PORT: u16 = 1;
 

@@ -126,6 +126,12 @@ pub(crate) fn init() {
     unsafe { SOCKETS.init() };
 }
 
+/// Frees the socket tables' buffers. Call once, at unload, after the last socket.
+pub(crate) fn release_tables() {
+    bind::release_table();
+    crate::free_table(&mut SOCKETS.lock());
+}
+
 /// A message waiting in a receive queue.
 struct Incoming {
     header: Header,

@@ -64,10 +64,20 @@ pub(crate) enum Direction {
 
 /// A message arrived on `conn`: check it, answer pings, queue it on the bound
 /// socket. Process context (IB completions run on ib_core's workqueue).
-pub(crate) fn incoming(conn: &Connection, dir: Direction, header: Header, message: Arc<Message>) {
+///
+/// Fails (`ENOMEM`) only if the socket's receive queue could not grow: the
+/// message is then not received, and the transport must offer it again (IB
+/// resets the link, whose peer retransmits what was not acknowledged;
+/// loopback keeps it queued for the watchdog's retry).
+pub(crate) fn incoming(
+    conn: &Connection,
+    dir: Direction,
+    header: Header,
+    message: Arc<Message>,
+) -> Result {
     let seen_ns = trace_clock();
-    if header.len as usize != message.len() || !conn.accept_sequence(&header) {
-        return;
+    if header.len as usize != message.len() || !conn.wants_sequence(&header) {
+        return Ok(());
     }
     let key = conn.key;
     let (local, remote) = match dir {
@@ -75,6 +85,7 @@ pub(crate) fn incoming(conn: &Connection, dir: Direction, header: Header, messag
         Direction::FromPeer => (key.laddr, key.faddr),
     };
     if header.dport == PING_PORT {
+        conn.received_sequence(&header);
         if header.sport != PING_PORT {
             stats::inc(Stat::RecvPing);
             match dir {
@@ -83,7 +94,7 @@ pub(crate) fn incoming(conn: &Connection, dir: Direction, header: Header, messag
                 Direction::FromPeer => queue_pong(conn, header.sport),
             }
         }
-        return;
+        return Ok(());
     }
     let to = Endpoint {
         addr: local,
@@ -91,8 +102,9 @@ pub(crate) fn incoming(conn: &Connection, dir: Direction, header: Header, messag
         scope: key.scope,
     };
     let Some(sock) = bind::find(key.net, &to) else {
+        conn.received_sequence(&header);
         stats::inc(Stat::RecvDropNoSock);
-        return;
+        return Ok(());
     };
     let from = Endpoint {
         addr: remote,
@@ -114,7 +126,9 @@ pub(crate) fn incoming(conn: &Connection, dir: Direction, header: Header, messag
         received_ns: None,
         seen_ns,
         queued_ns: 0,
-    });
+    })?;
+    conn.received_sequence(&header);
+    Ok(())
 }
 
 /// Answers a ping with an empty message from port 0, on the connection back
@@ -162,33 +176,27 @@ fn queue_pong(conn: &Connection, dport: u16) {
 impl RdsSock {
     /// Queues an incoming message (upstream never refuses one for lack of
     /// rcvbuf: the receive buffer only drives congestion). Process context:
-    /// the queue grows outside its spinlock.
-    fn deliver(&self, mut incoming: Incoming) {
+    /// the queue grows outside its spinlock; if it cannot, the message is
+    /// not taken (`ENOMEM`).
+    fn deliver(&self, mut incoming: Incoming) -> Result {
         let len = incoming.header.len as usize;
         let mut rx = self.rx.lock();
         loop {
             if rx.sk.is_none() {
                 stats::inc(Stat::RecvDropDeadSock);
-                return;
+                return Ok(());
             }
             if rx.messages.has_room() {
                 break;
             }
             let capacity = (rx.messages.capacity() * 2).max(8);
             drop(rx);
-            let slots = Fifo::new_slots(capacity, GFP_KERNEL);
+            let slots = Fifo::new_slots(capacity, GFP_KERNEL)?;
             rx = self.rx.lock();
-            match slots {
-                Ok(slots) => rx.messages.grow_into(slots),
-                Err(_) => {
-                    // The message is lost to this socket: count it like a dead socket's.
-                    stats::inc(Stat::RecvDropDeadSock);
-                    return;
-                }
-            }
+            rx.messages.grow_into(slots);
         }
         let Some(skp) = rx.sk else {
-            return;
+            return Ok(());
         };
         // SAFETY: `rx.sk` is Some under the lock, so release has not passed the point
         // where it clears it; the sock is valid (`RecvQueue` invariant).
@@ -200,7 +208,7 @@ impl RdsSock {
         incoming.queued_ns = trace_clock();
         if rx.messages.push_back(incoming, GFP_ATOMIC).is_err() {
             // Unreachable: there is room.
-            return;
+            return Err(ENOMEM);
         }
         rx.bytes += len;
         stats::add(Stat::RecvBytesAddedToSock, len as u64);
@@ -208,6 +216,7 @@ impl RdsSock {
         RdsSock::update_congestion(&mut rx, sk);
         drop(rx);
         self.wait.notify_all();
+        Ok(())
     }
 }
 

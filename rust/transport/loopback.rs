@@ -91,7 +91,13 @@ impl Transport for Loopback {
         // from its local address to its remote one.
         match Header::from_wire(&wire) {
             Some(received) => {
-                socket::recv::incoming(conn, Direction::Loopback, received, message.clone())
+                if socket::recv::incoming(conn, Direction::Loopback, received, message.clone())
+                    .is_err()
+                {
+                    // The receiver could not take it (no memory): it stays
+                    // queued, and the watchdog tries again.
+                    return Xmit::Blocked;
+                }
             }
             None => stats::inc(Stat::RecvDropBadChecksum),
         }

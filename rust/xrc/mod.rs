@@ -94,6 +94,11 @@ pub(crate) fn init() {
     unsafe { TARGETS.init() };
 }
 
+/// Frees the table's buffer. Call once, at unload, after the last target.
+pub(crate) fn release_table() {
+    crate::free_table(&mut TARGETS.lock());
+}
+
 /// How targets are implemented on a device.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Backend {

@@ -217,6 +217,12 @@ pub(crate) fn init() {
     unsafe { ORPHANS.init() };
 }
 
+/// Frees the tables' buffers. Call once, at unload, after the last device.
+pub(crate) fn release_tables() {
+    crate::free_table(&mut LISTENERS.lock());
+    crate::free_table(&mut ORPHANS.lock());
+}
+
 /// Keeps a killed path whose last links wait for their port (`IbPath::kill`)
 /// until the watchdog, the device's removal or `ORPHAN_WAIT_TICKS` tears
 /// them down. If the table cannot grow, they go now, at the cost of the
@@ -387,6 +393,9 @@ fn watch() {
         for c in conn::snapshot() {
             if let Some(path) = &c.path {
                 path.watchdog_tick(STALL_SECONDS);
+            } else if c.has_unsent() && c.transport.can_send(&c) {
+                // Loopback: a message the receiver could not take (no memory).
+                c.xmit();
             }
         }
         reap_orphans(None);

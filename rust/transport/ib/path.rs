@@ -762,17 +762,25 @@ impl IbPath {
     /// a completion or an event.
     pub(crate) fn watchdog_tick(self: &Arc<Self>, ticks: u32) {
         // A pack whose post failed (no memory) and that no completion retried.
-        let (stalled, ack_failed) =
-            Option::as_mut(&mut *self.rings.lock()).map_or((false, false), |r| {
+        let (stalled, ack_failed, blocked) =
+            Option::as_mut(&mut *self.rings.lock()).map_or((false, false, false), |r| {
                 r.post_pack(self);
                 let stalled = r.watchdog_tick() >= ticks;
                 // The ack the tick may have asked for.
-                (stalled, r.send_ack(self).is_err())
+                let ack_failed = r.send_ack(self).is_err();
+                // Sends wait: for credits or a slot (harmless to retry), or
+                // after a post that failed for want of memory, which nothing
+                // retries if no completion is to come.
+                (stalled, ack_failed, core::mem::take(&mut r.blocked))
             });
         if stalled {
             self.fail(None, "no send progress");
         } else if ack_failed {
             self.fail(None, "explicit ack not posted");
+        } else if blocked {
+            if let Some(conn) = self.conn() {
+                self.resume(&conn);
+            }
         }
         // Retired links deferred while their port is down (`tear_down_retiring`).
         if !self.ctl.lock().retiring.is_empty() {
@@ -1235,10 +1243,12 @@ impl IbPath {
             }
             return Ok(());
         }
+        // Acknowledged only once taken: one the socket could not queue fails
+        // the link, and the peer retransmits it.
+        recv::incoming(conn, Direction::FromPeer, header, message)?;
         if let Some(rings) = Option::as_mut(&mut *self.rings.lock()) {
             rings.message_received(header.sequence, header.flags & flags::ACK_REQUIRED != 0);
         }
-        recv::incoming(conn, Direction::FromPeer, header, message);
         Ok(())
     }
 

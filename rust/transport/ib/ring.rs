@@ -384,8 +384,9 @@ pub(super) struct Rings {
     until_ack_required: u32,
     /// ESTABLISHED: sends may be posted.
     pub(super) up: bool,
-    /// A send was refused for want of slots or credits: completions and
-    /// credit updates resume the connection's transmission.
+    /// A send was refused for want of slots or credits, or its post failed
+    /// for want of memory: completions, credit updates and the watchdog
+    /// resume the connection's transmission.
     pub(super) blocked: bool,
     /// Our congestion map, to send before the next message (upstream sends
     /// it on every new connection and after every change).
@@ -766,7 +767,8 @@ impl Rings {
                 .post_fragment(path, &header, message, index, last)
                 .is_err()
             {
-                // Give the credits back; the link is reset by the caller on error.
+                // Give the credits back; a completion or the watchdog tries again
+                // (`IbPath::watchdog_tick`).
                 self.credits.send += got;
                 self.credits.posted += u32::from(advertise);
                 return false;
