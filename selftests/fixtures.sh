@@ -89,9 +89,15 @@ rdma_devices() {
 
 # Between test programs: the pairs stay (creating one costs about 11 s in the
 # test VM, removing both about 14 s), anything else a program left goes: other
-# RDMA devices, netem on the pairs' veths.
+# RDMA devices, netem on the pairs' veths, allocation-failure injection.
 tidy() {
-	local dev ns veth
+	local dev ns veth attr
+	# Allocation failures a killed test left on (rrds_test.h).
+	for attr in failslab fail_page_alloc; do
+		if [ -w /sys/kernel/debug/$attr/probability ]; then
+			echo 0 >/sys/kernel/debug/$attr/probability
+		fi
+	done
 	for dev in $(rdma_devices); do
 		case $dev in
 		rxe_a | rxe_b | siw_a | siw_b) ;;

@@ -59,6 +59,8 @@
 #define NETNS_GONE_S	30		/* a namespace dismantled, its devices unregistered */
 #define PAIR_DEADLINE_S	60		/* connecting and one message each way */
 #define RELEASE_WAIT_S	120		/* beyond the deadline: a child held for the parent's checks */
+#define FAULT_INTERVAL	100		/* of rrds's allocations, one candidate to fail... */
+#define FAULT_PERCENT	20		/* ...which fails this often: 1 in 500 in all */
 #define UNLOAD_GRACE_S	2		/* deferred frees may hold the module briefly */
 
 /* RDS ports (the namespaces are ours alone: fixed ports identify senders). */
@@ -76,6 +78,7 @@
 FIXTURE(ib) {
 	int conns0, maps0;	/* debugfs rrds/objects as the test starts */
 	bool netem;		/* a qdisc to remove in teardown */
+	bool faults;		/* allocation failures to stop in teardown */
 };
 
 FIXTURE_VARIANT(ib) {
@@ -139,6 +142,8 @@ FIXTURE_TEARDOWN(ib)
 {
 	if (self->netem)
 		netem(variant, "");
+	if (self->faults)
+		stop_alloc_failures();
 }
 
 static long env_long(const char *name, long def)
@@ -337,11 +342,30 @@ static int reap(struct __test_metadata *_metadata, struct kid *k, int n, double 
 	return failed;
 }
 
+/*
+ * Set while allocations fail on purpose (integrity_under_allocation_failures):
+ * a call that fails with ENOMEM is retried, and counted.
+ */
+static bool retry_enomem;
+static long enomem_count;
+
+/* Naps before retrying a call that failed with ENOMEM; false if it may not be retried. */
+static bool enomem_retry(void)
+{
+	if (errno != ENOMEM || !retry_enomem)
+		return false;
+	enomem_count++;
+	poll(NULL, 0, RETRY_NAP_MS);
+	return true;
+}
+
 /* In a child: a socket bound to @ip:@port, in the child's namespace. */
 static int child_socket(const char *ip, int port)
 {
-	int fd = bound_socket(ip, port);
+	int fd;
 
+	while ((fd = bound_socket(ip, port)) < 0 && now() < deadline && enomem_retry())
+		;
 	if (fd < 0)
 		die("socket bound to %s:%d: %s", ip, port, strerror(errno));
 	return fd;
@@ -385,7 +409,7 @@ static void send_msg_to(int fd, const void *buf, size_t size, const struct socka
 			wait_fd(fd, POLLOUT, RETRY_WAIT_MS);
 			if (now() - start < RETRY_NAP_MS / 1000.0)
 				poll(NULL, 0, RETRY_NAP_MS);
-		} else if (errno != EINTR) {
+		} else if (errno != EINTR && !enomem_retry()) {
 			die("sendto of %zu bytes: %s", size, strerror(errno));
 		}
 	}
@@ -1573,6 +1597,7 @@ static void __attribute__((noreturn)) run_sender(struct exchange *x, int id)
 		st->bytes += p.size;
 		st->eagain = eagain_count;
 		st->enobufs = enobufs_count;
+		st->enomem = enomem_count;
 	}
 	gate_pass(x->senders_done);
 	/* Keep the socket open until every receiver is done. */
@@ -1623,11 +1648,13 @@ static void __attribute__((noreturn)) run_receiver(struct exchange *x, int id)
 		ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT);
 
 		if (n < 0) {
-			if (errno != EAGAIN && errno != EINTR)
+			if (errno != EAGAIN && errno != EINTR && !enomem_retry())
 				die("recvmsg: %s", strerror(errno));
+			st->enomem = enomem_count;
 			if (now() > deadline)
 				die_lost(&rv, st->msgs);
-			wait_fd(fd, POLLIN, 1000);
+			if (errno == EAGAIN)
+				wait_fd(fd, POLLIN, 1000);
 			continue;
 		}
 		check_message(x, &rv, buf, n, &mh, &from);
@@ -1692,9 +1719,9 @@ static void integrity_4x4(struct __test_metadata *_metadata, const FIXTURE_VARIA
 	got = sum_stats(&w, x.stats);
 	EXPECT_EQ(w.msgs, got.msgs);
 	EXPECT_EQ(want_bytes, got.bytes);
-	TH_LOG("%s 4x4%s: %ld messages, %lld bytes in %.2f s (%.2f MB/s); %ld EAGAIN, %ld ENOBUFS",
-	       variant->kind, what, got.msgs, got.bytes, secs, got.bytes / secs / 1e6, got.eagain,
-	       got.enobufs);
+	TH_LOG("%s 4x4%s: %ld messages, %lld bytes in %.2f s (%.2f MB/s); %ld EAGAIN, %ld ENOBUFS, "
+	       "%ld ENOMEM", variant->kind, what, got.msgs, got.bytes, secs,
+	       got.bytes / secs / 1e6, got.eagain, got.enobufs, got.enomem);
 	munmap(x.stats, nchild * sizeof(*x.stats));
 }
 
@@ -1732,6 +1759,36 @@ TEST_F(ib, integrity_under_netem_loss_duplication_corruption)
 	integrity_4x4(_metadata, variant, &w, " under netem");
 	self->netem = false;
 	EXPECT_EQ(0, netem(variant, ""));
+}
+
+/*
+ * The 4x4 exchange while allocations made by rrds fail at random, in every
+ * context: system calls (sends and receives fail with ENOMEM and are
+ * retried), completion handlers and work items (a link that cannot refill
+ * its receive ring or set itself up fails, reconnects and retransmits).
+ * Every message a send accepted must still arrive exactly once, in order.
+ */
+TEST_F(ib, integrity_under_allocation_failures)
+{
+	const struct workload w = {
+		.senders = SENDERS, .receivers = RECEIVERS,
+		.msgs = env_long("RRDS_IB_FAULT_MSGS", 1000),
+		.small_k_max = 10, .large_one_in = 16, .max_k = 16,
+		.deadline_s = env_long("RRDS_IB_FAULT_DEADLINE", 150),
+		.seed = env_long("RRDS_IB_INTEGRITY_SEED", 0) + 2,
+	};
+	long injected;
+
+	self->faults = true;
+	retry_enomem = true;
+	ASSERT_EQ(0, start_alloc_failures(env_long("RRDS_IB_FAULT_INTERVAL", FAULT_INTERVAL),
+					  FAULT_PERCENT, FAULT_DEPTH));
+	integrity_4x4(_metadata, variant, &w, " under allocation failures");
+	injected = stop_alloc_failures();
+	self->faults = false;
+	retry_enomem = false;
+	TH_LOG("%ld allocations failed", injected);
+	EXPECT_LT(0, injected);
 }
 
 #define FLAP_SIZE	1024

@@ -49,6 +49,7 @@ struct child_stats {
 	long msgs;
 	long long bytes;
 	long eagain, enobufs;
+	long enomem;		/* failed sends and receives retried (fault injection) */
 };
 
 /* splitmix64: the finaliser, and the generator on top of it. */
@@ -252,10 +253,12 @@ static inline struct child_stats sum_stats(const struct workload *w,
 	for (i = 0; i < w->receivers; i++) {
 		sum.msgs += stats[i].msgs;
 		sum.bytes += stats[i].bytes;
+		sum.enomem += stats[i].enomem;
 	}
 	for (i = 0; i < w->senders; i++) {
 		sum.eagain += stats[w->receivers + i].eagain;
 		sum.enobufs += stats[w->receivers + i].enobufs;
+		sum.enomem += stats[w->receivers + i].enomem;
 	}
 	return sum;
 }

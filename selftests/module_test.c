@@ -5,8 +5,13 @@
  * checked against what the device itself reports (sysfs, ibv_devinfo, the
  * driver's source).
  */
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <linux/rds.h>
+
 #include "kselftest_harness.h"
 #include "rrds_test.h"
+#include "rds_socket.h"
 
 #define DEVICES_FILE RRDS_DEBUGFS "/devices"
 
@@ -200,6 +205,79 @@ TEST_F(devices, reload_cycles_with_devices)
 		ASSERT_EQ(0, rrds_load());
 		ASSERT_EQ(4, device_rows());
 	}
+}
+
+/*
+ * kmemleak's suspects whose allocation backtrace has a frame in [@start,
+ * @end) (rrds's text while it was loaded), after two scans; -1 on error.
+ * Suspects must be over 5 s old, and rrds's frames are bare addresses once
+ * it is unloaded.
+ */
+static int leaks_from(unsigned long start, unsigned long end)
+{
+	char line[256];
+	int leaks = 0;
+	bool counted = false;
+	FILE *f;
+
+	sleep(6);
+	if (sh("echo scan > /sys/kernel/debug/kmemleak && echo scan > /sys/kernel/debug/kmemleak"))
+		return -1;
+	f = fopen("/sys/kernel/debug/kmemleak", "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long addr;
+
+		if (!strncmp(line, "unreferenced object", 19))
+			counted = false;
+		else if (!counted && sscanf(line, " %lx", &addr) == 1 && addr >= start &&
+			 addr < end) {
+			leaks++;
+			counted = true;
+			printf("# leaked: %s", line);
+		}
+	}
+	fclose(f);
+	return leaks;
+}
+
+/*
+ * Unloading frees everything rrds allocated, the buffers of its global
+ * tables too (statics, which are never dropped): sockets, bindings,
+ * congestion maps and monitors, connections, listeners and devices.
+ */
+TEST_F(devices, unload_leaves_nothing_allocated)
+{
+	int rx = bound_socket("127.0.0.1", 0), tx = bound_socket("127.0.0.1", 0), ib, on = 1;
+	struct sockaddr_in to;
+	unsigned long start, end, start2, end2;
+	char buf[8];
+
+	ASSERT_EQ(0, rrds_text_range(&start, &end));
+	ASSERT_EQ(0, sh("echo clear > /sys/kernel/debug/kmemleak"));
+	ASSERT_LE(0, rx);
+	ASSERT_LE(0, tx);
+	ASSERT_EQ(0, setsockopt(rx, SOL_RDS, RDS_CONG_MONITOR, &on, sizeof(on)));
+	to = sin4("127.0.0.1", local_port(rx));
+	ASSERT_EQ(1, sendto(tx, "x", 1, 0, (struct sockaddr *)&to, sizeof(to)));
+	ASSERT_EQ(1, recv(rx, buf, sizeof(buf), 0));
+	/* An address of rxe_a: its namespace gets a listener. */
+	ASSERT_EQ(0, enter_ns("rrds-a"));
+	ib = bound_socket("10.254.1.1", 0);
+	ASSERT_LE(0, ib);
+	close(ib);
+	close(rx);
+	close(tx);
+	ASSERT_TRUE(WAIT_FOR(10, rrds_unload() == 0));
+	/*
+	 * The freed module memory may still hold pointers to what leaked until
+	 * it is reused: the next load overwrites it.
+	 */
+	ASSERT_EQ(0, rrds_load());
+	ASSERT_EQ(0, rrds_text_range(&start2, &end2));
+	ASSERT_EQ(0, rrds_unload());
+	EXPECT_EQ(0, leaks_from(start < start2 ? start : start2, end > end2 ? end : end2));
 }
 
 /* Protection domains rrds holds on @dev (all devices if NULL), per rdma(8). */

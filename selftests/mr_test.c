@@ -969,6 +969,105 @@ TEST_F(mr, failed_registration_qp_connect_is_held_down)
  * An atomic cmsg of @type on the peer's @cookie, @remote bytes into its
  * region; the old value lands in *@result.
  */
+/*
+ * fail-nth (rrds_test.h) over RDS_GET_MR, RDS_FREE_MR and the sendmsg of an
+ * RDMA WRITE: a call that fails says ENOMEM and leaves nothing behind (no
+ * page pinned, no MR, no operation posted, no message queued); one that
+ * succeeds did all of it.
+ */
+TEST_F_TIMEOUT(mr, failed_allocations_fail_registrations_and_rdma_cleanly, 600)
+{
+	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
+	struct rds_iovec iov = { .addr = (uintptr_t)self->buf, .bytes = PAGE };
+	char *remote = self->buf + MIB;
+	uint64_t keeper, cookie, target, token;
+	int n, injected, status, failures[3] = { 0 };
+	long long pinned0;
+	uint32_t got;
+	long ret;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	set_timeouts(a);
+	set_timeouts(b);
+	/*
+	 * Both registration QPs up (iWARP connects one in a namespace's first
+	 * RDS_GET_MR) and held by an MR each, and the connection up: the calls
+	 * below allocate only for themselves.
+	 */
+	ASSERT_EQ(0, get_mr(a, self->buf + 2 * MIB, PAGE, 0, &keeper));
+	ASSERT_EQ(0, peer_get_mr(b, remote, PAGE, 0, &target));
+	ASSERT_EQ(0, write_verified(a, variant->remote, self->buf, remote, target, 1));
+	ASSERT_EQ(1, ERR(recv(b, &got, sizeof(got), 0)));
+	/* The keeper's page and the target's; the WRITE's own pages unpin after it. */
+	pinned0 = 2;
+	ASSERT_TRUE(WAIT_FOR(10, pinned_now() == pinned0));
+	ASSERT_EQ(0, start_alloc_failures(1, 0, FAULT_DEPTH));
+
+	for (n = 1, injected = 1; injected && n <= NTH_MAX; n++) {
+		ret = NTH_FAILING(n, injected, get_mr(a, self->buf, 64 * 1024, 0, &cookie));
+		if (ret < 0) {
+			EXPECT_EQ(-ENOMEM, ret);
+			failures[0]++;
+			EXPECT_EQ(pinned0, pinned_now());
+			continue;
+		}
+		EXPECT_EQ(0, free_mr(a, cookie, RDS_RDMA_INVALIDATE));
+	}
+	EXPECT_FALSE(injected);
+
+	for (n = 1, injected = 1; injected && n <= NTH_MAX; n++) {
+		ASSERT_EQ(0, get_mr(a, self->buf, 64 * 1024, 0, &cookie));
+		ret = NTH_FAILING(n, injected, free_mr(a, cookie, RDS_RDMA_INVALIDATE));
+		if (ret < 0) {
+			EXPECT_EQ(-ENOMEM, ret);
+			failures[1]++;
+			EXPECT_EQ(0, free_mr(a, cookie, RDS_RDMA_INVALIDATE));
+		}
+		EXPECT_EQ(-EINVAL, free_mr(a, cookie, 0));
+	}
+	EXPECT_FALSE(injected);
+	EXPECT_EQ(pinned0, pinned_now());
+
+	/* Each message carries its n: one sent by a failed call would show up later. */
+	for (n = 1, injected = 1; injected && n <= NTH_MAX; n++) {
+		uint32_t sent = n;
+
+		for (size_t j = 0; j < PAGE; j++)
+			self->buf[j] = (char)(j * 31 + n);
+		ret = NTH_FAILING(n, injected, rdma_send(a, variant->remote, PORT_B, target, 0, PAGE,
+							 &iov, 1, RDS_RDMA_READWRITE |
+							 RDS_RDMA_NOTIFY_ME, n, &sent,
+							 sizeof(sent)));
+		if (ret < 0) {
+			EXPECT_EQ(-ENOMEM, ret);
+			failures[2]++;
+			continue;
+		}
+		if (rdma_status(a, &token, &status) != 1) {
+			TH_LOG("no status for the WRITE sent with allocation %d failing", n);
+			log_ib_links();
+			ASSERT_TRUE(false);
+		}
+		EXPECT_EQ((uint64_t)n, token);
+		EXPECT_EQ(RDS_RDMA_SUCCESS, status);
+		ASSERT_EQ((int)sizeof(got), ERR(recv(b, &got, sizeof(got), 0)));
+		EXPECT_EQ(sent, got);
+		EXPECT_EQ(0, memcmp(remote, self->buf, PAGE));
+	}
+	EXPECT_FALSE(injected);
+
+	TH_LOG("failed with ENOMEM: get_mr %d, free_mr %d, rdma send %d", failures[0],
+	       failures[1], failures[2]);
+	EXPECT_LT(0, failures[0]);
+	EXPECT_LT(0, failures[2]);
+	EXPECT_EQ(-EAGAIN, ERR(recv(b, &got, sizeof(got), MSG_DONTWAIT)));
+	EXPECT_EQ(0, free_mr(a, keeper, 0));
+	close(a);
+	close(b);
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
+}
+
 static int atomic_send_at(int fd, const char *ip, int port, int type, uint64_t cookie,
 			  uint64_t remote, void *result, const uint64_t v[4], uint64_t flags,
 			  uint64_t token)

@@ -44,8 +44,15 @@ static inline int bound_socket(const char *ip, int port)
 	struct sockaddr_in a = sin4(ip, port);
 	int fd = rds_socket();
 
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)))
+	if (fd < 0)
 		return -1;
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a))) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
 	return fd;
 }
 

@@ -252,4 +252,203 @@ static inline int rrds_ensure_unloaded(void)
 	{								\
 	}
 
+/*
+ * Allocation-failure injection (failslab and fail_page_alloc, debugfs) with
+ * rrds's code on the stack: the test kernel has the stack-trace filter
+ * (CONFIG_FAULT_INJECTION_STACKTRACE_FILTER), so failures can be confined to
+ * allocations that rrds makes, in any context (system calls, completion
+ * handlers, work items), not those of the rest of the kernel.
+ */
+#define FAULT_ATTRS		{ "failslab", "fail_page_alloc" }
+/*
+ * How far up the stack rrds may be from the allocator: its own allocations
+ * and those of the functions it calls directly (rdma_create_id, ib_alloc_cq,
+ * sk_alloc), not those deep inside a device driver, whose failure paths are
+ * not ours to test: rxe leaves a QP's receive task stopped for good when
+ * modify_qp fails for want of memory, so a drain of that QP never returns.
+ */
+#define FAULT_DEPTH		8
+#define FAULT_DEBUGFS		"/sys/kernel/debug/"
+
+/* Writes @val to the file @path (debugfs, proc); 0 or -errno. */
+static inline int write_string(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), rc = 0;
+	ssize_t len = strlen(val);
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, len) != len)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+static inline int write_attr(const char *attr, const char *file, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Writes a value to debugfs <attr>/<file>; 0 or -errno. */
+static inline int write_attr(const char *attr, const char *file, const char *fmt, ...)
+{
+	char path[128], val[64];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(val, sizeof(val), fmt, ap);
+	va_end(ap);
+	snprintf(path, sizeof(path), FAULT_DEBUGFS "%s/%s", attr, file);
+	return write_string(path, val);
+}
+
+/*
+ * [start, end) of rrds's text, from /proc/kallsyms: from its first text
+ * symbol to the first symbol of anything else above its last (or 1 MiB
+ * beyond it); 0 or -1.
+ */
+static inline int rrds_text_range(unsigned long *start, unsigned long *end)
+{
+	unsigned long lo = ~0UL, hi = 0, next = ~0UL, addr;
+	char line[512], type, name[256], mod[64];
+	FILE *f = fopen("/proc/kallsyms", "re");
+	int pass;
+
+	if (!f)
+		return -1;
+	for (pass = 0; pass < 2; pass++) {
+		rewind(f);
+		while (fgets(line, sizeof(line), f)) {
+			int n = sscanf(line, "%lx %c %255s %63s", &addr, &type, name, mod);
+			bool ours = n == 4 && !strcmp(mod, "[rrds]");
+
+			if (n < 3 || !addr)
+				continue;
+			if (pass == 0 && ours && (type == 't' || type == 'T')) {
+				lo = addr < lo ? addr : lo;
+				hi = addr > hi ? addr : hi;
+			} else if (pass == 1 && !ours && addr > hi && addr < next) {
+				next = addr;
+			}
+		}
+		if (!hi)
+			break;
+	}
+	fclose(f);
+	if (!hi)
+		return -1;
+	/* Nothing above: no more than the last function can be (they are far smaller). */
+	if (next == ~0UL)
+		next = hi + (1UL << 20);
+	*start = lo;
+	*end = next;
+	return 0;
+}
+
+/* Stops injecting; the failures injected since the last start, or -1. */
+static inline long stop_alloc_failures(void)
+{
+	static const char *const attrs[] = FAULT_ATTRS;
+	long injected = 0;
+	size_t i;
+
+	for (i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
+		char path[128], buf[32];
+		long left;
+
+		if (write_attr(attrs[i], "probability", "0"))
+			return -1;
+		snprintf(path, sizeof(path), FAULT_DEBUGFS "%s/times", attrs[i]);
+		if (read_file(path, buf, sizeof(buf)) < 0 || sscanf(buf, "%ld", &left) != 1)
+			return -1;
+		/* start_alloc_failures sets times to 1 << 30 (-1 when never started). */
+		if (left >= 0)
+			injected += (1L << 30) - left;
+		write_attr(attrs[i], "times", "-1");
+	}
+	return injected;
+}
+
+/*
+ * Fails allocations (slab and page) made with rrds's code within @depth
+ * frames of the allocator, whatever their GFP flags: of every @interval such
+ * allocations one is a candidate, which fails with probability @percent %.
+ * Silently (no stack dump per failure). 0 or -1.
+ */
+static inline int start_alloc_failures(int interval, int percent, int depth)
+{
+	static const char *const attrs[] = FAULT_ATTRS;
+	unsigned long start, end;
+	size_t i;
+
+	if (rrds_text_range(&start, &end))
+		return -1;
+	for (i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
+		const char *a = attrs[i];
+
+		if (write_attr(a, "probability", "0") ||
+		    write_attr(a, "task-filter", "N") ||
+		    write_attr(a, "verbose", "0") ||
+		    write_attr(a, "ignore-gfp-wait", "N") ||
+		    write_attr(a, "space", "0") ||
+		    write_attr(a, "interval", "%d", interval) ||
+		    write_attr(a, "require-start", "%#lx", start) ||
+		    write_attr(a, "require-end", "%#lx", end) ||
+		    write_attr(a, "stacktrace-depth", "%d", depth) ||
+		    write_attr(a, "times", "%ld", 1L << 30))
+			return -1;
+		if (!strcmp(a, "fail_page_alloc") &&
+		    (write_attr(a, "ignore-gfp-highmem", "N") || write_attr(a, "min-order", "0")))
+			return -1;
+	}
+	for (i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++)
+		if (write_attr(attrs[i], "probability", "%d", percent))
+			return -1;
+	return 0;
+}
+
+/*
+ * fail-nth: the calling thread's @nth allocation from now on, among those
+ * the filter of start_alloc_failures admits (call it first, with @percent
+ * 0), fails. 0 or -errno.
+ */
+static inline int fail_nth_arm(int nth)
+{
+	char val[16];
+
+	snprintf(val, sizeof(val), "%d", nth);
+	return write_string("/proc/thread-self/fail-nth", val);
+}
+
+/* Disarms fail-nth: 1 if the armed failure was injected, 0 if not, -errno. */
+static inline int fail_nth_disarm(void)
+{
+	char buf[16];
+	unsigned int left;
+
+	if (read_file("/proc/thread-self/fail-nth", buf, sizeof(buf)) < 0 ||
+	    sscanf(buf, "%u", &left) != 1)
+		return -EIO;
+	if (left && fail_nth_arm(0))
+		return -EIO;
+	return left == 0;
+}
+
+/*
+ * A fail-nth loop runs a call with its n-th allocation by rrds failing, for
+ * n = 1, 2, ..., until the call makes fewer than n (NTH_FAILING reports the
+ * failure was not injected).
+ */
+#define NTH_MAX		100	/* allocations one call may make */
+
+/* @call (a system call) with fail-nth armed at @n: its result or -errno; @injected set. */
+#define NTH_FAILING(n, injected, call) ({				\
+	long __r;							\
+	int __e;							\
+	ASSERT_EQ(0, fail_nth_arm(n));					\
+	__r = (call);							\
+	__e = errno;							\
+	injected = fail_nth_disarm();					\
+	ASSERT_LE(0, injected);						\
+	__r < 0 ? -__e : __r;						\
+})
+
 #endif /* RRDS_TEST_H */

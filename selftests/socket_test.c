@@ -368,6 +368,124 @@ TEST_F(rds, python_socket_module_speaks_rds)
 }
 
 /* Module lifetime: these two run last and leave rrds unloaded. */
+/*
+ * fail-nth over the calls of a loopback exchange: each call runs again and
+ * again with the n-th allocation rrds makes in it failing, n = 1, 2, ...,
+ * until it makes fewer than n. A call that fails says ENOMEM and leaves
+ * nothing half done: a send that failed queued nothing, a receive that
+ * failed kept its message, a failed bind or option can be done again.
+ */
+TEST_F(rds, failed_allocations_fail_calls_cleanly)
+{
+	struct sockaddr_in any = sin4("127.0.0.1", 0), to;
+	int rx = bound_socket("127.0.0.1", 0), tx = bound_socket("127.0.0.1", 0);
+	int n, injected = 1, on = 1, fd, failures[6] = { 0 };
+	struct timeval timeout = { .tv_sec = 10 };
+	char msg[32], buf[64];
+	long ret;
+
+	ASSERT_LE(0, rx);
+	ASSERT_LE(0, tx);
+	to = sin4("127.0.0.1", local_port(rx));
+	ASSERT_EQ(0, setsockopt(rx, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)));
+	ASSERT_EQ(0, start_alloc_failures(1, 0, FAULT_DEPTH));
+
+	for (n = 1, injected = 1; injected && n <= NTH_MAX; n++) {
+		ret = NTH_FAILING(n, injected, socket(AF_RDS, SOCK_SEQPACKET, 0));
+		if (ret >= 0) {
+			close(ret);
+			continue;
+		}
+		EXPECT_EQ(-ENOMEM, ret);
+		failures[0]++;
+	}
+	EXPECT_FALSE(injected);
+
+	for (n = 1, injected = 1; injected && n <= NTH_MAX; n++) {
+		fd = rds_socket();
+		ASSERT_LE(0, fd);
+		ret = NTH_FAILING(n, injected, bind(fd, (struct sockaddr *)&any, sizeof(any)));
+		if (ret < 0) {
+			EXPECT_EQ(-ENOMEM, ret);
+			failures[1]++;
+			EXPECT_EQ(0, ERR(bind(fd, (struct sockaddr *)&any, sizeof(any))));
+		}
+		EXPECT_LT(0, local_port(fd));
+		close(fd);
+	}
+	EXPECT_FALSE(injected);
+
+	for (n = 1, injected = 1; injected && n <= NTH_MAX; n++) {
+		snprintf(msg, sizeof(msg), "send %d", n);
+		ret = NTH_FAILING(n, injected, sendto(tx, msg, strlen(msg), MSG_DONTWAIT,
+						       (struct sockaddr *)&to, sizeof(to)));
+		memset(buf, 0, sizeof(buf));
+		if (ret < 0) {
+			EXPECT_EQ(-ENOMEM, ret);
+			failures[2]++;
+			EXPECT_EQ(-EAGAIN, ERR(recv(rx, buf, sizeof(buf), MSG_DONTWAIT)));
+			continue;
+		}
+		EXPECT_EQ((long)strlen(msg), ret);
+		EXPECT_EQ((int)strlen(msg), ERR(recv(rx, buf, sizeof(buf), 0)));
+		EXPECT_STREQ(msg, buf);
+	}
+	EXPECT_FALSE(injected);
+
+	for (n = 1, injected = 1; injected && n <= NTH_MAX; n++) {
+		snprintf(msg, sizeof(msg), "receive %d", n);
+		ASSERT_EQ((int)strlen(msg), ERR(sendto(tx, msg, strlen(msg), 0,
+						       (struct sockaddr *)&to, sizeof(to))));
+		memset(buf, 0, sizeof(buf));
+		ret = NTH_FAILING(n, injected, recv(rx, buf, sizeof(buf), 0));
+		if (ret < 0) {
+			EXPECT_EQ(-ENOMEM, ret);
+			failures[3]++;
+			ret = ERR(recv(rx, buf, sizeof(buf), 0));
+		}
+		EXPECT_EQ((long)strlen(msg), ret);
+		EXPECT_STREQ(msg, buf);
+		EXPECT_EQ(-EAGAIN, ERR(recv(rx, buf, sizeof(buf), MSG_DONTWAIT)));
+	}
+	EXPECT_FALSE(injected);
+
+	for (n = 1, injected = 1; injected && n <= NTH_MAX; n++) {
+		fd = bound_socket("127.0.0.1", 0);
+		ASSERT_LE(0, fd);
+		ret = NTH_FAILING(n, injected, setsockopt(fd, SOL_RDS, RDS_CONG_MONITOR, &on,
+							  sizeof(on)));
+		if (ret < 0) {
+			EXPECT_EQ(-ENOMEM, ret);
+			failures[4]++;
+			EXPECT_EQ(0, ERR(setsockopt(fd, SOL_RDS, RDS_CONG_MONITOR, &on, sizeof(on))));
+		}
+		close(fd);
+	}
+	EXPECT_FALSE(injected);
+
+	for (n = 1, injected = 1; injected && n <= NTH_MAX; n++) {
+		static char info[64 << 10];
+		socklen_t len = sizeof(info);
+
+		ret = NTH_FAILING(n, injected, getsockopt(rx, SOL_RDS, RDS_INFO_SOCKETS, info, &len));
+		if (ret < 0) {
+			EXPECT_EQ(-ENOMEM, ret);
+			failures[5]++;
+		}
+	}
+	EXPECT_FALSE(injected);
+
+	TH_LOG("failed with ENOMEM: socket %d, bind %d, send %d, receive %d, cong monitor %d, "
+	       "info %d", failures[0], failures[1], failures[2], failures[3], failures[4],
+	       failures[5]);
+	/* Creating a socket and sending a message allocate: the test reached rrds. */
+	EXPECT_LT(0, failures[0]);
+	EXPECT_LT(0, failures[2]);
+	EXPECT_EQ(-EAGAIN, ERR(recv(rx, buf, sizeof(buf), MSG_DONTWAIT)));
+	close(rx);
+	close(tx);
+}
+
 TEST(open_socket_pins_module)
 {
 	int fd;
