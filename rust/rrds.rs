@@ -132,7 +132,10 @@ impl kernel::InPlaceModule for Rrds {
         xrc::init();
         let dir = debugfs::Dir::new(c"rrds");
         try_pin_init!(Self {
-            // First: the ib_client's callbacks already queue work on it.
+            // Before anything can grow a table: a load that fails further on
+            // drops what it set up in reverse, so this goes last then too.
+            _tables: GlobalTables,
+            // Next: the ib_client's callbacks already queue work on it.
             _workqueue: ffi::workqueue::OwnedQueue::alloc()?,
             _watchdog: transport::ib::Watchdog::start()?,
             _pernet: PERNET.register()?,
@@ -171,7 +174,6 @@ impl kernel::InPlaceModule for Rrds {
             ),
             ib_client <- IbClientRegistration::register(c"rrds"),
             _debugfs: dir,
-            _tables: GlobalTables,
         })
     }
 }
