@@ -502,7 +502,7 @@ impl SocketFamily for RdsFamily {
         // Loopback addresses use the loopback transport, unless IB is pinned
         // (then, as upstream, an address IB cannot serve is ENOPROTOOPT).
         let use_ib = s.pinned_ib || !ep.is_loopback();
-        if use_ib && !ib::is_rdma_address(state.net, &ep) {
+        if use_ib && !ib::is_rdma_address(state.net, &ep)? {
             return Err(if s.pinned_ib {
                 errno::enoprotoopt()
             } else {

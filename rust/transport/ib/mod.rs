@@ -341,9 +341,14 @@ pub(crate) fn net_put(net: NetRef, ep: &Endpoint) {
 }
 
 /// Whether `addr` is an address of an RDMA device in `net` (upstream's
-/// `rds_ib_laddr_check`, without its refusal of iWARP).
-pub(crate) fn is_rdma_address(net: NetRef, addr: &Endpoint) -> bool {
-    bound_probe(net, addr).is_ok_and(|id| !id.device().is_null())
+/// `rds_ib_laddr_check`, without its refusal of iWARP). Fails only for want
+/// of memory: any other failure to bind the probe means it is not.
+pub(crate) fn is_rdma_address(net: NetRef, addr: &Endpoint) -> Result<bool> {
+    match bound_probe(net, addr) {
+        Ok(id) => Ok(!id.device().is_null()),
+        Err(e) if e == ENOMEM => Err(e),
+        Err(_) => Ok(false),
+    }
 }
 
 /// The RDMA device and port of the local address `addr` in `net`.
