@@ -1782,7 +1782,8 @@ TEST_F(ib, integrity_under_allocation_failures)
 	self->faults = true;
 	retry_enomem = true;
 	ASSERT_EQ(0, start_alloc_failures(env_long("RRDS_IB_FAULT_INTERVAL", FAULT_INTERVAL),
-					  FAULT_PERCENT, FAULT_DEPTH));
+					  FAULT_PERCENT, FAULT_DEPTH,
+					  FAULT_DRIVER(variant->kind)));
 	integrity_4x4(_metadata, variant, &w, " under allocation failures");
 	injected = stop_alloc_failures();
 	self->faults = false;

@@ -970,10 +970,10 @@ TEST_F(mr, failed_registration_qp_connect_is_held_down)
  * region; the old value lands in *@result.
  */
 /*
- * fail-nth (rrds_test.h) over RDS_GET_MR, RDS_FREE_MR and the sendmsg of an
- * RDMA WRITE: a call that fails says ENOMEM and leaves nothing behind (no
- * page pinned, no MR, no operation posted, no message queued); one that
- * succeeds did all of it.
+ * fail-nth (rrds_test.h) over binding to the device's address, RDS_GET_MR,
+ * RDS_FREE_MR and the sendmsg of an RDMA WRITE: a call that fails says
+ * ENOMEM and leaves nothing behind (no binding, no page pinned, no MR, no
+ * operation posted, no message queued); one that succeeds did all of it.
  */
 TEST_F_TIMEOUT(mr, failed_allocations_fail_registrations_and_rdma_cleanly, 600)
 {
@@ -981,7 +981,7 @@ TEST_F_TIMEOUT(mr, failed_allocations_fail_registrations_and_rdma_cleanly, 600)
 	struct rds_iovec iov = { .addr = (uintptr_t)self->buf, .bytes = PAGE };
 	char *remote = self->buf + MIB;
 	uint64_t keeper, cookie, target, token;
-	int n, injected, status, failures[3] = { 0 };
+	int n, injected, status, failures[4] = { 0 };
 	long long pinned0;
 	uint32_t got;
 	long ret;
@@ -1002,7 +1002,23 @@ TEST_F_TIMEOUT(mr, failed_allocations_fail_registrations_and_rdma_cleanly, 600)
 	/* The keeper's page and the target's; the WRITE's own pages unpin after it. */
 	pinned0 = 2;
 	ASSERT_TRUE(WAIT_FOR(10, pinned_now() == pinned0));
-	ASSERT_EQ(0, start_alloc_failures(1, 0, FAULT_DEPTH));
+	ASSERT_EQ(0, start_alloc_failures(1, 0, FAULT_DEPTH, FAULT_DRIVER(variant->kind)));
+
+	/* Binding to an RDMA address probes it with an rdma_cm id: ENOMEM, not EADDRNOTAVAIL. */
+	for (n = 1, injected = 1; injected && n <= NTH_MAX; n++) {
+		struct sockaddr_in addr = sin4(variant->local, 0);
+		int s = rds_socket();
+
+		ASSERT_LE(0, s);
+		ret = NTH_FAILING(n, injected, bind(s, (struct sockaddr *)&addr, sizeof(addr)));
+		if (ret < 0) {
+			EXPECT_EQ(-ENOMEM, ret);
+			failures[3]++;
+			EXPECT_EQ(0, ERR(bind(s, (struct sockaddr *)&addr, sizeof(addr))));
+		}
+		close(s);
+	}
+	EXPECT_FALSE(injected);
 
 	for (n = 1, injected = 1; injected && n <= NTH_MAX; n++) {
 		ret = NTH_FAILING(n, injected, get_mr(a, self->buf, 64 * 1024, 0, &cookie));
@@ -1057,8 +1073,9 @@ TEST_F_TIMEOUT(mr, failed_allocations_fail_registrations_and_rdma_cleanly, 600)
 	}
 	EXPECT_FALSE(injected);
 
-	TH_LOG("failed with ENOMEM: get_mr %d, free_mr %d, rdma send %d", failures[0],
-	       failures[1], failures[2]);
+	TH_LOG("failed with ENOMEM: bind %d, get_mr %d, free_mr %d, rdma send %d", failures[3],
+	       failures[0], failures[1], failures[2]);
+	EXPECT_LT(0, failures[3]);
 	EXPECT_LT(0, failures[0]);
 	EXPECT_LT(0, failures[2]);
 	EXPECT_EQ(-EAGAIN, ERR(recv(b, &got, sizeof(got), MSG_DONTWAIT)));

@@ -263,10 +263,13 @@ static inline int rrds_ensure_unloaded(void)
 /*
  * How far up the stack rrds may be from the allocator: its own allocations
  * and those of the functions it calls directly (rdma_create_id, ib_alloc_cq,
- * sk_alloc), not those deep inside a device driver, whose failure paths are
- * not ours to test: rxe leaves a QP's receive task stopped for good when
- * modify_qp fails for want of memory, so a drain of that QP never returns.
+ * sk_alloc). Never with the device driver on the stack (start_alloc_failures'
+ * @driver): its failure paths are not ours to test. rxe leaves a QP's
+ * receive task stopped for good when modify_qp fails for want of memory, so
+ * a drain of that QP never returns; siw, failing in accept, leaves its
+ * connection endpoint and work items allocated.
  */
+#define FAULT_DRIVER(kind)	(strcmp(kind, "rxe") ? (kind) : "rdma_rxe")
 #define FAULT_DEPTH		8
 #define FAULT_DEBUGFS		"/sys/kernel/debug/"
 
@@ -301,24 +304,25 @@ static inline int write_attr(const char *attr, const char *file, const char *fmt
 }
 
 /*
- * [start, end) of rrds's text, from /proc/kallsyms: from its first text
- * symbol to the first symbol of anything else above its last (or 1 MiB
- * beyond it); 0 or -1.
+ * [start, end) of module @mod's text, from /proc/kallsyms: from its first
+ * text symbol to the first symbol of anything else above its last (or 1 MiB
+ * beyond it); 0, or -1 if the module has no text symbol.
  */
-static inline int rrds_text_range(unsigned long *start, unsigned long *end)
+static inline int module_text_range(const char *mod, unsigned long *start, unsigned long *end)
 {
 	unsigned long lo = ~0UL, hi = 0, next = ~0UL, addr;
-	char line[512], type, name[256], mod[64];
+	char line[512], type, name[256], tag[64], want[64];
 	FILE *f = fopen("/proc/kallsyms", "re");
 	int pass;
 
 	if (!f)
 		return -1;
+	snprintf(want, sizeof(want), "[%s]", mod);
 	for (pass = 0; pass < 2; pass++) {
 		rewind(f);
 		while (fgets(line, sizeof(line), f)) {
-			int n = sscanf(line, "%lx %c %255s %63s", &addr, &type, name, mod);
-			bool ours = n == 4 && !strcmp(mod, "[rrds]");
+			int n = sscanf(line, "%lx %c %255s %63s", &addr, &type, name, tag);
+			bool ours = n == 4 && !strcmp(tag, want);
 
 			if (n < 3 || !addr)
 				continue;
@@ -341,6 +345,11 @@ static inline int rrds_text_range(unsigned long *start, unsigned long *end)
 	*start = lo;
 	*end = next;
 	return 0;
+}
+
+static inline int rrds_text_range(unsigned long *start, unsigned long *end)
+{
+	return module_text_range("rrds", start, end);
 }
 
 /* Stops injecting; the failures injected since the last start, or -1. */
@@ -369,17 +378,21 @@ static inline long stop_alloc_failures(void)
 
 /*
  * Fails allocations (slab and page) made with rrds's code within @depth
- * frames of the allocator, whatever their GFP flags: of every @interval such
- * allocations one is a candidate, which fails with probability @percent %.
- * Silently (no stack dump per failure). 0 or -1.
+ * frames of the allocator and the code of module @driver (if not NULL: the
+ * device driver under test) nowhere on the stack, whatever their GFP flags:
+ * of every @interval such allocations one is a candidate, which fails with
+ * probability @percent %. Silently (no stack dump per failure). 0 or -1.
  */
-static inline int start_alloc_failures(int interval, int percent, int depth)
+static inline int start_alloc_failures(int interval, int percent, int depth,
+				       const char *driver)
 {
 	static const char *const attrs[] = FAULT_ATTRS;
-	unsigned long start, end;
+	unsigned long start, end, reject_start = 0, reject_end = 0;
 	size_t i;
 
 	if (rrds_text_range(&start, &end))
+		return -1;
+	if (driver && module_text_range(driver, &reject_start, &reject_end))
 		return -1;
 	for (i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
 		const char *a = attrs[i];
@@ -392,6 +405,8 @@ static inline int start_alloc_failures(int interval, int percent, int depth)
 		    write_attr(a, "interval", "%d", interval) ||
 		    write_attr(a, "require-start", "%#lx", start) ||
 		    write_attr(a, "require-end", "%#lx", end) ||
+		    write_attr(a, "reject-start", "%#lx", reject_start) ||
+		    write_attr(a, "reject-end", "%#lx", reject_end) ||
 		    write_attr(a, "stacktrace-depth", "%d", depth) ||
 		    write_attr(a, "times", "%ld", 1L << 30))
 			return -1;

@@ -388,7 +388,7 @@ TEST_F(rds, failed_allocations_fail_calls_cleanly)
 	ASSERT_LE(0, tx);
 	to = sin4("127.0.0.1", local_port(rx));
 	ASSERT_EQ(0, setsockopt(rx, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)));
-	ASSERT_EQ(0, start_alloc_failures(1, 0, FAULT_DEPTH));
+	ASSERT_EQ(0, start_alloc_failures(1, 0, FAULT_DEPTH, NULL));
 
 	for (n = 1, injected = 1; injected && n <= NTH_MAX; n++) {
 		ret = NTH_FAILING(n, injected, socket(AF_RDS, SOCK_SEQPACKET, 0));

@@ -405,6 +405,101 @@ TEST_F(xrc, errors)
 }
 
 /* The events a fan-out registrant must see, in order. */
+/*
+ * In a child: RRDS_XRC_REGISTER with fail-nth at 1, 2, ... until it makes
+ * fewer allocations. Exits with 100 + the failures seen, or the line of a
+ * check that did not hold (the parent holds the creator's registration).
+ */
+static int register_failing(const char *ip, uint32_t qp_num)
+{
+	int fd = xsock(ip), n, injected = 1, failures = 0, ret;
+
+	if (fd < 0)
+		return __LINE__;
+	for (n = 1; injected && n <= NTH_MAX; n++) {
+		if (fail_nth_arm(n))
+			return __LINE__;
+		ret = xrc_qp_op(fd, RRDS_XRC_REGISTER, qp_num);
+		injected = fail_nth_disarm();
+		if (injected < 0)
+			return __LINE__;
+		if (ret < 0) {
+			if (ret != -ENOMEM || registrations(fd, qp_num) != 1)
+				return __LINE__;
+			failures++;
+			continue;
+		}
+		if (registrations(fd, qp_num) != 2 ||
+		    xrc_qp_op(fd, RRDS_XRC_UNREGISTER, qp_num) || registrations(fd, qp_num) != 1)
+			return __LINE__;
+	}
+	return injected ? __LINE__ : 100 + failures;
+}
+
+/*
+ * fail-nth (rrds_test.h) over creating a target, registering with it from
+ * another process, and listing targets: a call that fails says ENOMEM and
+ * leaves no target, registration or QP behind; one that succeeds did it all.
+ */
+TEST_F(xrc, failed_allocations_fail_calls_cleanly)
+{
+	struct rrds_info_xrc_target t[INFO_MAX];
+	int fd = xsock(variant->local), other = xsock(variant->local);
+	int n, injected, status, failures[3] = { 0 };
+	uint32_t qp_num;
+	pid_t kid;
+	long ret;
+
+	ASSERT_LE(0, fd);
+	ASSERT_LE(0, other);
+	ASSERT_EQ(0, start_alloc_failures(1, 0, FAULT_DEPTH, FAULT_DRIVER(variant->kind)));
+
+	for (n = 1, injected = 1; injected && n <= NTH_MAX; n++) {
+		ret = NTH_FAILING(n, injected, xrc_create(fd, &qp_num, NULL));
+		if (ret < 0) {
+			EXPECT_EQ(-ENOMEM, ret);
+			failures[0]++;
+			EXPECT_EQ(0, targets(other, t));
+			continue;
+		}
+		EXPECT_EQ(1, registrations(other, qp_num));
+		EXPECT_EQ(0, xrc_qp_op(fd, RRDS_XRC_UNREGISTER, qp_num));
+		EXPECT_EQ(0, targets(other, t));
+	}
+	EXPECT_FALSE(injected);
+
+	/* Registrations are per process: a child registers, its own fail-nth armed. */
+	ASSERT_EQ(0, xrc_create(fd, &qp_num, NULL));
+	kid = spawn();
+	ASSERT_LE(0, kid);
+	if (!kid)
+		_exit(register_failing(variant->local, qp_num));
+	status = child_status(kid);
+	ASSERT_GE(status, 100) TH_LOG("child failed at line %d", status);
+	failures[1] = status - 100;
+	EXPECT_EQ(1, registrations(fd, qp_num));
+
+	for (n = 1, injected = 1; injected && n <= NTH_MAX; n++) {
+		ret = NTH_FAILING(n, injected, targets(other, t));
+		if (ret < 0) {
+			EXPECT_EQ(-ENOMEM, ret);
+			failures[2]++;
+		} else {
+			EXPECT_EQ(1, ret);
+		}
+	}
+	EXPECT_FALSE(injected);
+
+	EXPECT_EQ(0, xrc_qp_op(fd, RRDS_XRC_UNREGISTER, qp_num));
+	TH_LOG("failed with ENOMEM: create %d, register %d, list %d", failures[0], failures[1],
+	       failures[2]);
+	EXPECT_LT(0, failures[0]);
+	EXPECT_LT(0, failures[1]);
+	close(fd);
+	close(other);
+	EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
+}
+
 static const uint32_t synthesized[] = {
 	RRDS_XRC_EV_QP_FATAL, RRDS_XRC_EV_QP_REQ_ERR, RRDS_XRC_EV_QP_ACCESS_ERR,
 	RRDS_XRC_EV_COMM_EST, RRDS_XRC_EV_SQ_DRAINED,
