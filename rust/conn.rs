@@ -185,16 +185,7 @@ pub(crate) fn release_tables() {
 fn take_resume(key: &ConnKey) -> Option<Resume> {
     let mut resume = RESUME.lock();
     let i = resume.iter().position(|r| r.key == *key)?;
-    let r = resume.remove(i).ok()?;
-    free_if_empty(&mut resume);
-    Some(r)
-}
-
-/// Frees the table's buffer once it is empty: nothing else would before unload.
-fn free_if_empty(table: &mut KVec<Resume>) {
-    if table.is_empty() {
-        *table = KVec::new();
-    }
+    resume.remove(i).ok()
 }
 
 /// The connection for `key`, created on first use; the caller is a user
@@ -328,7 +319,6 @@ pub(crate) fn forget_net(net: NetRef, mut which: impl FnMut(&Connection) -> bool
     if !resume {
         let mut kept = RESUME.lock();
         kept.retain(|r| r.key.net != net);
-        free_if_empty(&mut kept);
     }
     loop {
         let entry = {
