@@ -1779,6 +1779,12 @@ TEST_F(ib, integrity_under_allocation_failures)
 	};
 	long injected;
 
+	/*
+	 * Opt-in on siw: connects cut short on either side meet siw's
+	 * siw_destroy_listen use-after-free (testing.rst), which crashed a CI run.
+	 */
+	if (!strcmp(variant->kind, "siw") && !env_long("RRDS_IB_FAULT_SIW", 0))
+		SKIP(return, "siw_destroy_listen use-after-free in siw (testing.rst): RRDS_IB_FAULT_SIW=1");
 	self->faults = true;
 	retry_enomem = true;
 	ASSERT_EQ(0, start_alloc_failures(env_long("RRDS_IB_FAULT_INTERVAL", FAULT_INTERVAL),
