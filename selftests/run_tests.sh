@@ -87,6 +87,14 @@ for t in "${tests[@]}"; do
 		*) failed=$((failed + 1)) ;;
 		esac
 	done <"$out.cases"
+	# A failed case's own lines (its last 40), for the summary's end: CI keeps
+	# only the tail of the output.
+	awk -v prog="$t" '/^#  RUN / { n = 0 }
+		{ buf[n++ % 40] = $0 }
+		/^not ok [0-9]+ / {
+			print "== " prog "." $4
+			for (i = (n > 40 ? n - 40 : 0); i < n; i++) print "  " buf[i % 40]
+		}' "$out" >>"${RRDS_FAILURES:-/dev/null}"
 	if [ ! -s "$out.cases" ] || ! grep -qE '^# Totals: ' "$out"; then
 		# Crashed or hung before the harness could report.
 		echo "$t.harness not_ok" >>"$results"
