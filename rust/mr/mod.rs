@@ -24,7 +24,10 @@ use kernel::{
     fmt, impl_has_work, new_condvar, new_mutex, new_work,
     page::PAGE_SIZE,
     prelude::*,
-    rbtree::RBTree,
+    rbtree::{
+        RBTree,
+        RBTreeNodeReservation, //
+    },
     sync::{
         atomic::{
             Atomic,
@@ -310,6 +313,10 @@ impl SocketMrs {
         req: &MrRequest,
         publish: impl FnOnce(u64) -> Result,
     ) -> Result<u64> {
+        // Allocated first: once the MR is registered, only a fault in
+        // `publish` can fail the call, and its pages stay pinned until the
+        // invalidation (and on iWARP the fence round) completes.
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
         let mr = self.register(
             net,
             device,
@@ -323,16 +330,9 @@ impl SocketMrs {
             Mr::free(&mr);
             return Err(e);
         }
-        // Keys of live MRs are distinct; a stale one with this key goes first.
-        if let Some(old) = self.keys.remove(&mr.rkey) {
-            Mr::free(&old);
-        }
-        if let Err(e) = self
-            .keys
-            .try_create_and_insert(mr.rkey, mr.clone(), GFP_KERNEL)
-        {
-            Mr::free(&mr);
-            return Err(e);
+        // Keys of live MRs are distinct; a stale one with this key goes.
+        if let Some(old) = self.keys.insert(node.into_node(mr.rkey, mr)) {
+            Mr::free(&old.to_key_value().1);
         }
         Ok(cookie)
     }
