@@ -61,6 +61,7 @@ void rrds_sock_set_flag(struct sock *sk, int flag, bool on);
 u64 rrds_sock_i_ino(const struct sock *sk);
 u64 rrds_ktime_get_real_ns(void);
 u64 rrds_ktime_get_ns(void);
+size_t rrds_msg_data_left(struct msghdr *msg);
 struct rdma_cm_id *rrds_rdma_create_id(struct net *net, rdma_cm_event_handler handler,
 				       void *context, enum rdma_ucm_port_space ps,
 				       enum ib_qp_type qp_type);
@@ -97,6 +98,7 @@ wait_queue_head_t *rrds_pid_exit_waitqueue(struct pid *pid);
 bool rrds_thread_group_exited(struct pid *pid);
 void rrds_init_waitqueue_func_entry(struct wait_queue_entry *entry, wait_queue_func_t func);
 bool rrds_capable_net_admin(void);
+u32 rrds_current_euid(void);
 bool rrds_module_get(void);
 int rrds_ib_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents,
 		       enum dma_data_direction direction);

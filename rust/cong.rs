@@ -5,7 +5,14 @@
 //!
 //! Senders check the destination's bit before queueing: a congested port
 //! gets `ENOBUFS` (non-blocking) or makes the sender wait. rrds keeps one map
-//! per (namespace, address); upstream's maps are global across namespaces.
+//! per (namespace, address, side); upstream's maps are global across
+//! namespaces, and one per address whichever side set it.
+//!
+//! The side keeps what we say apart from what peers say: a [`Side::Local`]
+//! map holds the bits of our own sockets (set by the receive path, sent to
+//! IB peers, read by loopback senders); a [`Side::Remote`] map holds the
+//! bits an IB peer sent. A peer that claims one of our addresses as its own
+//! can then only describe itself, never congest our ports.
 
 use kernel::{
     impl_has_work, new_spinlock, new_work,
@@ -36,6 +43,15 @@ const PORT_WORDS: usize = 65536 / 64;
 /// A map on the wire (`RDS_CONG_MAP_BYTES`): bit p is byte p / 8, bit p % 8.
 pub(crate) const WIRE_BYTES: usize = 65536 / 8;
 
+/// Whose ports a map describes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// An address of ours: the bits of the sockets bound to it.
+    Local,
+    /// A peer's address, as the peer's own map over IB says.
+    Remote,
+}
+
 /// The congestion bits of the ports of one address.
 ///
 /// # Invariants
@@ -45,6 +61,7 @@ pub(crate) const WIRE_BYTES: usize = 65536 / 8;
 pub(crate) struct CongMap {
     pub(crate) net: NetRef,
     pub(crate) addr: [u8; 16],
+    pub(crate) side: Side,
     #[pin]
     bits: SpinLock<KVec<u64>>,
     /// Senders waiting for a port to clear, and pollers refused by one.
@@ -100,14 +117,17 @@ pub(crate) fn release_tables() {
     crate::free_table(&mut MONITORS.lock());
 }
 
-/// The map of `addr` in `net`, created on first use; the caller is a user
-/// until it calls [`put`].
-pub(crate) fn get(net: NetRef, addr: [u8; 16]) -> Result<Arc<CongMap>> {
+impl CongMap {
+    fn is(&self, net: NetRef, addr: &[u8; 16], side: Side) -> bool {
+        self.net == net && self.addr == *addr && self.side == side
+    }
+}
+
+/// The `side` map of `addr` in `net`, created on first use; the caller is a
+/// user until it calls [`put`].
+pub(crate) fn get(net: NetRef, addr: [u8; 16], side: Side) -> Result<Arc<CongMap>> {
     let mut maps = MAPS.lock();
-    if let Some(e) = maps
-        .iter_mut()
-        .find(|e| e.map.net == net && e.map.addr == addr)
-    {
+    if let Some(e) = maps.iter_mut().find(|e| e.map.is(net, &addr, side)) {
         e.users += 1;
         return Ok(e.map.clone());
     }
@@ -117,6 +137,7 @@ pub(crate) fn get(net: NetRef, addr: [u8; 16]) -> Result<Arc<CongMap>> {
         try_pin_init!(CongMap {
             net,
             addr,
+            side,
             bits <- new_spinlock!(bits),
             wait <- kernel::new_poll_condvar!("rrds_cong_wait"),
             changed <- new_work!("rrds_cong_changed"),
@@ -166,11 +187,11 @@ pub(crate) fn forget_net(net: NetRef) {
     }
 }
 
-/// The map of `addr` in `net` if one exists (no use is taken).
-pub(crate) fn find(net: NetRef, addr: &[u8; 16]) -> Option<Arc<CongMap>> {
+/// The `side` map of `addr` in `net` if one exists (no use is taken).
+pub(crate) fn find(net: NetRef, addr: &[u8; 16], side: Side) -> Option<Arc<CongMap>> {
     MAPS.lock()
         .iter()
-        .find(|e| e.map.net == net && e.map.addr == *addr)
+        .find(|e| e.map.is(net, addr, side))
         .map(|e| e.map.clone())
 }
 

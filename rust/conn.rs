@@ -12,11 +12,17 @@
 
 use core::sync::atomic::{
     AtomicBool,
+    AtomicUsize,
     Ordering::Relaxed, //
 };
 use kernel::{
     fmt, new_spinlock,
     prelude::*,
+    rbtree::{
+        RBTree,
+        RBTreeNode,
+        RBTreeNodeReservation, //
+    },
     sync::{
         Arc,
         SpinLock, //
@@ -66,6 +72,12 @@ pub(crate) fn show_xmit_hold(f: &mut fmt::Formatter<'_>) -> fmt::Result {
     f.write_fmt(fmt!("{}\n", u8::from(XMIT_HOLD.load(Relaxed))))
 }
 
+/// Pongs a connection holds unacknowledged at most: a peer that pings and
+/// never acknowledges cannot make us queue answers without bound (upstream
+/// queues every one). Pings past it get no answer, as pings to a congested
+/// port get none.
+pub(crate) const MAX_QUEUED_PONGS: usize = 64;
+
 /// What identifies a connection.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ConnKey {
@@ -74,6 +86,37 @@ pub(crate) struct ConnKey {
     pub(crate) faddr: [u8; 16],
     pub(crate) tos: u8,
     pub(crate) scope: u32,
+}
+
+impl ConnKey {
+    /// The table's order: by namespace, then peer, so that the connections
+    /// to one peer are neighbours (counted for `max_conns_per_peer`).
+    fn order(&self) -> (NetRef, [u8; 16], [u8; 16], u8, u32) {
+        (self.net, self.faddr, self.laddr, self.tos, self.scope)
+    }
+
+    /// The first key of `net`'s connections to `faddr`, in table order.
+    fn first_to(net: NetRef, faddr: [u8; 16]) -> Self {
+        Self {
+            net,
+            laddr: [0; 16],
+            faddr,
+            tos: 0,
+            scope: 0,
+        }
+    }
+}
+
+impl PartialOrd for ConnKey {
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ConnKey {
+    fn cmp(&self, other: &Self) -> core::cmp::Ordering {
+        self.order().cmp(&other.order())
+    }
 }
 
 /// A message on a connection's queue.
@@ -92,11 +135,15 @@ impl Outgoing {
             .is_some_and(|o| core::ptr::eq(&**o, sock))
     }
 
-    /// Returns the send-buffer charge to the owner. Process context: the
-    /// owner's last reference may go with `self`.
-    fn release(self) {
-        if let Some(owner) = &self.owner {
-            owner.send_completed(self.header.len as usize);
+    /// Returns the send-buffer charge to the owner, or, for a pong, its
+    /// place among `conn`'s queued pongs. Process context: the owner's last
+    /// reference may go with `self`.
+    fn release(self, conn: &Connection) {
+        match &self.owner {
+            Some(owner) => owner.send_completed(crate::message::charge(self.header.len as usize)),
+            None => {
+                conn.pongs.fetch_sub(1, Relaxed);
+            }
         }
     }
 }
@@ -129,6 +176,8 @@ pub(crate) struct Connection {
     pub(crate) fcong: Arc<CongMap>,
     /// The IB transport's state of the connection (`None` on loopback).
     pub(crate) path: Option<Arc<IbPath>>,
+    /// Pongs queued and not yet acknowledged (see [`MAX_QUEUED_PONGS`]).
+    pongs: AtomicUsize,
     #[pin]
     state: SpinLock<ConnState>,
 }
@@ -141,9 +190,106 @@ struct ConnEntry {
     users: usize,
 }
 
+/// Every connection, by key: lookups cost O(log n) however many there are.
+#[derive(Default)]
+struct ConnTable {
+    conns: RBTree<ConnKey, ConnEntry>,
+    /// How many connections each namespace has (few namespaces: a list).
+    per_net: KVec<(NetRef, usize)>,
+    len: usize,
+}
+
+impl ConnTable {
+    fn find_mut(&mut self, key: &ConnKey) -> Option<&mut ConnEntry> {
+        self.conns.get_mut(key)
+    }
+
+    fn of_net(&self, net: NetRef) -> usize {
+        self.per_net
+            .iter()
+            .find(|(n, _)| *n == net)
+            .map_or(0, |(_, count)| *count)
+    }
+
+    /// How many connections `net` has to `faddr`, counting to `limit` at most.
+    fn count_to_peer(&mut self, net: NetRef, faddr: [u8; 16], limit: usize) -> usize {
+        let mut count = 0;
+        let mut cursor = self
+            .conns
+            .cursor_lower_bound_mut(&ConnKey::first_to(net, faddr));
+        while let Some(c) = cursor {
+            let key = c.current().0;
+            if key.net != net || key.faddr != faddr || count >= limit {
+                break;
+            }
+            count += 1;
+            cursor = c.move_next();
+        }
+        count
+    }
+
+    /// Whether `net` may have one more connection to `faddr`
+    /// (`max_conns_per_net`, `max_conns_per_peer`): `ENOBUFS` if not.
+    fn check_limits(&mut self, net: NetRef, faddr: [u8; 16]) -> Result {
+        let per_peer = crate::limits::max_conns_per_peer();
+        if self.of_net(net) >= crate::limits::max_conns_per_net()
+            || self.count_to_peer(net, faddr, per_peer) >= per_peer
+        {
+            stats::inc(Stat::ConnLimitRefused);
+            return Err(crate::errno::enobufs());
+        }
+        Ok(())
+    }
+
+    fn insert(&mut self, node: RBTreeNode<ConnKey, ConnEntry>, net: NetRef) -> Result {
+        match self.per_net.iter_mut().find(|(n, _)| *n == net) {
+            Some((_, count)) => *count += 1,
+            None => self.per_net.push((net, 1), GFP_KERNEL)?,
+        }
+        self.conns.insert(node);
+        self.len += 1;
+        Ok(())
+    }
+
+    fn remove(&mut self, key: &ConnKey) -> Option<RBTreeNode<ConnKey, ConnEntry>> {
+        let node = self.conns.remove_node(key)?;
+        self.len -= 1;
+        if let Some(i) = self.per_net.iter().position(|(n, _)| *n == key.net) {
+            self.per_net[i].1 -= 1;
+            if self.per_net[i].1 == 0 {
+                let _ = self.per_net.remove(i);
+            }
+        }
+        Some(node)
+    }
+
+    /// The first connection of `net` for which `which` holds, in table order.
+    fn first_of(
+        &mut self,
+        net: NetRef,
+        which: &mut impl FnMut(&Connection) -> bool,
+    ) -> Option<ConnKey> {
+        let mut cursor = self
+            .conns
+            .cursor_lower_bound_mut(&ConnKey::first_to(net, [0; 16]));
+        while let Some(c) = cursor {
+            let (key, entry) = c.current();
+            if key.net != net {
+                return None;
+            }
+            if which(&entry.conn) {
+                return Some(*key);
+            }
+            cursor = c.move_next();
+        }
+        None
+    }
+}
+
 kernel::sync::global_lock! {
     // SAFETY: Initialised by `init()` in module init, before PF_RDS is registered.
-    unsafe(uninit) static CONNS: Mutex<KVec<ConnEntry>> = KVec::new();
+    // `None` until the first connection (a tree cannot be built in a constant).
+    unsafe(uninit) static CONNS: Mutex<Option<ConnTable>> = None;
 }
 
 /// The sequence numbers of an IB connection forgotten because its
@@ -177,7 +323,8 @@ pub(crate) fn init() {
 
 /// Frees the tables' buffers. Call once, at unload, after the last connection.
 pub(crate) fn release_tables() {
-    crate::free_table(&mut CONNS.lock());
+    let table = CONNS.lock().take();
+    drop(table);
     crate::free_table(&mut RESUME.lock());
 }
 
@@ -207,13 +354,23 @@ pub(crate) fn find_or_create(
 fn lookup(key: ConnKey, transport: &'static dyn Transport, user: bool) -> Result<Arc<Connection>> {
     let users = usize::from(user);
     {
-        let mut table = CONNS.lock();
-        if let Some(e) = table.iter_mut().find(|e| e.conn.key == key) {
+        let mut guard = CONNS.lock();
+        let table = guard.get_or_insert_with(ConnTable::default);
+        if let Some(e) = table.find_mut(&key) {
             e.users += users;
             return Ok(e.conn.clone());
         }
+        // Refused before anything is allocated; checked again, for good, below.
+        table.check_limits(key.net, key.faddr)?;
     }
-    let fcong = cong::get(key.net, key.faddr)?;
+    let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+    // A loopback receiver is one of our sockets; an IB peer speaks for itself.
+    let side = if transport.kind() == crate::transport::loopback::TRANS_LOOP {
+        cong::Side::Local
+    } else {
+        cong::Side::Remote
+    };
+    let fcong = cong::get(key.net, key.faddr, side)?;
     let conn_fcong = fcong.clone();
     let path = match transport.new_path(&key) {
         Ok(path) => path,
@@ -228,6 +385,7 @@ fn lookup(key: ConnKey, transport: &'static dyn Transport, user: bool) -> Result
             transport,
             fcong: conn_fcong,
             path,
+            pongs: AtomicUsize::new(0),
             state <- new_spinlock!(ConnState {
                 // The first sequence number is 1 (upstream's `cp_next_tx_seq`).
                 next_tx_seq: 1,
@@ -247,16 +405,34 @@ fn lookup(key: ConnKey, transport: &'static dyn Transport, user: bool) -> Result
             return Err(e);
         }
     };
-    let mut table = CONNS.lock();
+    let mut guard = CONNS.lock();
+    let table = guard.get_or_insert_with(ConnTable::default);
     // Another thread may have created it meanwhile: use that one.
-    if let Some(e) = table.iter_mut().find(|e| e.conn.key == key) {
+    if let Some(e) = table.find_mut(&key) {
         e.users += users;
         let existing = e.conn.clone();
-        drop(table);
+        drop(guard);
         cong::put(fcong);
         return Ok(existing);
     }
-    // Not yet visible to anyone else.
+    let inserted = table.check_limits(key.net, key.faddr).and_then(|()| {
+        table.insert(
+            node.into_node(
+                key,
+                ConnEntry {
+                    conn: conn.clone(),
+                    users,
+                },
+            ),
+            key.net,
+        )
+    });
+    if let Err(e) = inserted {
+        drop(guard);
+        cong::put(fcong);
+        return Err(e);
+    }
+    // Not yet visible to anyone else but through the table, whose lock we hold.
     if let Some(r) = take_resume(&key) {
         {
             let mut st = conn.state.lock();
@@ -267,23 +443,11 @@ fn lookup(key: ConnKey, transport: &'static dyn Transport, user: bool) -> Result
             path.resume_incarnations(r.incarnations);
         }
     }
-    let pushed = table.push(
-        ConnEntry {
-            conn: conn.clone(),
-            users,
-        },
-        GFP_KERNEL,
-    );
-    if let Err(e) = pushed {
-        drop(table);
-        cong::put(fcong);
-        return Err(e.into());
-    }
     // Under the table lock, so `forget_net` cannot kill the path before it is bound.
     if let Some(path) = &conn.path {
         path.bind(conn.clone());
     }
-    drop(table);
+    drop(guard);
     Ok(conn)
 }
 
@@ -291,21 +455,25 @@ fn lookup(key: ConnKey, transport: &'static dyn Transport, user: bool) -> Result
 /// connection frees it. Process context.
 pub(crate) fn put(conn: Arc<Connection>) {
     let removed = {
-        let mut table = CONNS.lock();
-        match table.iter().position(|e| Arc::ptr_eq(&e.conn, &conn)) {
-            Some(i) => {
-                table[i].users = table[i].users.saturating_sub(1);
+        let mut guard = CONNS.lock();
+        let Some(table) = guard.as_mut() else {
+            return;
+        };
+        match table.find_mut(&conn.key) {
+            Some(e) if Arc::ptr_eq(&e.conn, &conn) => {
+                e.users = e.users.saturating_sub(1);
                 // IB connections stay while their namespace has bound sockets.
-                if table[i].users == 0 && conn.path.is_none() && conn.is_idle() {
-                    table.remove(i).ok()
+                if e.users == 0 && conn.path.is_none() && conn.is_idle() {
+                    table.remove(&conn.key)
                 } else {
                     None
                 }
             }
-            None => None,
+            _ => None,
         }
     };
-    if let Some(entry) = removed {
+    if let Some(node) = removed {
+        let (_, entry) = node.to_key_value();
         cong::put(entry.conn.fcong.clone());
     }
 }
@@ -322,18 +490,18 @@ pub(crate) fn forget_net(net: NetRef, mut which: impl FnMut(&Connection) -> bool
     }
     loop {
         let entry = {
-            let mut table = CONNS.lock();
-            match table
-                .iter()
-                .position(|e| e.conn.key.net == net && which(&e.conn))
-            {
-                Some(i) => table.remove(i).ok(),
-                None => None,
-            }
+            let mut guard = CONNS.lock();
+            let Some(table) = guard.as_mut() else {
+                break;
+            };
+            table
+                .first_of(net, &mut which)
+                .and_then(|key| table.remove(&key))
         };
-        let Some(e) = entry else {
+        let Some(node) = entry else {
             break;
         };
+        let (_, e) = node.to_key_value();
         if let Some(path) = &e.conn.path {
             if path.kill() {
                 crate::transport::ib::adopt_orphan(path.clone());
@@ -347,10 +515,12 @@ pub(crate) fn forget_net(net: NetRef, mut which: impl FnMut(&Connection) -> bool
     }
 }
 
-/// Calls `f` on every connection of `net`, in creation order.
+/// Calls `f` on every connection of `net`, by peer address.
 pub(crate) fn for_each(net: NetRef, mut f: impl FnMut(&Connection)) {
-    for e in CONNS.lock().iter().filter(|e| e.conn.key.net == net) {
-        f(&e.conn);
+    if let Some(table) = CONNS.lock().as_ref() {
+        for (_, e) in table.conns.iter().filter(|(k, _)| k.net == net) {
+            f(&e.conn);
+        }
     }
 }
 
@@ -366,9 +536,15 @@ pub(crate) fn xmit_all() {
 
 /// Every connection, for walks that may sleep (the table lock is not held).
 pub(crate) fn snapshot() -> KVec<Arc<Connection>> {
-    let table = CONNS.lock();
+    let guard = CONNS.lock();
     let mut v = KVec::new();
-    for e in table.iter() {
+    let Some(table) = guard.as_ref() else {
+        return v;
+    };
+    if v.reserve(table.len, GFP_KERNEL).is_err() {
+        return v;
+    }
+    for (_, e) in table.conns.iter() {
         if v.push(e.conn.clone(), GFP_KERNEL).is_err() {
             break;
         }
@@ -378,7 +554,7 @@ pub(crate) fn snapshot() -> KVec<Arc<Connection>> {
 
 /// How many connections exist (debugfs, tests).
 pub(crate) fn count() -> usize {
-    CONNS.lock().len()
+    CONNS.lock().as_ref().map_or(0, |t| t.len)
 }
 
 /// What RDS_INFO reports of a connection.
@@ -411,11 +587,17 @@ impl Connection {
         while !st.queue.has_room() {
             let capacity = (st.queue.capacity() * 2).max(8);
             drop(st);
-            let slots = Fifo::new_slots(capacity, GFP_KERNEL)?;
+            let slots = Fifo::new_slots(capacity, GFP_KERNEL_ACCOUNT)?;
             st = self.state.lock();
             st.queue.grow_into(slots);
         }
         header.sequence = st.next_tx_seq;
+        if owner.is_none() {
+            if self.pongs.load(Relaxed) >= MAX_QUEUED_PONGS {
+                return Err(crate::errno::enobufs());
+            }
+            self.pongs.fetch_add(1, Relaxed);
+        }
         let out = Outgoing {
             header,
             message,
@@ -423,7 +605,11 @@ impl Connection {
         };
         if let Err(out) = st.queue.push_back(out, GFP_ATOMIC) {
             drop(st);
-            // Unreachable with room reserved; never drop an owner under the lock.
+            // Unreachable with room reserved; never drop an owner under the
+            // lock. The caller credits the owner's charge.
+            if out.owner.is_none() {
+                self.pongs.fetch_sub(1, Relaxed);
+            }
             drop(out);
             return Err(ENOMEM);
         }
@@ -517,7 +703,7 @@ impl Connection {
                 break;
             };
             stats::inc(Stat::SendDropAcked);
-            out.release();
+            out.release(self);
         }
     }
 
@@ -527,7 +713,7 @@ impl Connection {
     pub(crate) fn release_unsent(&self, message: &Arc<Message>) {
         if let Some(out) = self.remove_first(|out| Arc::ptr_eq(&out.message, message)) {
             stats::inc(Stat::SendDropAcked);
-            out.release();
+            out.release(self);
         }
     }
 
@@ -540,7 +726,7 @@ impl Connection {
             if let Some(op) = out.message.rdma() {
                 op.canceled();
             }
-            out.release();
+            out.release(self);
         }
     }
 
@@ -590,7 +776,7 @@ impl Connection {
             if let Some(op) = out.message.rdma() {
                 op.dropped();
             }
-            out.release();
+            out.release(self);
         }
     }
 
@@ -625,7 +811,7 @@ impl Connection {
             match removed {
                 Some(out) => {
                     stats::inc(Stat::IbPeerRestartDrops);
-                    out.release();
+                    out.release(self);
                 }
                 None => break,
             }

@@ -29,6 +29,7 @@ errno_fns! {
     eaddrnotavail => EADDRNOTAVAIL,
     eafnosupport => EAFNOSUPPORT,
     edestaddrreq => EDESTADDRREQ,
+    edquot => EDQUOT,
     enobufs => ENOBUFS,
     enoprotoopt => ENOPROTOOPT,
     enospc => ENOSPC,

@@ -5,9 +5,14 @@
 //! Send, retransmit and receive queues need O(1) push at the back and pop at
 //! the front, in-order iteration (RDS_INFO snapshots) and, rarely, removal from
 //! the middle (`RDS_CANCEL_SENT_TO`). `KVec` alone makes every pop O(n).
+//! The ring is a `KVVec`: a long queue's buffer comes from vmalloc rather
+//! than from a multi-megabyte kmalloc that the page allocator warns about.
 
 use kernel::{
-    alloc::Flags,
+    alloc::{
+        Flags,
+        KVVec, //
+    },
     prelude::*, //
 };
 
@@ -17,7 +22,7 @@ use kernel::{
 ///
 /// `slots[(head + i) % slots.len()]` is `Some` for `i < len` and `None` otherwise.
 pub(crate) struct Fifo<T> {
-    slots: KVec<Option<T>>,
+    slots: KVVec<Option<T>>,
     head: usize,
     len: usize,
 }
@@ -25,7 +30,7 @@ pub(crate) struct Fifo<T> {
 impl<T> Default for Fifo<T> {
     fn default() -> Self {
         Self {
-            slots: KVec::new(),
+            slots: KVVec::new(),
             head: 0,
             len: 0,
         }
@@ -60,8 +65,8 @@ impl<T> Fifo<T> {
 
     /// An empty buffer of `capacity` slots for [`Self::grow_into`], so that a
     /// queue under a spinlock can grow with an allocation made outside it.
-    pub(crate) fn new_slots(capacity: usize, flags: Flags) -> Result<KVec<Option<T>>> {
-        let mut slots = KVec::with_capacity(capacity, flags)?;
+    pub(crate) fn new_slots(capacity: usize, flags: Flags) -> Result<KVVec<Option<T>>> {
+        let mut slots = KVVec::with_capacity(capacity, flags)?;
         for _ in 0..capacity {
             slots.push(None, flags)?;
         }
@@ -69,7 +74,7 @@ impl<T> Fifo<T> {
     }
 
     /// Moves the elements into `slots` if it is larger than the current buffer.
-    pub(crate) fn grow_into(&mut self, mut slots: KVec<Option<T>>) {
+    pub(crate) fn grow_into(&mut self, mut slots: KVVec<Option<T>>) {
         if slots.len() <= self.slots.len() || slots.iter().any(Option::is_some) {
             return;
         }

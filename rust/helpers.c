@@ -119,6 +119,11 @@ u64 rrds_ktime_get_ns(void)
 	return ktime_get_ns();
 }
 
+size_t rrds_msg_data_left(struct msghdr *msg)
+{
+	return msg_data_left(msg);
+}
+
 struct rdma_cm_id *rrds_rdma_create_id(struct net *net, rdma_cm_event_handler handler,
 				       void *context, enum rdma_ucm_port_space ps,
 				       enum ib_qp_type qp_type)
@@ -296,6 +301,11 @@ void rrds_init_waitqueue_func_entry(struct wait_queue_entry *entry, wait_queue_f
 bool rrds_capable_net_admin(void)
 {
 	return capable(CAP_NET_ADMIN);
+}
+
+u32 rrds_current_euid(void)
+{
+	return from_kuid(&init_user_ns, current_euid());
 }
 
 int rrds_ib_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents,

@@ -29,6 +29,28 @@ pub(crate) const FRAG_SIZE: usize = 4096;
 /// Size of the extension area of the header.
 pub(crate) const EXTHDR_LEN: usize = 16;
 
+/// What a queued message costs at least, whatever its length: its `Message`
+/// and the queue entry holding it. Send and receive buffers are charged
+/// [`charge`], so that a flood of empty or tiny messages fills them as a
+/// flood of real data would (upstream charges the payload alone, and a
+/// socket that never reads can then hold millions of empty messages).
+pub(crate) const MIN_CHARGE: usize = 256;
+
+// The bookkeeping must fit in what a message is charged.
+const _: () = assert!(core::mem::size_of::<Message>() + 64 <= MIN_CHARGE);
+
+/// What a message of `len` payload bytes is charged to its sender's send
+/// buffer and its receiver's receive queue: messages of at least
+/// [`MIN_CHARGE`] bytes are charged their length, as upstream, so congestion
+/// thresholds for them are upstream's.
+pub(crate) const fn charge(len: usize) -> usize {
+    if len < MIN_CHARGE {
+        MIN_CHARGE
+    } else {
+        len
+    }
+}
+
 /// `h_flags` bits.
 pub(crate) mod flags {
     pub(crate) const ACK_REQUIRED: u8 = 0x02;
@@ -270,7 +292,9 @@ pub(crate) struct Message {
     inline: [Option<Page>; INLINE_PAGES],
     more: KVec<Page>,
     /// The RDMA operation posted ahead of the message (`RDS_CMSG_RDMA_ARGS`).
-    rdma: Option<crate::rdma::RdmaOp>,
+    /// Boxed: most messages have none, and a message's size is what every
+    /// queued message costs (see [`MIN_CHARGE`]).
+    rdma: Option<KBox<crate::rdma::RdmaOp>>,
 }
 
 impl Message {
@@ -297,22 +321,27 @@ impl Message {
             return Err(EMSGSIZE);
         }
         let count = len.div_ceil(PAGE_SIZE);
+        // Charged to the sender's memory cgroup: it is what the sender causes.
         let mut inline = [const { None }; INLINE_PAGES];
         let mut more = KVec::new();
         if count > INLINE_PAGES {
-            more.reserve(count - INLINE_PAGES, GFP_KERNEL)?;
+            more.reserve(count - INLINE_PAGES, GFP_KERNEL_ACCOUNT)?;
         }
         let mut left = len;
         for i in 0..count {
             let chunk = left.min(PAGE_SIZE);
-            let page = Page::alloc_page(GFP_KERNEL)?;
+            let page = Page::alloc_page(GFP_KERNEL_ACCOUNT)?;
             msg.copy_page_from_user(&page, chunk)?;
             match inline.get_mut(i) {
                 Some(slot) => *slot = Some(page),
-                None => more.push(page, GFP_KERNEL)?,
+                None => more.push(page, GFP_KERNEL_ACCOUNT)?,
             }
             left -= chunk;
         }
+        let rdma = match rdma {
+            Some(op) => Some(KBox::new(op, GFP_KERNEL_ACCOUNT)?),
+            None => None,
+        };
         // INVARIANT: `count` pages, inline first, in order.
         Ok(Arc::new(
             Message {
@@ -321,7 +350,7 @@ impl Message {
                 more,
                 rdma,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?)
     }
 
@@ -356,7 +385,7 @@ impl Message {
 
     /// The RDMA operation the message carries, if any.
     pub(crate) fn rdma(&self) -> Option<&crate::rdma::RdmaOp> {
-        self.rdma.as_ref()
+        self.rdma.as_deref()
     }
 
     pub(crate) fn len(&self) -> usize {

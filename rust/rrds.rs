@@ -37,6 +37,44 @@ module! {
     authors: ["The rrds developers"],
     description: "Reliable Datagram Sockets over RDMA (Rust)",
     license: "GPL",
+    params: {
+        xrc_max_targets_per_user: u32 {
+            default: 64,
+            description: "Live XRC target QPs one user (euid) may create, all namespaces together",
+        },
+        xrc_max_targets_per_net: u32 {
+            default: 256,
+            description: "Live XRC target QPs per network namespace",
+        },
+        max_conns_per_net: u32 {
+            default: 8192,
+            description: "Connections per network namespace, IB and loopback",
+        },
+        max_conns_per_peer: u32 {
+            default: 32,
+            description: "Connections per network namespace to one peer address (all TOS and local addresses)",
+        },
+    },
+}
+
+/// The limits an administrator sets as module parameters (read at use;
+/// Documentation/admin-guide.rst, "Limits and threat model").
+mod limits {
+    pub(crate) fn xrc_max_targets_per_user() -> u64 {
+        u64::from(*super::module_parameters::xrc_max_targets_per_user.value())
+    }
+
+    pub(crate) fn xrc_max_targets_per_net() -> u64 {
+        u64::from(*super::module_parameters::xrc_max_targets_per_net.value())
+    }
+
+    pub(crate) fn max_conns_per_net() -> usize {
+        *super::module_parameters::max_conns_per_net.value() as usize
+    }
+
+    pub(crate) fn max_conns_per_peer() -> usize {
+        *super::module_parameters::max_conns_per_peer.value() as usize
+    }
 }
 
 /// The module's state: everything registered at load and torn down at unload.

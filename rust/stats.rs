@@ -81,6 +81,8 @@ counters! {
     // registration QP failed to connect moments before (see
     // `CONNECT_HOLD_DOWN_MS`).
     MrQpConnectHeldDown => "mr_qp_connect_held_down",
+    // Connect requests to a registration QP's listener without its token.
+    MrQpForeignConnects => "mr_qp_foreign_connects",
     // Fence rounds on iWARP devices: pages of invalidated MRs wait for
     // every data QP to finish the READ response it was sending.
     MrTxFences => "mr_tx_fences",
@@ -109,6 +111,12 @@ counters! {
     // address probes' (a device removal), or a link's whose context was
     // lost (a bug).
     IbCmEventsUnowned => "ib_cm_events_unowned",
+    // Messages a socket's full receive queue could not take: from a peer
+    // that ignores our congestion map, dropped; over loopback, left queued
+    // on the sender's connection for the next attempt.
+    RecvDropQueueFull => "recv_drop_queue_full",
+    // Connections refused by `max_conns_per_net` or `max_conns_per_peer`.
+    ConnLimitRefused => "conn_limit_refused",
 }
 
 const COUNT: usize = NAMES.len();

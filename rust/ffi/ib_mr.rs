@@ -295,12 +295,19 @@ impl FastRegMr {
         unsafe { (*self.mr.as_ptr()).rkey }
     }
 
-    /// Moves the key to its next version (`ib_inc_rkey` +
-    /// `ib_update_fast_reg_key`): keys of earlier registrations of this MR
-    /// no longer match once the next REG_MR completes.
+    /// Moves the key to a new version (`ib_update_fast_reg_key`): keys of
+    /// earlier registrations of this MR no longer match once the next REG_MR
+    /// completes. The key byte is random, never the current one (upstream's
+    /// `ib_inc_rkey` adds one), so a peer that once held a key of this MR
+    /// cannot tell its next one.
     pub(crate) fn next_key(&mut self) {
         let key = self.rkey();
-        let next = (key & 0xffff_ff00) | (key.wrapping_add(1) & 0xff);
+        // SAFETY: No preconditions.
+        let mut byte = u32::from(unsafe { bindings::get_random_u8() });
+        if byte == key & 0xff {
+            byte = (byte + 1) & 0xff;
+        }
+        let next = (key & 0xffff_ff00) | byte;
         // SAFETY: The MR is live and not being registered (the owner's state machine);
         // only the key byte changes, as ib_update_fast_reg_key does.
         unsafe {

@@ -44,6 +44,10 @@ pub(crate) trait SocketFamily: Sized + 'static {
     /// The socket `sk` now exists for `state` (called once, right after `create`).
     fn attach(state: &Self::State, sk: SockPtr);
 
+    /// The socket could not be made after `create` returned `state` (no
+    /// memory for it): neither `attach` nor `release` will be called.
+    fn abandon(state: Arc<Self::State>);
+
     /// The socket is being closed: the last operation on `state` through it.
     fn release(state: Arc<Self::State>, sk: &Sock);
 
@@ -400,6 +404,24 @@ impl MsgHdr {
         Ok(())
     }
 
+    /// How many more bytes the caller's iovecs take.
+    pub(crate) fn data_left(&mut self) -> usize {
+        // SAFETY: Valid msghdr (type invariant).
+        unsafe { bindings::rrds_msg_data_left(self.0) }
+    }
+
+    /// Rewinds the caller's iovecs to where [`Self::data_left`] returned
+    /// `left` (upstream's `iov_iter_revert` when recvmsg copied a message
+    /// another reader then took).
+    pub(crate) fn rewind_to(&mut self, left: usize) {
+        let now = self.data_left();
+        if left > now {
+            // SAFETY: Valid msghdr; the iterator advanced by `left - now` bytes since
+            // it had `left` left, so it can go back that far.
+            unsafe { bindings::iov_iter_revert(&raw mut (*self.0).msg_iter, left - now) };
+        }
+    }
+
     /// The flags of a sendmsg call.
     pub(crate) fn flags(&self) -> u32 {
         // SAFETY: Valid msghdr.
@@ -461,6 +483,22 @@ impl MsgHdr {
                 data.as_ptr().cast_mut().cast(),
             )
         })
+    }
+
+    /// Whether a control message of `len` data bytes fits in what is left of
+    /// a recvmsg caller's control buffer (`CMSG_SPACE(len)` bytes).
+    pub(crate) fn cmsg_fits(&self, len: usize) -> bool {
+        const HDR: usize = core::mem::size_of::<bindings::cmsghdr>();
+        let space = HDR + len.next_multiple_of(core::mem::size_of::<usize>());
+        // SAFETY: Valid msghdr (type invariant).
+        let room = unsafe { (*self.0).msg_controllen };
+        room >= space
+    }
+
+    /// Adds `MSG_CTRUNC` to the flags reported to the caller.
+    pub(crate) fn set_control_truncated(&mut self) {
+        // SAFETY: Valid msghdr.
+        unsafe { (*self.0).msg_flags |= bindings::MSG_CTRUNC };
     }
 
     /// Adds `MSG_TRUNC` to the flags reported to the caller.
@@ -574,6 +612,7 @@ unsafe extern "C" fn create_callback<T: SocketFamily>(
         )
     };
     if sk.is_null() {
+        T::abandon(state);
         return ENOMEM.to_errno();
     }
     // SAFETY: `sock` and the fresh `sk` are valid; from here on `sock->sk = sk`.

@@ -21,11 +21,12 @@ pub(crate) use fence::{
 };
 
 use kernel::{
-    fmt, impl_has_work, new_condvar, new_mutex, new_work,
+    fmt, impl_has_work, new_condvar, new_mutex, new_spinlock, new_work,
     page::PAGE_SIZE,
     prelude::*,
     rbtree::{
         RBTree,
+        RBTreeNode,
         RBTreeNodeReservation, //
     },
     sync::{
@@ -35,7 +36,8 @@ use kernel::{
         },
         Arc,
         CondVar,
-        Mutex, //
+        Mutex,
+        SpinLock, //
     },
     time::{
         msecs_to_jiffies,
@@ -277,10 +279,72 @@ impl Drop for Sink {
     }
 }
 
+/// The keys of a socket's `RDS_RDMA_USE_ONCE` MRs, live and used.
+///
+/// The receive path learns that a peer's RDMA to one of them is done (the
+/// RDMA extension of its message) and must not wait for [`SocketMrs`]'s
+/// lock, which is held across user memory access and device waits: it only
+/// moves the key from `live` to `used` here, under a spinlock, and whoever
+/// holds the `SocketMrs` lock next frees the MR ([`SocketMrs::free_used`]).
+/// Nothing is allocated on the receive path: the node moves between trees.
+#[derive(Default)]
+struct UseOnceKeys {
+    live: RBTree<u32, ()>,
+    used: RBTree<u32, ()>,
+}
+
+/// See [`UseOnceKeys`].
+#[pin_data]
+pub(crate) struct UseOnce {
+    #[pin]
+    keys: SpinLock<UseOnceKeys>,
+}
+
+impl UseOnce {
+    /// The receive path: the peer's RDMA to `rkey` completed. Returns
+    /// whether a USE_ONCE MR now waits to be freed. Any context.
+    pub(crate) fn mark_used(&self, rkey: u32) -> bool {
+        let mut keys = self.keys.lock();
+        if let Some(node) = keys.live.remove_node(&rkey) {
+            keys.used.insert(node);
+        }
+        !keys.used.is_empty()
+    }
+
+    /// Whether a used key waits for [`SocketMrs::free_used`].
+    pub(crate) fn has_used(&self) -> bool {
+        !self.keys.lock().used.is_empty()
+    }
+
+    fn take_used(&self) -> Option<u32> {
+        let mut keys = self.keys.lock();
+        let key = *keys.used.cursor_front()?.current().0;
+        let node = keys.used.remove_node(&key);
+        drop(keys);
+        drop(node);
+        Some(key)
+    }
+
+    /// `rkey`'s MR is gone: forget it, live or used.
+    fn forget(&self, rkey: u32) {
+        let mut keys = self.keys.lock();
+        let nodes = (keys.live.remove_node(&rkey), keys.used.remove_node(&rkey));
+        drop(keys);
+        drop(nodes);
+    }
+
+    fn add(&self, node: RBTreeNode<u32, ()>) {
+        let old = self.keys.lock().live.insert(node);
+        drop(old);
+    }
+}
+
 /// The MRs of one socket, by rkey, and the registration QP they use.
 pub(crate) struct SocketMrs {
     owner: Arc<Owner>,
     keys: RBTree<u32, Arc<Mr>>,
+    /// The keys of `keys`'s USE_ONCE MRs, shared with the receive path.
+    use_once: Arc<UseOnce>,
     /// The device and namespace whose registration QP this socket holds a use of.
     user: Option<(Arc<RdmaDevice>, NetRef)>,
 }
@@ -294,11 +358,37 @@ impl SocketMrs {
             }),
             GFP_KERNEL,
         )?;
+        let use_once = Arc::pin_init(
+            pin_init!(UseOnce {
+                keys <- new_spinlock!(UseOnceKeys::default()),
+            }),
+            GFP_KERNEL,
+        )?;
         Ok(Self {
             owner,
             keys: RBTree::new(),
+            use_once,
             user: None,
         })
+    }
+
+    /// The USE_ONCE keys, for the receive path to mark used without this lock.
+    pub(crate) fn use_once(&self) -> Arc<UseOnce> {
+        self.use_once.clone()
+    }
+
+    /// Frees the USE_ONCE MRs the receive path marked used.
+    pub(crate) fn free_used(&mut self) {
+        while let Some(rkey) = self.use_once.take_used() {
+            self.used(rkey);
+        }
+    }
+
+    /// Takes `rkey`'s MR out of the socket's table.
+    fn remove(&mut self, rkey: u32) -> Option<Arc<Mr>> {
+        let mr = self.keys.remove(&rkey)?;
+        self.use_once.forget(rkey);
+        Some(mr)
     }
 
     /// `RDS_GET_MR`: registers `req` on `device` (the bound address `addr`
@@ -317,6 +407,11 @@ impl SocketMrs {
         // `publish` can fail the call, and its pages stay pinned until the
         // invalidation (and on iWARP the fence round) completes.
         let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let once_node = if req.flags & u64::from(bindings::RDS_RDMA_USE_ONCE) != 0 {
+            Some(RBTreeNodeReservation::new(GFP_KERNEL)?)
+        } else {
+            None
+        };
         let mr = self.register(
             net,
             device,
@@ -331,8 +426,13 @@ impl SocketMrs {
             return Err(e);
         }
         // Keys of live MRs are distinct; a stale one with this key goes.
-        if let Some(old) = self.keys.insert(node.into_node(mr.rkey, mr)) {
-            Mr::free(&old.to_key_value().1);
+        let rkey = mr.rkey;
+        if let Some(old) = self.remove(rkey) {
+            Mr::free(&old);
+        }
+        self.keys.insert(node.into_node(rkey, mr));
+        if let Some(once_node) = once_node {
+            self.use_once.add(once_node.into_node(rkey, ()));
         }
         Ok(cookie)
     }
@@ -396,7 +496,7 @@ impl SocketMrs {
     /// `invalidate` (or an MR registered with `RDS_RDMA_INVALIDATE`), returns
     /// once every MR the socket freed is invalid.
     pub(crate) fn free(&mut self, cookie: u64, invalidate: bool) -> Result {
-        let mr = self.keys.remove(&cookie_key(cookie)).ok_or(EINVAL)?;
+        let mr = self.remove(cookie_key(cookie)).ok_or(EINVAL)?;
         Mr::free(&mr);
         if invalidate || mr.invalidate {
             self.wait_invalid()?;
@@ -434,7 +534,7 @@ impl SocketMrs {
     /// Frees the MR with `rkey`, if any, without waiting for it to be
     /// invalid: a send that registered it failed.
     pub(crate) fn discard(&mut self, rkey: u32) {
-        if let Some(mr) = self.keys.remove(&rkey) {
+        if let Some(mr) = self.remove(rkey) {
             Mr::free(&mr);
         }
     }
@@ -569,7 +669,7 @@ impl SocketMrs {
     /// invalidation, then leaves the registration QP.
     pub(crate) fn release(&mut self) {
         while let Some(key) = self.keys.cursor_front().map(|c| *c.current().0) {
-            if let Some(mr) = self.keys.remove(&key) {
+            if let Some(mr) = self.remove(key) {
                 Mr::free(&mr);
             }
         }
@@ -805,7 +905,9 @@ fn release(mr: Arc<Mr>) {
     if let Some(Hw { mr: fast, sg }) = hw {
         let pages = fast.as_ref().map(FastRegMr::max_pages);
         let class = pages.and_then(|p| CLASSES.iter().position(|&c| c as u32 >= p));
-        let fast = if fence::deregisters(&mr.device) {
+        // A key not invalidated cleanly may still be valid: it is
+        // deregistered before its pages are unmapped, never after.
+        let fast = if fence::deregisters(&mr.device) || state != State::Released {
             // Waits for copies the device has in progress from the pages.
             drop(fast);
             None

@@ -45,6 +45,10 @@ use crate::{
         },
     },
     socket::addr::Endpoint,
+    stats::{
+        self,
+        Stat, //
+    },
     wait::wait_until,
 };
 
@@ -93,6 +97,10 @@ struct Link {
 pub(crate) struct RegQp {
     net: NetRef,
     device: Arc<RdmaDevice>,
+    /// Random, sent as the active side's private data: the listener accepts
+    /// only the request that carries it (anyone who can reach the device's
+    /// address can reach the ephemeral port while it listens).
+    token: [u8; 8],
     #[pin]
     link: Mutex<Link>,
     #[pin]
@@ -114,6 +122,8 @@ impl RegQp {
             pin_init!(Self {
                 net,
                 device,
+                // SAFETY: No preconditions.
+                token: unsafe { bindings::get_random_u64() }.to_ne_bytes(),
                 link <- new_mutex!(Link::default()),
                 changed <- new_condvar!("rrds_regqp"),
                 post <- new_spinlock!(None),
@@ -157,7 +167,7 @@ impl RegQp {
         let mut attr = qp_attr(cq, SEND_DEPTH);
         self.device.with_pd(|pd| active.create_qp(pd, &mut attr))?;
         self.link.lock().phase = Phase::Connecting;
-        active.connect_unlocked(&conn_param())?;
+        active.connect_unlocked(&conn_param(&self.token))?;
         self.wait_for(Phase::Up)?;
 
         // SAFETY: The QP of the active id, live until `shut_down` destroys the id,
@@ -165,11 +175,13 @@ impl RegQp {
         let qp = unsafe { QpRef::from_raw(active.qp()) }.ok_or_else(crate::errno::enotconn)?;
         let mut link = self.link.lock();
         link.active = own.active.take();
-        link.listener = own.listener.take();
         link.qp = Some(qp);
         link.cq = own.cq.take();
         drop(link);
         *self.post.lock() = Some(qp);
+        // Connected: nothing more to accept. Destroyed outside `link`
+        // (destroying an id waits for its running handler, which takes it).
+        drop(own);
         Ok(())
     }
 
@@ -262,9 +274,9 @@ impl RegQp {
     }
 }
 
-fn conn_param() -> ConnParam<'static> {
+fn conn_param(private_data: &[u8]) -> ConnParam<'_> {
     ConnParam {
-        private_data: &[],
+        private_data,
         responder_resources: 0,
         initiator_depth: 0,
         retry_count: 7,
@@ -311,11 +323,16 @@ impl RegCm {
 }
 
 impl CmHandler for RegCm {
-    fn connect_request(id: CmId, _event: &CmEvent<'_>) -> core::result::Result<(), CmId> {
+    fn connect_request(id: CmId, event: &CmEvent<'_>) -> core::result::Result<(), CmId> {
         // SAFETY: The new id inherits the listener's context, a `RegQp`.
         let Some(owner) = (unsafe { Self::owner(&id) }) else {
             return Err(id);
         };
+        // Only our own active id knows the token (IB pads private data).
+        if !event.private_data().starts_with(&owner.token) {
+            stats::inc(Stat::MrQpForeignConnects);
+            return Err(id);
+        }
         let mut link = owner.link.lock();
         if link.passive.is_some() || link.phase != Phase::Connecting {
             return Err(id);
@@ -327,7 +344,7 @@ impl CmHandler for RegCm {
         let accepted = owner
             .device
             .with_pd(|pd| id.create_qp(pd, &mut attr))
-            .and_then(|()| id.accept(&conn_param()));
+            .and_then(|()| id.accept(&conn_param(&[])));
         if accepted.is_err() {
             // rdma_cm destroys the id (and its QP) when we hand it back; the CQ after.
             drop(link);

@@ -262,7 +262,12 @@ fn conn_messages(net: NetRef, sent: bool, v6: bool) -> Result<Records> {
 
 fn recv_messages(net: NetRef, v6: bool) -> Result<Records> {
     let mut r = Records::new(if v6 { 50 } else { 26 });
-    for sock in SOCKETS.lock().iter().filter(|s| s.net == net) {
+    for sock in SOCKETS
+        .lock()
+        .iter()
+        .flat_map(|t| t.iter())
+        .filter(|s| s.net == net)
+    {
         let Some(bound) = sock.endpoint() else {
             continue;
         };
@@ -333,7 +338,12 @@ fn socket_record(sock: &RdsSock, v6: bool) -> Option<([u8; 52], usize)> {
 
 fn sockets(net: NetRef, v6: bool) -> Result<Records> {
     let mut r = Records::new(if v6 { 52 } else { 28 });
-    for sock in SOCKETS.lock().iter().filter(|s| s.net == net) {
+    for sock in SOCKETS
+        .lock()
+        .iter()
+        .flat_map(|t| t.iter())
+        .filter(|s| s.net == net)
+    {
         if let Some((rec, used)) = socket_record(sock, v6) {
             r.push(&rec[..used])?;
         }

@@ -15,6 +15,11 @@ mod send;
 use kernel::{
     new_mutex, new_spinlock,
     prelude::*,
+    rbtree::{
+        RBTree,
+        RBTreeNode,
+        RBTreeNodeReservation, //
+    },
     sync::{
         atomic::{
             Atomic,
@@ -114,9 +119,25 @@ pub(crate) fn register() -> Result<FamilyRegistration<RdsFamily>> {
     })
 }
 
+/// Every socket, by creation number (`RDS_INFO_SOCKETS` lists them in
+/// creation order): adding and removing one costs O(log n) however many
+/// there are.
+pub(super) struct SocketTable {
+    sockets: RBTree<u64, Arc<RdsSock>>,
+    next_id: u64,
+}
+
+impl SocketTable {
+    /// Every socket, oldest first.
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Arc<RdsSock>> {
+        self.sockets.iter().map(|(_, s)| s)
+    }
+}
+
 kernel::sync::global_lock! {
     // SAFETY: Initialised by `init()` in module init, before PF_RDS is registered.
-    unsafe(uninit) static SOCKETS: Mutex<KVec<Arc<RdsSock>>> = KVec::new();
+    // `None` until the first socket (a tree cannot be built in a constant).
+    unsafe(uninit) static SOCKETS: Mutex<Option<SocketTable>> = None;
 }
 
 /// Initialises the socket tables. Call once, in module init.
@@ -129,7 +150,8 @@ pub(crate) fn init() {
 /// Frees the socket tables' buffers. Call once, at unload, after the last socket.
 pub(crate) fn release_tables() {
     bind::release_table();
-    crate::free_table(&mut SOCKETS.lock());
+    let table = SOCKETS.lock().take();
+    drop(table);
 }
 
 /// A message waiting in a receive queue.
@@ -160,8 +182,8 @@ struct SockState {
     /// Bound to an RDMA address: the namespace listens while this holds
     /// (`transport::ib::net_get`).
     ib_net: bool,
-    /// Every connection this socket has queued messages on.
-    conns: KVec<Arc<Connection>>,
+    /// Every connection this socket has queued messages on, by key.
+    conns: RBTree<ConnKey, Arc<Connection>>,
     /// The connection of the last send (upstream's `rs_conn`), reused while
     /// the destination address and TOS stay the same.
     route: Option<Arc<Connection>>,
@@ -237,14 +259,58 @@ pub(crate) struct RdsSock {
     xrc: Mutex<KVec<Arc<xrc::Registration>>>,
     /// Events queued on those registrations, for poll and recvmsg.
     xrc_pending: Atomic<u32>,
-    /// The MRs registered with `RDS_GET_MR`; taken before `state`.
+    /// The MRs registered with `RDS_GET_MR`; taken before `state`, through
+    /// [`RdsSock::with_mrs`]. Held across user memory access and device
+    /// waits: the receive path never waits for it (`mr_used`).
     #[pin]
     mrs: Mutex<SocketMrs>,
+    /// The keys of the USE_ONCE MRs in `mrs`, which the receive path marks used.
+    use_once: Arc<mr::UseOnce>,
+    /// Creation number, the socket's key in `SOCKETS`.
+    id: u64,
 }
 
 impl RdsSock {
     pub(crate) fn net(&self) -> NetRef {
         self.net
+    }
+
+    /// Runs `f` on the socket's MR table, locked, then frees the USE_ONCE
+    /// MRs the receive path marked used meanwhile. Process context.
+    fn with_mrs<R>(&self, f: impl FnOnce(&mut SocketMrs) -> R) -> R {
+        let mut mrs = self.mrs.lock();
+        let result = f(&mut mrs);
+        self.unlock_mrs(mrs);
+        result
+    }
+
+    /// Frees the MRs marked used and unlocks; takes the lock again for a key
+    /// marked used meanwhile by a receive that found it held, unless someone
+    /// else holds it now (their unlock frees it).
+    fn unlock_mrs<'a>(&'a self, mut mrs: kernel::sync::MutexGuard<'a, SocketMrs>) {
+        loop {
+            mrs.free_used();
+            drop(mrs);
+            if !self.use_once.has_used() {
+                return;
+            }
+            match self.mrs.try_lock() {
+                Some(again) => mrs = again,
+                None => return,
+            }
+        }
+    }
+
+    /// The receive path: the peer's RDMA to our MR `rkey` is done (RC
+    /// ordering), so a USE_ONCE MR goes. Never waits for the MR table's
+    /// lock: if it is held, its holder frees the MR when it unlocks.
+    pub(crate) fn mr_used(&self, rkey: u32) {
+        if !self.use_once.mark_used(rkey) {
+            return;
+        }
+        if let Some(mrs) = self.mrs.try_lock() {
+            self.unlock_mrs(mrs);
+        }
     }
 
     fn endpoint(&self) -> Option<Endpoint> {
@@ -361,25 +427,37 @@ impl RdsSock {
     fn route_to(&self, key: ConnKey, transport: &'static dyn Transport) -> Result<Arc<Connection>> {
         {
             let mut s = self.state.lock();
-            if let Some(conn) = s.conns.iter().find(|c| c.key == key).cloned() {
+            if let Some(conn) = s.conns.get(&key).cloned() {
                 let old = s.route.replace(conn.clone());
                 drop(s);
                 drop(old);
                 return Ok(conn);
             }
         }
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
         let conn = conn::get(key, transport)?;
         let mut s = self.state.lock();
-        if let Err(e) = s.conns.push(conn.clone(), GFP_KERNEL) {
+        if let Some(old) = s.conns.insert(node.into_node(key, conn.clone())) {
+            // Another send of this socket added it meanwhile: one use is enough.
             drop(s);
-            conn::put(conn);
-            return Err(e.into());
+            conn::put(old.to_key_value().1);
+            s = self.state.lock();
         }
         let old = s.route.replace(conn.clone());
         drop(s);
         drop(old);
         Ok(conn)
     }
+}
+
+/// Takes `state` off the socket list.
+fn forget_socket(state: &Arc<RdsSock>) {
+    let removed = SOCKETS
+        .lock()
+        .as_mut()
+        .and_then(|t| t.sockets.remove_node(&state.id));
+    // Our own reference: the caller still holds one, so this one is not the last.
+    drop(removed);
 }
 
 /// Namespace teardown: connections and congestion maps of a namespace go with it.
@@ -404,6 +482,16 @@ impl SocketFamily for RdsFamily {
             return Err(errno::esocktnosupport());
         }
         let mrs = SocketMrs::new()?;
+        let use_once = mrs.use_once();
+        let id = {
+            let mut guard = SOCKETS.lock();
+            let table = guard.get_or_insert_with(|| SocketTable {
+                sockets: RBTree::new(),
+                next_id: 0,
+            });
+            table.next_id += 1;
+            table.next_id
+        };
         let sock = Arc::pin_init(
             try_pin_init!(RdsSock {
                 net,
@@ -414,11 +502,27 @@ impl SocketFamily for RdsFamily {
                 xrc <- new_mutex!(KVec::new()),
                 xrc_pending: Atomic::new(0),
                 mrs <- new_mutex!(mrs),
+                use_once,
+                id,
             }),
             GFP_KERNEL,
         )?;
-        SOCKETS.lock().push(sock.clone(), GFP_KERNEL)?;
+        let node = RBTreeNode::new(id, sock.clone(), GFP_KERNEL)?;
+        let old = SOCKETS
+            .lock()
+            .get_or_insert_with(|| SocketTable {
+                sockets: RBTree::new(),
+                next_id: 0,
+            })
+            .sockets
+            .insert(node);
+        // Unreachable: numbers are never reused.
+        drop(old);
         Ok(sock)
+    }
+
+    fn abandon(state: Arc<RdsSock>) {
+        forget_socket(&state);
     }
 
     fn attach(state: &RdsSock, sk: SockPtr) {
@@ -427,13 +531,7 @@ impl SocketFamily for RdsFamily {
     }
 
     fn release(state: Arc<RdsSock>, _sk: &Sock) {
-        {
-            let mut sockets = SOCKETS.lock();
-            if let Some(i) = sockets.iter().position(|s| Arc::ptr_eq(s, &state)) {
-                // Our own reference: `state` still holds one, so this one is not the last.
-                drop(sockets.remove(i));
-            }
-        }
+        forget_socket(&state);
         cong::remove_monitor(&state);
         // XRC registrations made through the socket end with it.
         let registrations = core::mem::take(&mut *state.xrc.lock());
@@ -444,7 +542,7 @@ impl SocketFamily for RdsFamily {
         drop(registrations);
         // Every MR is freed and invalidated; the last socket of the namespace
         // on a device takes its registration QP down.
-        state.mrs.lock().release();
+        state.with_mrs(|mrs| mrs.release());
         let refused = state.tx.lock().cong_refused.take();
         drop(refused);
         let (bound, conns, route, ib_net) = {
@@ -462,10 +560,14 @@ impl SocketFamily for RdsFamily {
             bind::remove(state.net, &ep);
         }
         // Messages still queued for sending are dropped, as upstream's rds_release does.
-        for conn in conns.iter() {
+        for (_, conn) in conns.iter() {
             conn.cancel(Some(&state), |_| true);
         }
-        for conn in conns {
+        let mut conns = conns;
+        while let Some(key) = conns.cursor_front().map(|c| *c.current().0) {
+            let Some(conn) = conns.remove(&key) else {
+                break;
+            };
             conn::put(conn);
         }
         if let (true, Some(ep)) = (ib_net, bound) {
@@ -491,6 +593,12 @@ impl SocketFamily for RdsFamily {
             cong::put(map);
         }
         drop(queued);
+        // The state's last reference usually goes here, and with it the
+        // socket's poll wait queue, whose drop waits an RCU grace period for
+        // epoll to let go (`PollCondVar`): on the module's workqueue, where
+        // the waits of many closes overlap, not in close(2) (65,534 closes
+        // in a row took one grace period each).
+        let _ = crate::ffi::workqueue::queue().try_spawn(GFP_KERNEL, move || drop(state));
     }
 
     fn bind(state: ArcBorrow<'_, RdsSock>, _sk: &Sock, raw: &[u8]) -> Result {
@@ -509,7 +617,7 @@ impl SocketFamily for RdsFamily {
                 errno::eaddrnotavail()
             });
         }
-        let map = cong::get(state.net, ep.addr)?;
+        let map = cong::get(state.net, ep.addr, cong::Side::Local)?;
         ep.port = match bind::add(state, ep) {
             Ok(port) => port,
             Err(e) => {
@@ -574,15 +682,19 @@ impl SocketFamily for RdsFamily {
                 mask |= poll_bits::IN | poll_bits::RDNORM;
             }
         }
-        let mut tx = state.tx.lock();
         // A socket refused for congestion also waits for the port to clear.
-        let refused_clear = match &tx.cong_refused {
+        // Queued on the map's wait queue with no lock held: epoll's queueing
+        // callback allocates, and may sleep.
+        let refused = state.tx.lock().cong_refused.clone();
+        let refused_clear = match &refused {
             Some((map, port)) => {
                 req.wait_on(map.wait_queue());
                 !map.is_congested(*port)
             }
             None => true,
         };
+        drop(refused);
+        let mut tx = state.tx.lock();
         let cleared = if refused_clear {
             tx.cong_refused.take()
         } else {
@@ -728,14 +840,14 @@ fn set_option(state: ArcBorrow<'_, RdsSock>, sk: &Sock, name: u32, value: SockOp
             if !registers {
                 return Err(EINVAL);
             }
-            let mut mrs = state.mrs.lock();
-            if cookie == 0 {
-                return mrs.flush();
-            }
-            mrs.free(
-                cookie,
-                flags & u64::from(bindings::RDS_RDMA_INVALIDATE) != 0,
-            )
+            let invalidate = flags & u64::from(bindings::RDS_RDMA_INVALIDATE) != 0;
+            state.with_mrs(|mrs| {
+                if cookie == 0 {
+                    mrs.flush()
+                } else {
+                    mrs.free(cookie, invalidate)
+                }
+            })
         }
         bindings::RDS_RECVERR => {
             let v = read_int(&value)?;
@@ -880,13 +992,16 @@ fn get_mr(state: &RdsSock, name: u32, value: &SockOptValue) -> Result {
     if value.len() != want {
         return Err(EINVAL);
     }
-    let raw = value.read::<FOR_DEST_LEN>().or_else(|_| {
-        // RDS_GET_MR: the same fields without the leading destination.
+    let raw = if name == bindings::RDS_GET_MR {
+        // The same fields without the leading destination. A fault is
+        // EFAULT for either layout, never a reason to try the other.
         let short = value.read::<GET_MR_LEN>()?;
         let mut raw = [0u8; FOR_DEST_LEN];
         raw[FOR_DEST_LEN - GET_MR_LEN..].copy_from_slice(&short);
-        Ok::<_, Error>(raw)
-    })?;
+        raw
+    } else {
+        value.read::<FOR_DEST_LEN>()?
+    };
     let field = |i: usize| ne_u64(&raw, FOR_DEST_LEN - GET_MR_LEN + 8 * i);
     let req = MrRequest {
         addr: field(0),
@@ -902,10 +1017,8 @@ fn get_mr(state: &RdsSock, name: u32, value: &SockOptValue) -> Result {
 fn register_mr(state: &RdsSock, req: &MrRequest, cookie_addr: u64) -> Result<u64> {
     let ep = state.endpoint().ok_or_else(errno::enotconn)?;
     let (device, _) = bound_device(state)?;
-    state
-        .mrs
-        .lock()
-        .get(state.net, &device, &ep, req, |cookie| {
+    state.with_mrs(|mrs| {
+        mrs.get(state.net, &device, &ep, req, |cookie| {
             if cookie_addr == 0 {
                 return Ok(());
             }
@@ -913,6 +1026,7 @@ fn register_mr(state: &RdsSock, req: &MrRequest, cookie_addr: u64) -> Result<u64
                 .writer()
                 .write_slice(&cookie.to_ne_bytes())
         })
+    })
 }
 
 /// The device of the socket's bound address and the address, if RDMA
@@ -937,11 +1051,7 @@ fn register_read_sink(
     start: u64,
     bytes: u64,
 ) -> Result<mr::Sink> {
-    match state
-        .mrs
-        .lock()
-        .register_sink(state.net, device, ep, start, bytes)
-    {
+    match state.with_mrs(|mrs| mrs.register_sink(state.net, device, ep, start, bytes)) {
         Err(e) if e == ENODEV => Err(EAGAIN),
         other => other,
     }
@@ -1010,8 +1120,8 @@ fn cancel_sent_to(state: &RdsSock, value: SockOptValue) -> Result {
     };
     let conns = {
         let s = state.state.lock();
-        let mut v = KVec::with_capacity(s.conns.len(), GFP_KERNEL)?;
-        for c in s.conns.iter() {
+        let mut v = KVec::new();
+        for (_, c) in s.conns.iter().filter(|(k, _)| k.faddr == addr) {
             v.push(c.clone(), GFP_KERNEL)?;
         }
         v

@@ -21,6 +21,7 @@ use crate::{
         ConnKey,
         Connection, //
     },
+    errno,
     ffi::{
         bindings,
         net::{
@@ -40,6 +41,9 @@ use crate::{
     },
     wait::wait_until,
 };
+
+/// `struct rds_rdma_notify`: u64 token, s32 status, 4 bytes of padding.
+const RDMA_NOTE_LEN: usize = 16;
 
 /// Messages to port 0 are pings, answered by the RDS stack itself.
 const PING_PORT: u16 = 0;
@@ -65,7 +69,8 @@ pub(crate) enum Direction {
 /// A message arrived on `conn`: check it, answer pings, queue it on the bound
 /// socket. Process context (IB completions run on ib_core's workqueue).
 ///
-/// Fails (`ENOMEM`) only if the socket's receive queue could not grow: the
+/// Fails if the socket's receive queue could not grow (`ENOMEM`), or for a
+/// loopback message, is full (`ENOBUFS`, see `RdsSock::deliver`): the
 /// message is then not received, and the transport must offer it again (IB
 /// resets the link, whose peer retransmits what was not acknowledged;
 /// loopback keeps it queued for the watchdog's retry).
@@ -114,19 +119,22 @@ pub(crate) fn incoming(
     for ext in header.extensions() {
         match ext {
             // The sender's RDMA to our MR is done (RC ordering): a USE_ONCE MR goes.
-            Extension::Rdma { rkey } => sock.mrs.lock().used(rkey),
+            Extension::Rdma { rkey } => sock.mr_used(rkey),
             Extension::RdmaBytes { bytes, .. } => stats::add(Stat::RecvRdmaBytes, bytes.into()),
             _ => {}
         }
     }
-    sock.deliver(Incoming {
-        header,
-        from,
-        message,
-        received_ns: None,
-        seen_ns,
-        queued_ns: 0,
-    })?;
+    sock.deliver(
+        Incoming {
+            header,
+            from,
+            message,
+            received_ns: None,
+            seen_ns,
+            queued_ns: 0,
+        },
+        dir,
+    )?;
     conn.received_sequence(&header);
     Ok(())
 }
@@ -173,44 +181,72 @@ fn queue_pong(conn: &Connection, dport: u16) {
     }
 }
 
+/// The least a socket's receive queue may hold, in charged bytes, whatever
+/// its SO_RCVBUF (see [`queue_limit`]).
+const RECV_QUEUE_FLOOR: usize = 4 << 20;
+
+/// How much a socket's receive queue holds at most, in charged bytes
+/// ([`crate::message::charge`]): four times SO_RCVBUF's (doubled) value, at
+/// least [`RECV_QUEUE_FLOOR`]. Congestion stops senders that honour it at
+/// an eighth of that (upstream's threshold, half of SO_RCVBUF's value); what
+/// reaches the limit comes from a peer that ignores our congestion map.
+fn queue_limit(sk: &Sock) -> usize {
+    sk.rcvbuf().saturating_mul(4).max(RECV_QUEUE_FLOOR)
+}
+
 impl RdsSock {
-    /// Queues an incoming message (upstream never refuses one for lack of
-    /// rcvbuf: the receive buffer only drives congestion). Process context:
-    /// the queue grows outside its spinlock; if it cannot, the message is
-    /// not taken (`ENOMEM`).
-    fn deliver(&self, mut incoming: Incoming) -> Result {
-        let len = incoming.header.len as usize;
+    /// Queues an incoming message. Below the queue's limit a message is never
+    /// refused for lack of rcvbuf (upstream: the receive buffer only drives
+    /// congestion). Process context: the queue grows outside its spinlock.
+    ///
+    /// Fails with `ENOMEM` if the queue could not grow, and with `ENOBUFS`
+    /// for a loopback message past the queue's limit: the message is then
+    /// not taken and stays with its sender. A peer's message past the limit
+    /// is dropped: its sender ignored the congestion map, and refusing it
+    /// would reset the link every socket to that peer shares.
+    fn deliver(&self, mut incoming: Incoming, dir: Direction) -> Result {
+        let charge = crate::message::charge(incoming.header.len as usize);
         let mut rx = self.rx.lock();
         loop {
-            if rx.sk.is_none() {
+            let Some(skp) = rx.sk else {
                 stats::inc(Stat::RecvDropDeadSock);
                 return Ok(());
+            };
+            // SAFETY: `rx.sk` is Some under the lock, so release has not passed the
+            // point where it clears it; the sock is valid (`RecvQueue` invariant).
+            let sk = unsafe { skp.get() };
+            if rx.bytes.saturating_add(charge) > queue_limit(sk) {
+                stats::inc(Stat::RecvDropQueueFull);
+                return match dir {
+                    Direction::Loopback => Err(errno::enobufs()),
+                    Direction::FromPeer => Ok(()),
+                };
             }
             if rx.messages.has_room() {
                 break;
             }
             let capacity = (rx.messages.capacity() * 2).max(8);
             drop(rx);
-            let slots = Fifo::new_slots(capacity, GFP_KERNEL)?;
+            let slots = Fifo::new_slots(capacity, GFP_KERNEL_ACCOUNT)?;
             rx = self.rx.lock();
             rx.messages.grow_into(slots);
         }
         let Some(skp) = rx.sk else {
             return Ok(());
         };
-        // SAFETY: `rx.sk` is Some under the lock, so release has not passed the point
-        // where it clears it; the sock is valid (`RecvQueue` invariant).
+        // SAFETY: As above.
         let sk = unsafe { skp.get() };
         if sk.flag(bindings::sock_flags_SOCK_RCVTSTAMP) {
             // SAFETY: No preconditions.
             incoming.received_ns = Some(unsafe { bindings::rrds_ktime_get_real_ns() });
         }
         incoming.queued_ns = trace_clock();
+        let len = incoming.header.len as usize;
         if rx.messages.push_back(incoming, GFP_ATOMIC).is_err() {
             // Unreachable: there is room.
             return Err(ENOMEM);
         }
-        rx.bytes += len;
+        rx.bytes += charge;
         stats::add(Stat::RecvBytesAddedToSock, len as u64);
         stats::inc(Stat::RecvQueued);
         RdsSock::update_congestion(&mut rx, sk);
@@ -263,12 +299,17 @@ pub(super) fn recvmsg(
         })?;
         // RDMA outcomes first, as upstream's `rds_notify_queue_get`.
         if let Some(&(token, status)) = rx.rdma_notes.front() {
+            if !msg.cmsg_fits(RDMA_NOTE_LEN) {
+                // No room for it: it stays queued, as upstream's.
+                drop(rx);
+                msg.set_control_truncated();
+                return Ok(0);
+            }
             if !peek {
                 rx.rdma_notes.pop_front();
             }
             drop(rx);
-            // `struct rds_rdma_notify`: u64 token, s32 status, 4 bytes of padding.
-            let mut note = [0u8; 16];
+            let mut note = [0u8; RDMA_NOTE_LEN];
             note[..8].copy_from_slice(&token.to_ne_bytes());
             note[8..12].copy_from_slice(&status.to_ne_bytes());
             msg.put_cmsg(bindings::SOL_RDS, bindings::RDS_CMSG_RDMA_STATUS, &note)?;
@@ -315,6 +356,7 @@ pub(super) fn recvmsg(
         // Copy first, dequeue after: a fault leaves the message queued (upstream).
         let total = taken.2.len();
         let copied = total.min(len);
+        let left = msg.data_left();
         taken.2.copy_to_user(msg, copied)?;
         stats::add(Stat::CopyToUser, copied as u64);
         if peek {
@@ -326,12 +368,15 @@ pub(super) fn recvmsg(
             .front()
             .is_some_and(|h| Arc::ptr_eq(&h.message, &taken.2));
         if !still_head {
-            // Another reader took it first: look again (upstream's deliver race).
+            // Another reader took it first: look again (upstream's deliver
+            // race), into the caller's buffer from where this copy began.
+            drop(rx);
+            msg.rewind_to(left);
             stats::inc(Stat::RecvDeliverRaced);
             continue;
         }
         let gone = rx.messages.pop_front();
-        rx.bytes = rx.bytes.saturating_sub(total);
+        rx.bytes = rx.bytes.saturating_sub(crate::message::charge(total));
         stats::add(Stat::RecvBytesFreedFromSock, total as u64);
         let cleared = RdsSock::update_congestion(&mut rx, sk);
         drop(rx);

@@ -28,6 +28,7 @@ use crate::{
         },
     },
     message::{
+        charge,
         flags,
         Extension,
         Header,
@@ -266,7 +267,7 @@ pub(super) fn sendmsg(
     let cookie = match (map_args, dest) {
         (Some(args), _) => Some(MappedCookie::map(&state, &args)?),
         (None, Some(cookie)) => {
-            if !state.mrs.lock().contains(mr::cookie_key(cookie)) {
+            if !state.with_mrs(|mrs| mrs.contains(mr::cookie_key(cookie))) {
                 return Err(EINVAL);
             }
             Some(MappedCookie {
@@ -338,13 +339,13 @@ pub(super) fn sendmsg(
             t.space_wanted |= t.bytes >= sndbuf;
             t.bytes < sndbuf
         })?;
-        tx.bytes += len;
+        tx.bytes += charge(len);
         if tx.bytes >= sndbuf / 2 {
             header.flags |= flags::ACK_REQUIRED;
         }
     }
     if let Err(e) = conn.queue(header, message, Some(state.into())) {
-        state.send_completed(len);
+        state.send_completed(charge(len));
         return Err(e);
     }
     conn.xmit();
@@ -391,7 +392,7 @@ impl<'a> MappedCookie<'a> {
 impl Drop for MappedCookie<'_> {
     fn drop(&mut self) {
         if let Some(state) = self.state {
-            state.mrs.lock().discard(mr::cookie_key(self.cookie));
+            state.with_mrs(|mrs| mrs.discard(mr::cookie_key(self.cookie)));
         }
     }
 }

@@ -182,6 +182,9 @@ struct Fanout {
 #[pin_data]
 pub(crate) struct Target {
     net: NetRef,
+    /// The effective uid of the creator (in the initial user namespace):
+    /// only it, or a process with CAP_NET_ADMIN, may register.
+    owner_uid: u32,
     device: Arc<RdmaDevice>,
     backend: Backend,
     port: u32,
@@ -439,6 +442,32 @@ fn watch_exit(registration: &Arc<Registration>) {
 }
 
 /// The target with `qp_num` on `device` in `net`, unless retired.
+/// The effective uid of the calling task, in the initial user namespace.
+fn current_euid() -> u32 {
+    // SAFETY: No preconditions.
+    unsafe { bindings::rrds_current_euid() }
+}
+
+/// Whether `uid` may create another target in `net`: at most
+/// `xrc_max_targets_per_user` live targets per user (all namespaces; the
+/// device's QPs are the host's) and `xrc_max_targets_per_net` per
+/// namespace. `EDQUOT` for the user's limit, `ENOSPC` for the namespace's.
+fn check_limits(targets: &KVec<Arc<Target>>, net: NetRef, uid: u32) -> Result {
+    let live = targets.iter().filter(|t| !t.fanout.lock().closed);
+    let (mut of_user, mut of_net) = (0u64, 0u64);
+    for t in live {
+        of_user += u64::from(t.owner_uid == uid);
+        of_net += u64::from(t.net == net);
+    }
+    if of_user >= crate::limits::xrc_max_targets_per_user() {
+        return Err(errno::edquot());
+    }
+    if of_net >= crate::limits::xrc_max_targets_per_net() {
+        return Err(errno::enospc());
+    }
+    Ok(())
+}
+
 fn find(net: NetRef, device: &RdmaDevice, qp_num: u32) -> Result<Arc<Target>> {
     TARGETS
         .lock()
@@ -462,10 +491,15 @@ pub(crate) fn create(
 ) -> Result<Arc<Registration>> {
     let backend = Backend::of(&device);
     let net = sock.net();
+    let owner_uid = current_euid();
+    // Refused before any device resource is spent; checked again, for
+    // good, when the target joins the table.
+    check_limits(&TARGETS.lock(), net, owner_uid)?;
     let target_device = device.clone();
     let target = Arc::pin_init(
         try_pin_init!(Target {
             net,
+            owner_uid,
             device: target_device,
             backend,
             port,
@@ -523,10 +557,12 @@ pub(crate) fn create(
             target.fanout.lock().registrations = first;
             watch_exit(&registration);
             let mut targets = TARGETS.lock();
-            if let Err(e) = targets.push(target.clone(), GFP_KERNEL) {
+            let pushed = check_limits(&targets, net, owner_uid)
+                .and_then(|()| Ok(targets.push(target.clone(), GFP_KERNEL)?));
+            if let Err(e) = pushed {
                 drop(targets);
                 registration.detach();
-                return Err(e.into());
+                return Err(e);
             }
             Ok(())
         })
@@ -547,6 +583,11 @@ pub(crate) fn register(
     qp_num: u32,
 ) -> Result<Arc<Registration>> {
     let target = find(sock.net(), device, qp_num)?;
+    // Another user's target is not ours to keep alive or to listen to.
+    // SAFETY: No preconditions.
+    if target.owner_uid != current_euid() && !unsafe { bindings::rrds_capable_net_admin() } {
+        return Err(EPERM);
+    }
     let registration = Registration::new(target.clone(), sock)?;
     // On the socket before any event can reach it: what poll and recvmsg
     // count is always there to read.

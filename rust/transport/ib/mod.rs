@@ -435,6 +435,10 @@ pub(crate) fn show_links(f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Res
 /// `map` (of a local address) changed: send it to the peer of every IB
 /// connection from that address. Process context (the map's work item).
 pub(crate) fn cong_changed(map: &crate::cong::CongMap) {
+    // Only our own sockets' bits are ours to tell.
+    if map.side != crate::cong::Side::Local {
+        return;
+    }
     let mut wire = None;
     for c in conn::snapshot() {
         let Some(path) = &c.path else {

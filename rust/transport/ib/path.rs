@@ -1055,10 +1055,11 @@ impl IbPath {
             let mut c = self.ctl.lock();
             let live_link = c.link.as_ref().is_some_and(|l| l.is(id));
             if live_link {
-                c.link_events += 1;
+                // Diagnostics counters: they wrap rather than overflow.
+                c.link_events = c.link_events.wrapping_add(1);
                 c.last_link_event = event.number();
             } else {
-                c.other_events += 1;
+                c.other_events = c.other_events.wrapping_add(1);
             }
             c.step_event(event.number(), live_link);
         }
@@ -1154,7 +1155,7 @@ impl IbPath {
         self.peer_connected(restarted, peer.ack_seq);
         if let Some(conn) = self.conn() {
             // Our congestion map first, as upstream does on a new connection.
-            if let Some(map) = cong::find(conn.key.net, &conn.key.laddr) {
+            if let Some(map) = cong::find(conn.key.net, &conn.key.laddr, cong::Side::Local) {
                 if let Ok(wire) = cong_message(&map) {
                     self.send_cong_map(wire);
                 }

@@ -1,0 +1,638 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Hardening against greedy or hostile local users, over the loopback
+ * transport (127.0.0.1): what a local process can make the module hold,
+ * wait for or spend stays bounded, whatever it sends and however it calls.
+ *
+ * - Bounded resources. Every queued message is charged at least MIN_CHARGE
+ *   (256) bytes, to its receiver's queue and to its sender's send buffer, so
+ *   a flood of empty or 1-byte messages to a socket that never reads
+ *   congests its port as early as real data would (above half of the value
+ *   getsockopt(SO_RCVBUF) reports): non-blocking senders get ENOBUFS, kernel
+ *   memory does not grow, and closing the sockets frees what was queued at
+ *   once. Many senders together never push a queue past its hard limit,
+ *   max(4 x SO_RCVBUF's value, 4 MiB) charged bytes.
+ * - No sleeping in atomic context. epoll on a sender refused by a congested
+ *   port waits for the port to clear and is woken when it does (the debug
+ *   kernel's might_sleep checks and the VM runner's splat detection turn a
+ *   sleep under a spinlock there into a failure).
+ * - Whole messages for concurrent readers. Several threads reading one
+ *   socket each get whole messages, each exactly once, every byte its
+ *   sender's, with the sender's address.
+ * - Cheap bind. bind(port 0) finds a free port in bounded time even when
+ *   every port of the address but one is taken, and says EADDRINUSE quickly
+ *   when none is.
+ * - Argument faults. A RDS_GET_MR_FOR_DEST argument that runs into an
+ *   unmapped page is EFAULT: the option is read with its own layout, never
+ *   guessed from the shorter RDS_GET_MR one.
+ *
+ * Loopback delivery is synchronous inside sendmsg: when a send returns, its
+ * message is in the receiver's queue (or was refused).
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "kselftest_harness.h"
+#include "rrds_test.h"
+#include "rds_socket.h"
+
+/* What a message is charged at least (the module's MIN_CHARGE). */
+#define MIN_CHARGE	256
+/* The least a receive queue may hold, in charged bytes, whatever its SO_RCVBUF. */
+#define QUEUE_FLOOR	(4 << 20)
+
+FIXTURE(abuse) {
+	int rx, tx;
+	struct sockaddr_in to;	/* rx's address */
+	int rcvbuf;		/* getsockopt(rx, SO_RCVBUF): the kernel's doubled value */
+};
+
+FIXTURE_SETUP(abuse)
+{
+	socklen_t len = sizeof(self->rcvbuf);
+
+	if (!rrds_loaded())
+		ASSERT_EQ(0, rrds_load());
+	self->rx = bound_socket("127.0.0.1", 0);
+	self->tx = bound_socket("127.0.0.1", 0);
+	ASSERT_LE(0, self->rx);
+	ASSERT_LE(0, self->tx);
+	self->to = sin4("127.0.0.1", local_port(self->rx));
+	ASSERT_EQ(0, getsockopt(self->rx, SOL_SOCKET, SO_RCVBUF, &self->rcvbuf, &len));
+	ASSERT_LT(0, self->rcvbuf);
+}
+
+FIXTURE_TEARDOWN(abuse)
+{
+	if (self->rx >= 0)
+		close(self->rx);
+	if (self->tx >= 0)
+		close(self->tx);
+}
+
+static int send_nb(int fd, const struct sockaddr_in *to, const void *buf, size_t len)
+{
+	return ERR(sendto(fd, buf, len, MSG_DONTWAIT, (const struct sockaddr *)to, sizeof(*to)));
+}
+
+/* The "Slab:" line of /proc/meminfo, in kB; -1 if unreadable. */
+static long slab_kb(void)
+{
+	char buf[8192], *p;
+
+	if (read_file("/proc/meminfo", buf, sizeof(buf)) < 0)
+		return -1;
+	p = strstr(buf, "\nSlab:");
+	if (!p)
+		return -1;
+	return strtol(p + strlen("\nSlab:"), NULL, 10);
+}
+
+/* ---- Bounded resources ---- */
+
+#define FLOOD		500000
+#define FLOOD_SLACK	64		/* messages beyond the threshold's worth */
+/*
+ * Slab growth allowed for the flood. What stays queued is about 417 messages
+ * (100 KiB of charge); the rest of the growth is KASAN's quarantine, which
+ * keeps the freed messages of refused sends (sendmsg copies a message in
+ * before it finds the port congested, as upstream's) and is bounded at 1/32
+ * of RAM (64 MiB in the 2 GiB test VM; 21 MiB was seen). Without the bound,
+ * 500,000 queued messages take hundreds of MiB (in-tree rds: 459 MB for
+ * 200,000) and rrds once asked kmalloc for 7 MiB at 98,304.
+ */
+#define SLAB_GROWTH_KB	(48 << 10)	/* 48 MiB */
+
+TEST_F(abuse, zero_length_flood_to_a_reader_that_never_reads_is_bounded)
+{
+	long ok = 0, enobufs = 0, slab0, slab1, most;
+	double start, elapsed, closing;
+	char none;
+
+	/* Congested above rcvbuf / 2 charged bytes, each message MIN_CHARGE. */
+	most = (long)(self->rcvbuf / 2) / MIN_CHARGE + FLOOD_SLACK;
+	slab0 = slab_kb();
+	ASSERT_LT(0, slab0);
+	start = now();
+	for (long i = 0; i < FLOOD; i++) {
+		int r = send_nb(self->tx, &self->to, &none, 0);
+
+		if (r == 0) {
+			ok++;
+		} else if (r == -ENOBUFS) {
+			enobufs++;
+		} else {
+			ASSERT_EQ(-ENOBUFS, r) {
+				TH_LOG("send %ld of %d: %s (%ld accepted, %ld ENOBUFS before)",
+				       i, FLOOD, strerror(-r), ok, enobufs);
+			}
+		}
+	}
+	elapsed = now() - start;
+	slab1 = slab_kb();
+	ASSERT_LT(0, slab1);
+	TH_LOG("%d empty sends in %.1f s: %ld accepted (at most %ld), %ld ENOBUFS; SO_RCVBUF %d",
+	       FLOOD, elapsed, ok, most, enobufs, self->rcvbuf);
+	TH_LOG("Slab: %ld kB before, %ld kB after (%+ld kB)", slab0, slab1, slab1 - slab0);
+	EXPECT_LT(0, enobufs);
+	EXPECT_LT(0, ok);
+	EXPECT_GE(most, ok);
+	EXPECT_GT(SLAB_GROWTH_KB, slab1 - slab0);
+
+	/* Whatever was queued goes at once with the sockets. */
+	start = now();
+	EXPECT_EQ(0, close(self->rx));
+	EXPECT_EQ(0, close(self->tx));
+	closing = now() - start;
+	self->rx = self->tx = -1;
+	TH_LOG("closing both sockets took %.3f s", closing);
+	EXPECT_GT(1.0, closing);
+}
+
+#define FLOODERS	8
+#define FLOOD_TRIES	100000	/* attempts per sender at most... */
+#define REFUSED_RUN	2000	/* ...stopping after this many refusals in a row */
+
+struct flooder {
+	int fd;
+	struct sockaddr_in to;
+	long accepted, enobufs, eagain, attempts;
+	int bad;		/* an errno other than ENOBUFS or EAGAIN, or 0 */
+};
+
+static void *flood_tiny(void *arg)
+{
+	struct flooder *f = arg;
+	long refused_in_a_row = 0;
+	char byte = 'x';
+
+	while (f->attempts < FLOOD_TRIES && refused_in_a_row < REFUSED_RUN) {
+		int r = send_nb(f->fd, &f->to, &byte, 1);
+
+		f->attempts++;
+		if (r == 1) {
+			f->accepted++;
+			refused_in_a_row = 0;
+			continue;
+		}
+		/* A congested port, or a send buffer full of messages it refused. */
+		if (r == -ENOBUFS) {
+			f->enobufs++;
+		} else if (r == -EAGAIN) {
+			f->eagain++;
+		} else {
+			f->bad = -r;
+			break;
+		}
+		refused_in_a_row++;
+	}
+	return NULL;
+}
+
+TEST_F(abuse, tiny_messages_from_many_senders_never_pass_the_queue_limit)
+{
+	struct flooder f[FLOODERS] = { 0 };
+	pthread_t t[FLOODERS];
+	long limit, count = 0, accepted = 0;
+	char buf[16];
+	int r;
+
+	limit = 4L * self->rcvbuf > QUEUE_FLOOR ? 4L * self->rcvbuf : QUEUE_FLOOR;
+	for (int i = 0; i < FLOODERS; i++) {
+		f[i].fd = bound_socket("127.0.0.1", 0);
+		ASSERT_LE(0, f[i].fd);
+		f[i].to = self->to;
+	}
+	for (int i = 0; i < FLOODERS; i++)
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, flood_tiny, &f[i]));
+	for (int i = 0; i < FLOODERS; i++)
+		ASSERT_EQ(0, pthread_join(t[i], NULL));
+	for (int i = 0; i < FLOODERS; i++) {
+		TH_LOG("sender %d: %ld attempts, %ld accepted, %ld ENOBUFS, %ld EAGAIN",
+		       i, f[i].attempts, f[i].accepted, f[i].enobufs, f[i].eagain);
+		EXPECT_EQ(0, f[i].bad) {
+			TH_LOG("sender %d: %s", i, strerror(f[i].bad));
+		}
+		accepted += f[i].accepted;
+	}
+
+	/* What the queue holds: every message, 1 byte each, then nothing. */
+	while ((r = ERR(recv(self->rx, buf, sizeof(buf), MSG_DONTWAIT))) == 1)
+		count++;
+	EXPECT_EQ(-EAGAIN, r);
+	TH_LOG("%ld messages queued (%ld charged bytes, limit %ld), %ld sends accepted; SO_RCVBUF %d",
+	       count, count * MIN_CHARGE, limit, accepted, self->rcvbuf);
+	EXPECT_LT(0, count);
+	EXPECT_GE(limit, count * MIN_CHARGE);
+	for (int i = 0; i < FLOODERS; i++)
+		close(f[i].fd);
+}
+
+/* ---- No sleeping in atomic context ---- */
+
+#define MSG		8192
+#define RCVBUF		65536	/* doubled to 131072: congested above 65536 queued */
+#define FILL		9	/* 9 x 8 KiB = 73728: over the threshold */
+
+TEST_F(abuse, epoll_on_a_congested_socket_waits_for_the_port_to_clear)
+{
+	static char buf[MSG];
+	struct epoll_event ev = { .events = EPOLLOUT }, got[4];
+	int v = RCVBUF, epfd, drained = 0, r;
+
+	ASSERT_EQ(0, setsockopt(self->rx, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)));
+	for (int i = 0; i < FILL; i++)
+		ASSERT_EQ(MSG, send_nb(self->tx, &self->to, buf, MSG));
+	ASSERT_EQ(-ENOBUFS, send_nb(self->tx, &self->to, buf, MSG));
+
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	ASSERT_LE(0, epfd);
+	ev.data.fd = self->tx;
+	ASSERT_EQ(0, epoll_ctl(epfd, EPOLL_CTL_ADD, self->tx, &ev));
+	/* Refused by a port that is still congested: not writable. */
+	EXPECT_EQ(0, epoll_wait(epfd, got, 4, 0));
+
+	while ((r = ERR(recv(self->rx, buf, sizeof(buf), MSG_DONTWAIT))) == MSG)
+		drained++;
+	EXPECT_EQ(-EAGAIN, r);
+	EXPECT_EQ(FILL, drained);
+
+	ASSERT_EQ(1, epoll_wait(epfd, got, 4, 5000));
+	EXPECT_EQ(self->tx, got[0].data.fd);
+	EXPECT_EQ((uint32_t)EPOLLOUT, got[0].events & EPOLLOUT);
+	EXPECT_EQ(MSG, send_nb(self->tx, &self->to, buf, MSG));
+	close(epfd);
+}
+
+/* ---- Whole messages for concurrent readers ---- */
+
+#define READERS		4
+#define SENDERS		8
+#define PER_SENDER	2500
+#define TOTAL		(SENDERS * PER_SENDER)
+#define READ_BUF	4096
+#define LOGGED		8	/* mismatches described in the log at most */
+
+/* Sender @i's messages all have this size, distinct per sender. */
+static size_t msg_size(int i)
+{
+	return 64 + 97 * i;
+}
+
+static uint8_t fill_byte(int i, uint32_t k)
+{
+	return (uint8_t)(i * 31 + k);
+}
+
+/* Message @k of sender @i: (k, i) as two native uint32, then fill_byte(i, k). */
+static void make_message(unsigned char *buf, int i, uint32_t k)
+{
+	uint32_t hdr[2] = { k, (uint32_t)i };
+
+	memset(buf, fill_byte(i, k), msg_size(i));
+	memcpy(buf, hdr, sizeof(hdr));
+}
+
+struct mismatch {
+	int sender;		/* by source port; -1 if no sender has it */
+	int port;
+	long len, want_len;
+	uint32_t k, i;		/* the header as received */
+	long offset;		/* of the first wrong fill byte, or -1 */
+};
+
+struct exchange {
+	int rx, stop_port;
+	int ports[SENDERS];
+	int received;		/* messages from senders' ports, atomic */
+	int recv_err;		/* the first reader's recvfrom errno, or 0 */
+	int mismatches;		/* atomic */
+	pthread_mutex_t lock;	/* for first[] */
+	struct mismatch first[LOGGED];
+	int seen[SENDERS][PER_SENDER];	/* atomic */
+};
+
+struct sender {
+	int idx, fd, sent, err;	/* err: errno of a failed send, -1 for a short one */
+	struct sockaddr_in to;
+};
+
+static void *send_all(void *arg)
+{
+	struct sender *s = arg;
+	unsigned char buf[READ_BUF];
+	size_t size = msg_size(s->idx);
+
+	for (uint32_t k = 0; k < PER_SENDER; k++) {
+		ssize_t n;
+
+		make_message(buf, s->idx, k);
+		n = sendto(s->fd, buf, size, 0, (struct sockaddr *)&s->to, sizeof(s->to));
+		if (n < 0) {
+			s->err = errno;
+			break;
+		}
+		if ((size_t)n != size) {
+			s->err = -1;
+			break;
+		}
+		s->sent++;
+	}
+	return NULL;
+}
+
+static void note_mismatch(struct exchange *x, const struct mismatch *m)
+{
+	int n = __atomic_fetch_add(&x->mismatches, 1, __ATOMIC_RELAXED);
+
+	if (n >= LOGGED)
+		return;
+	pthread_mutex_lock(&x->lock);
+	x->first[n] = *m;
+	pthread_mutex_unlock(&x->lock);
+}
+
+static void *read_all(void *arg)
+{
+	struct exchange *x = arg;
+	unsigned char buf[READ_BUF];
+
+	while (__atomic_load_n(&x->received, __ATOMIC_ACQUIRE) < TOTAL) {
+		struct sockaddr_in from;
+		socklen_t flen = sizeof(from);
+		struct mismatch m = { .sender = -1, .offset = -1 };
+		uint32_t hdr[2] = { 0, 0 };
+		ssize_t len;
+		int s = -1;
+
+		len = recvfrom(x->rx, buf, sizeof(buf), 0, (struct sockaddr *)&from, &flen);
+		if (len < 0) {
+			int zero = 0;
+
+			/* A timeout (SO_RCVTIMEO) too: every message was owed. */
+			__atomic_compare_exchange_n(&x->recv_err, &zero, errno, false,
+						    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+			break;
+		}
+		m.port = ntohs(from.sin_port);
+		if (m.port == x->stop_port)
+			break;
+		for (int i = 0; i < SENDERS; i++)
+			if (x->ports[i] == m.port)
+				s = i;
+		m.sender = s;
+		m.len = len;
+		if (len >= (ssize_t)sizeof(hdr))
+			memcpy(hdr, buf, sizeof(hdr));
+		m.k = hdr[0];
+		m.i = hdr[1];
+		if (s < 0 || flen != sizeof(from) ||
+		    from.sin_addr.s_addr != htonl(INADDR_LOOPBACK)) {
+			note_mismatch(x, &m);
+			continue;
+		}
+		m.want_len = msg_size(s);
+		if (len != m.want_len || m.i != (uint32_t)s || m.k >= PER_SENDER) {
+			note_mismatch(x, &m);
+		} else {
+			for (long j = sizeof(hdr); j < len; j++) {
+				if (buf[j] != fill_byte(s, m.k)) {
+					m.offset = j;
+					break;
+				}
+			}
+			if (m.offset >= 0)
+				note_mismatch(x, &m);
+			else
+				__atomic_fetch_add(&x->seen[s][m.k], 1, __ATOMIC_RELAXED);
+		}
+		__atomic_fetch_add(&x->received, 1, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+TEST_F(abuse, concurrent_readers_each_get_whole_messages_of_one_sender)
+{
+	struct timeval rcvtimeo = { .tv_sec = 10 }, sndtimeo = { .tv_sec = 30 };
+	struct exchange *x = calloc(1, sizeof(*x));
+	struct sender s[SENDERS] = { 0 };
+	pthread_t readers[READERS], senders[SENDERS];
+	long missing = 0, repeated = 0;
+	int stop, sent = 0;
+	double start;
+	char byte = 0;
+
+	ASSERT_NE(NULL, x);
+	ASSERT_EQ(0, pthread_mutex_init(&x->lock, NULL));
+	x->rx = self->rx;
+	ASSERT_EQ(0, setsockopt(self->rx, SOL_SOCKET, SO_RCVTIMEO, &rcvtimeo, sizeof(rcvtimeo)));
+	/* Wakes readers still blocked once everything is in (one each). */
+	stop = bound_socket("127.0.0.1", 0);
+	ASSERT_LE(0, stop);
+	x->stop_port = local_port(stop);
+	for (int i = 0; i < SENDERS; i++) {
+		s[i].idx = i;
+		s[i].to = self->to;
+		s[i].fd = bound_socket("127.0.0.1", 0);
+		ASSERT_LE(0, s[i].fd);
+		ASSERT_EQ(0, setsockopt(s[i].fd, SOL_SOCKET, SO_SNDTIMEO, &sndtimeo,
+					sizeof(sndtimeo)));
+		x->ports[i] = local_port(s[i].fd);
+		ASSERT_LT(0, x->ports[i]);
+	}
+
+	start = now();
+	for (int i = 0; i < READERS; i++)
+		ASSERT_EQ(0, pthread_create(&readers[i], NULL, read_all, x));
+	for (int i = 0; i < SENDERS; i++)
+		ASSERT_EQ(0, pthread_create(&senders[i], NULL, send_all, &s[i]));
+	for (int i = 0; i < SENDERS; i++)
+		ASSERT_EQ(0, pthread_join(senders[i], NULL));
+	WAIT_FOR(15, __atomic_load_n(&x->received, __ATOMIC_ACQUIRE) >= TOTAL ||
+		 __atomic_load_n(&x->recv_err, __ATOMIC_RELAXED));
+	for (int i = 0; i < READERS; i++)
+		send_nb(stop, &self->to, &byte, 1);
+	for (int i = 0; i < READERS; i++)
+		ASSERT_EQ(0, pthread_join(readers[i], NULL));
+
+	for (int i = 0; i < SENDERS; i++) {
+		EXPECT_EQ(0, s[i].err) {
+			TH_LOG("sender %d (%zu-byte messages): %s after %d sent", i, msg_size(i),
+			       s[i].err < 0 ? "short send" : strerror(s[i].err), s[i].sent);
+		}
+		sent += s[i].sent;
+		for (int k = 0; k < PER_SENDER; k++) {
+			missing += x->seen[i][k] == 0;
+			repeated += x->seen[i][k] > 1;
+		}
+	}
+	TH_LOG("%d readers, %d senders: %d sent, %d received in %.1f s; %d mismatched, "
+	       "%ld missing, %ld seen more than once",
+	       READERS, SENDERS, sent, x->received, now() - start, x->mismatches, missing,
+	       repeated);
+	for (int j = 0; j < x->mismatches && j < LOGGED; j++) {
+		const struct mismatch *m = &x->first[j];
+
+		TH_LOG("mismatch %d: from port %d (sender %d): %ld bytes, want %ld; header k %u i %u; "
+		       "first wrong fill byte at %ld", j, m->port, m->sender, m->len, m->want_len,
+		       m->k, m->i, m->offset);
+	}
+	EXPECT_EQ(0, x->recv_err) {
+		TH_LOG("recvfrom: %s", strerror(x->recv_err));
+	}
+	EXPECT_EQ(TOTAL, sent);
+	EXPECT_EQ(0, x->mismatches);
+	EXPECT_EQ(0, missing);
+	EXPECT_EQ(0, repeated);
+	EXPECT_EQ(TOTAL, x->received);
+	for (int i = 0; i < SENDERS; i++)
+		close(s[i].fd);
+	close(stop);
+	pthread_mutex_destroy(&x->lock);
+	free(x);
+}
+
+/* ---- Argument faults ---- */
+
+_Static_assert(sizeof(struct rds_get_mr_args) == 32, "RDS_GET_MR's layout");
+/* Longer than 40 bytes: read from 40 bytes before a hole, it runs into it. */
+_Static_assert(sizeof(struct rds_get_mr_for_dest_args) > 40, "RDS_GET_MR_FOR_DEST's layout");
+
+TEST_F(abuse, get_mr_for_dest_argument_fault_is_efault)
+{
+	const size_t get_mr_len = sizeof(struct rds_get_mr_args);
+	const size_t for_dest_len = sizeof(struct rds_get_mr_for_dest_args);
+	long page = sysconf(_SC_PAGESIZE);
+	char *map, *p;
+
+	TH_LOG("struct rds_get_mr_args: %zu bytes, struct rds_get_mr_for_dest_args: %zu bytes",
+	       get_mr_len, for_dest_len);
+	/* A zeroed page followed by a hole. */
+	map = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, map);
+	ASSERT_EQ(0, munmap(map + page, page));
+	p = map + page - 40;
+
+	/* The whole argument is read, with its own layout: it faults. */
+	EXPECT_EQ(-EFAULT, ERR(setsockopt(self->rx, SOL_RDS, RDS_GET_MR_FOR_DEST, p,
+					  for_dest_len)));
+	/* Mapped, it is read and refused for what it asks: no RDMA on loopback. */
+	EXPECT_EQ(-EOPNOTSUPP, ERR(setsockopt(self->rx, SOL_RDS, RDS_GET_MR_FOR_DEST,
+					      map + page - for_dest_len, for_dest_len)));
+	/* RDS_GET_MR's 32 bytes at the same address are all mapped: no fault. */
+	EXPECT_EQ(-EOPNOTSUPP, ERR(setsockopt(self->rx, SOL_RDS, RDS_GET_MR, p, get_mr_len)));
+	/* ...nor when they end right at the hole. */
+	EXPECT_EQ(-EOPNOTSUPP, ERR(setsockopt(self->rx, SOL_RDS, RDS_GET_MR,
+					      map + page - get_mr_len, get_mr_len)));
+	munmap(map, page);
+}
+
+/* ---- Cheap bind ---- */
+
+RRDS_LOADED_FIXTURE(ports)
+
+#define PORTS_FREE	65534	/* 2..65535: port 0 asks for one, port 1 is reserved */
+#define FD_LIMIT	70000
+#define FAST		0.1	/* seconds a bind may take at most */
+
+static int bind_any(int fd)
+{
+	struct sockaddr_in any = sin4("127.0.0.1", 0);
+
+	return ERR(bind(fd, (struct sockaddr *)&any, sizeof(any)));
+}
+
+TEST_F_TIMEOUT(ports, bind_port_zero_stays_fast_with_every_port_taken, 900)
+{
+	struct rlimit rl = { .rlim_cur = FD_LIMIT, .rlim_max = FD_LIMIT };
+	int *fds = malloc(FD_LIMIT * sizeof(*fds));
+	unsigned char *seen = calloc(65536, 1);
+	double start, t, dt, slowest = 0, binding = 0, all;
+	int n = 0, err = 0, slowest_at = -1, fd, e, victim, victim_port, bad_ports = 0;
+	char buf[32];
+
+	ASSERT_NE(NULL, fds);
+	ASSERT_NE(NULL, seen);
+	ASSERT_LT(0, read_file("/proc/sys/fs/nr_open", buf, sizeof(buf)));
+	if (atol(buf) < FD_LIMIT)
+		ASSERT_EQ(0, write_string("/proc/sys/fs/nr_open", "1048576"));
+	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &rl));
+
+	start = now();
+	while (n < FD_LIMIT - 100) {
+		fd = rds_socket();
+		e = errno;
+		ASSERT_LE(0, fd) {
+			TH_LOG("socket() with %d bound: %s", n, strerror(e));
+		}
+		t = now();
+		err = bind_any(fd);
+		dt = now() - t;
+		binding += dt;
+		if (dt > slowest) {
+			slowest = dt;
+			slowest_at = n;
+		}
+		if (err) {
+			close(fd);
+			break;
+		}
+		fds[n++] = fd;
+	}
+	all = now() - start;
+	TH_LOG("%d sockets bound to port 0 in %.1f s (%.1f s in bind); slowest bind %.1f ms, "
+	       "with %d bound; then %s", n, all, binding, slowest * 1e3, slowest_at,
+	       err ? strerror(-err) : "no failure");
+	ASSERT_EQ(-EADDRINUSE, err);
+	ASSERT_EQ(PORTS_FREE, n);
+	EXPECT_GT(FAST, slowest);
+
+	/* Every port but 0 and 1, once each. */
+	for (int i = 0; i < n; i++) {
+		int port = local_port(fds[i]);
+
+		if (port < 2 || port > 65535 || seen[port]++)
+			bad_ports++;
+	}
+	EXPECT_EQ(0, bad_ports);
+
+	/* None left: says so at once. */
+	fd = rds_socket();
+	ASSERT_LE(0, fd);
+	t = now();
+	EXPECT_EQ(-EADDRINUSE, bind_any(fd));
+	dt = now() - t;
+	TH_LOG("bind with every port taken: %.1f ms", dt * 1e3);
+	EXPECT_GT(FAST, dt);
+	close(fd);
+
+	/* One freed: found at once, wherever the search starts. */
+	victim = n / 2;
+	victim_port = local_port(fds[victim]);
+	ASSERT_LT(1, victim_port);
+	ASSERT_EQ(0, close(fds[victim]));
+	fds[victim] = rds_socket();
+	ASSERT_LE(0, fds[victim]);
+	t = now();
+	EXPECT_EQ(0, bind_any(fds[victim]));
+	dt = now() - t;
+	TH_LOG("bind with only port %d free: %.1f ms, got port %d", victim_port, dt * 1e3,
+	       local_port(fds[victim]));
+	EXPECT_GT(FAST, dt);
+	EXPECT_EQ(victim_port, local_port(fds[victim]));
+
+	start = now();
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	TH_LOG("closing %d sockets took %.1f s", n, now() - start);
+	free(fds);
+	free(seen);
+}
+
+TEST_HARNESS_MAIN
