@@ -10,6 +10,7 @@
 #   make bench-rdma                RDMA WRITE/READ through RDS against ib_write_bw/ib_read_bw
 #   make bench-register            GET_MR + FREE_MR cycles against in-tree's RDMA_MAP + FREE_MR
 #   make interop                   rrds in one VM against in-tree RDS/IB in another (also in check)
+#   make fuzz                      the fuzzer for RRDS_FUZZ_SECONDS (default 1800) in the VM
 #
 # KDIR defaults to the cached test kernel (scripts/kernel-dir builds it on first use).
 
@@ -32,7 +33,7 @@ SHELL := /bin/bash
 rust_sources = $(filter-out rust/bindings_generated.rs,$(wildcard rust/*.rs rust/*/*.rs rust/*/*/*.rs))
 kmake = $(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM)
 
-.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench bench-ib bench-rdma bench-register bench-xrc interop setup
+.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench bench-ib bench-rdma bench-register bench-xrc interop setup fuzz
 
 all: modules
 
@@ -64,6 +65,9 @@ check:
 
 demo:
 	scripts/demo
+
+fuzz:
+	scripts/fuzz
 
 bench:
 	scripts/bench

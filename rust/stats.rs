@@ -117,6 +117,9 @@ counters! {
     RecvDropQueueFull => "recv_drop_queue_full",
     // Connections refused by `max_conns_per_net` or `max_conns_per_peer`.
     ConnLimitRefused => "conn_limit_refused",
+    // iWARP connects their task had not run within 5 s: failed, and
+    // retried from the next task that sends.
+    IbTaskConnectsOverdue => "ib_task_connects_overdue",
 }
 
 const COUNT: usize = NAMES.len();

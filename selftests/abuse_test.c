@@ -41,6 +41,7 @@
 #include "kselftest_harness.h"
 #include "rrds_test.h"
 #include "rds_socket.h"
+#include "readers_workload.h"
 
 /* What a message is charged at least (the module's MIN_CHARGE). */
 #define MIN_CHARGE	256
@@ -272,230 +273,36 @@ TEST_F(abuse, epoll_on_a_congested_socket_waits_for_the_port_to_clear)
 
 /* ---- Whole messages for concurrent readers ---- */
 
-#define READERS		4
-#define SENDERS		8
-#define PER_SENDER	2500
-#define TOTAL		(SENDERS * PER_SENDER)
-#define READ_BUF	4096
-#define LOGGED		8	/* mismatches described in the log at most */
-
-/* Sender @i's messages all have this size, distinct per sender. */
-static size_t msg_size(int i)
+/* Checks and logs a readers_exchange() outcome. */
+static void check_readers(struct __test_metadata *_metadata, const struct readers_outcome *o)
 {
-	return 64 + 97 * i;
-}
-
-static uint8_t fill_byte(int i, uint32_t k)
-{
-	return (uint8_t)(i * 31 + k);
-}
-
-/* Message @k of sender @i: (k, i) as two native uint32, then fill_byte(i, k). */
-static void make_message(unsigned char *buf, int i, uint32_t k)
-{
-	uint32_t hdr[2] = { k, (uint32_t)i };
-
-	memset(buf, fill_byte(i, k), msg_size(i));
-	memcpy(buf, hdr, sizeof(hdr));
-}
-
-struct mismatch {
-	int sender;		/* by source port; -1 if no sender has it */
-	int port;
-	long len, want_len;
-	uint32_t k, i;		/* the header as received */
-	long offset;		/* of the first wrong fill byte, or -1 */
-};
-
-struct exchange {
-	int rx, stop_port;
-	int ports[SENDERS];
-	int received;		/* messages from senders' ports, atomic */
-	int recv_err;		/* the first reader's recvfrom errno, or 0 */
-	int mismatches;		/* atomic */
-	pthread_mutex_t lock;	/* for first[] */
-	struct mismatch first[LOGGED];
-	int seen[SENDERS][PER_SENDER];	/* atomic */
-};
-
-struct sender {
-	int idx, fd, sent, err;	/* err: errno of a failed send, -1 for a short one */
-	struct sockaddr_in to;
-};
-
-static void *send_all(void *arg)
-{
-	struct sender *s = arg;
-	unsigned char buf[READ_BUF];
-	size_t size = msg_size(s->idx);
-
-	for (uint32_t k = 0; k < PER_SENDER; k++) {
-		ssize_t n;
-
-		make_message(buf, s->idx, k);
-		n = sendto(s->fd, buf, size, 0, (struct sockaddr *)&s->to, sizeof(s->to));
-		if (n < 0) {
-			s->err = errno;
-			break;
-		}
-		if ((size_t)n != size) {
-			s->err = -1;
-			break;
-		}
-		s->sent++;
-	}
-	return NULL;
-}
-
-static void note_mismatch(struct exchange *x, const struct mismatch *m)
-{
-	int n = __atomic_fetch_add(&x->mismatches, 1, __ATOMIC_RELAXED);
-
-	if (n >= LOGGED)
-		return;
-	pthread_mutex_lock(&x->lock);
-	x->first[n] = *m;
-	pthread_mutex_unlock(&x->lock);
-}
-
-static void *read_all(void *arg)
-{
-	struct exchange *x = arg;
-	unsigned char buf[READ_BUF];
-
-	while (__atomic_load_n(&x->received, __ATOMIC_ACQUIRE) < TOTAL) {
-		struct sockaddr_in from;
-		socklen_t flen = sizeof(from);
-		struct mismatch m = { .sender = -1, .offset = -1 };
-		uint32_t hdr[2] = { 0, 0 };
-		ssize_t len;
-		int s = -1;
-
-		len = recvfrom(x->rx, buf, sizeof(buf), 0, (struct sockaddr *)&from, &flen);
-		if (len < 0) {
-			int zero = 0;
-
-			/* A timeout (SO_RCVTIMEO) too: every message was owed. */
-			__atomic_compare_exchange_n(&x->recv_err, &zero, errno, false,
-						    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-			break;
-		}
-		m.port = ntohs(from.sin_port);
-		if (m.port == x->stop_port)
-			break;
-		for (int i = 0; i < SENDERS; i++)
-			if (x->ports[i] == m.port)
-				s = i;
-		m.sender = s;
-		m.len = len;
-		if (len >= (ssize_t)sizeof(hdr))
-			memcpy(hdr, buf, sizeof(hdr));
-		m.k = hdr[0];
-		m.i = hdr[1];
-		if (s < 0 || flen != sizeof(from) ||
-		    from.sin_addr.s_addr != htonl(INADDR_LOOPBACK)) {
-			note_mismatch(x, &m);
-			continue;
-		}
-		m.want_len = msg_size(s);
-		if (len != m.want_len || m.i != (uint32_t)s || m.k >= PER_SENDER) {
-			note_mismatch(x, &m);
-		} else {
-			for (long j = sizeof(hdr); j < len; j++) {
-				if (buf[j] != fill_byte(s, m.k)) {
-					m.offset = j;
-					break;
-				}
-			}
-			if (m.offset >= 0)
-				note_mismatch(x, &m);
-			else
-				__atomic_fetch_add(&x->seen[s][m.k], 1, __ATOMIC_RELAXED);
-		}
-		__atomic_fetch_add(&x->received, 1, __ATOMIC_RELEASE);
-	}
-	return NULL;
-}
-
-TEST_F(abuse, concurrent_readers_each_get_whole_messages_of_one_sender)
-{
-	struct timeval rcvtimeo = { .tv_sec = 10 }, sndtimeo = { .tv_sec = 30 };
-	struct exchange *x = calloc(1, sizeof(*x));
-	struct sender s[SENDERS] = { 0 };
-	pthread_t readers[READERS], senders[SENDERS];
-	long missing = 0, repeated = 0;
-	int stop, sent = 0;
-	double start;
-	char byte = 0;
-
-	ASSERT_NE(NULL, x);
-	ASSERT_EQ(0, pthread_mutex_init(&x->lock, NULL));
-	x->rx = self->rx;
-	ASSERT_EQ(0, setsockopt(self->rx, SOL_SOCKET, SO_RCVTIMEO, &rcvtimeo, sizeof(rcvtimeo)));
-	/* Wakes readers still blocked once everything is in (one each). */
-	stop = bound_socket("127.0.0.1", 0);
-	ASSERT_LE(0, stop);
-	x->stop_port = local_port(stop);
-	for (int i = 0; i < SENDERS; i++) {
-		s[i].idx = i;
-		s[i].to = self->to;
-		s[i].fd = bound_socket("127.0.0.1", 0);
-		ASSERT_LE(0, s[i].fd);
-		ASSERT_EQ(0, setsockopt(s[i].fd, SOL_SOCKET, SO_SNDTIMEO, &sndtimeo,
-					sizeof(sndtimeo)));
-		x->ports[i] = local_port(s[i].fd);
-		ASSERT_LT(0, x->ports[i]);
-	}
-
-	start = now();
-	for (int i = 0; i < READERS; i++)
-		ASSERT_EQ(0, pthread_create(&readers[i], NULL, read_all, x));
-	for (int i = 0; i < SENDERS; i++)
-		ASSERT_EQ(0, pthread_create(&senders[i], NULL, send_all, &s[i]));
-	for (int i = 0; i < SENDERS; i++)
-		ASSERT_EQ(0, pthread_join(senders[i], NULL));
-	WAIT_FOR(15, __atomic_load_n(&x->received, __ATOMIC_ACQUIRE) >= TOTAL ||
-		 __atomic_load_n(&x->recv_err, __ATOMIC_RELAXED));
-	for (int i = 0; i < READERS; i++)
-		send_nb(stop, &self->to, &byte, 1);
-	for (int i = 0; i < READERS; i++)
-		ASSERT_EQ(0, pthread_join(readers[i], NULL));
-
-	for (int i = 0; i < SENDERS; i++) {
-		EXPECT_EQ(0, s[i].err) {
-			TH_LOG("sender %d (%zu-byte messages): %s after %d sent", i, msg_size(i),
-			       s[i].err < 0 ? "short send" : strerror(s[i].err), s[i].sent);
-		}
-		sent += s[i].sent;
-		for (int k = 0; k < PER_SENDER; k++) {
-			missing += x->seen[i][k] == 0;
-			repeated += x->seen[i][k] > 1;
-		}
-	}
 	TH_LOG("%d readers, %d senders: %d sent, %d received in %.1f s; %d mismatched, "
-	       "%ld missing, %ld seen more than once",
-	       READERS, SENDERS, sent, x->received, now() - start, x->mismatches, missing,
-	       repeated);
-	for (int j = 0; j < x->mismatches && j < LOGGED; j++) {
-		const struct mismatch *m = &x->first[j];
+	       "%ld missing, %ld seen more than once", READERS, SENDERS, o->sent, o->received,
+	       o->seconds, o->mismatches, o->missing, o->repeated);
+	for (int j = 0; j < o->mismatches && j < LOGGED; j++) {
+		const struct mismatch *m = &o->first[j];
 
 		TH_LOG("mismatch %d: from port %d (sender %d): %ld bytes, want %ld; header k %u i %u; "
 		       "first wrong fill byte at %ld", j, m->port, m->sender, m->len, m->want_len,
 		       m->k, m->i, m->offset);
 	}
-	EXPECT_EQ(0, x->recv_err) {
-		TH_LOG("recvfrom: %s", strerror(x->recv_err));
+	EXPECT_EQ(0, o->recv_err) {
+		TH_LOG("recvfrom: %s", strerror(o->recv_err));
 	}
-	EXPECT_EQ(TOTAL, sent);
-	EXPECT_EQ(0, x->mismatches);
-	EXPECT_EQ(0, missing);
-	EXPECT_EQ(0, repeated);
-	EXPECT_EQ(TOTAL, x->received);
-	for (int i = 0; i < SENDERS; i++)
-		close(s[i].fd);
-	close(stop);
-	pthread_mutex_destroy(&x->lock);
-	free(x);
+	EXPECT_EQ(0, o->send_errors);
+	EXPECT_EQ(TOTAL, o->sent);
+	EXPECT_EQ(0, o->mismatches);
+	EXPECT_EQ(0, o->missing);
+	EXPECT_EQ(0, o->repeated);
+	EXPECT_EQ(TOTAL, o->received);
+}
+
+TEST_F(abuse, concurrent_readers_each_get_whole_messages_of_one_sender)
+{
+	struct readers_outcome o;
+
+	ASSERT_EQ(0, readers_exchange(NULL, "127.0.0.1", NULL, "127.0.0.1", &o));
+	check_readers(_metadata, &o);
 }
 
 /* ---- Argument faults ---- */
@@ -531,6 +338,139 @@ TEST_F(abuse, get_mr_for_dest_argument_fault_is_efault)
 	EXPECT_EQ(-EOPNOTSUPP, ERR(setsockopt(self->rx, SOL_RDS, RDS_GET_MR,
 					      map + page - get_mr_len, get_mr_len)));
 	munmap(map, page);
+}
+
+/* ---- Bounded connections ---- */
+
+/*
+ * rrds loaded with small connection limits (module parameters): a fresh
+ * load, so that no connection of an earlier test counts; unloaded again
+ * after, so that later tests get the defaults.
+ */
+#define PER_NET		8
+#define PER_PEER	4
+
+FIXTURE(limits) {
+	int unused;
+};
+
+FIXTURE_SETUP(limits)
+{
+	char params[64];
+
+	ASSERT_EQ(0, rrds_ensure_unloaded());
+	snprintf(params, sizeof(params), "max_conns_per_net=%d max_conns_per_peer=%d",
+		 PER_NET, PER_PEER);
+	ASSERT_EQ(0, rrds_load_with(params));
+}
+
+FIXTURE_TEARDOWN(limits)
+{
+	EXPECT_EQ(0, rrds_unload());
+}
+
+/* The "connections N" line of debugfs rrds/objects; -1 if unreadable. */
+static long connections_now(void)
+{
+	char buf[256], *p;
+
+	if (read_file(RRDS_DEBUGFS "/objects", buf, sizeof(buf)) < 0)
+		return -1;
+	p = strstr(buf, "connections ");
+	return p ? strtol(p + strlen("connections "), NULL, 10) : -1;
+}
+
+/* A 0-byte non-blocking send from fd to ip:port: 0 or -errno. */
+static int send_empty(int fd, const char *ip, int port)
+{
+	struct sockaddr_in to = sin4(ip, port);
+	char none;
+
+	return send_nb(fd, &to, &none, 0);
+}
+
+TEST_F(limits, connections_to_one_peer_are_capped_per_namespace)
+{
+	int rx = bound_socket("127.0.0.1", 0), tx[PER_PEER + 1], port;
+	long refused0 = rds_counter("conn_limit_refused");
+	char ip[32];
+
+	ASSERT_LE(0, rx);
+	port = local_port(rx);
+	/* One connection per local address, all to 127.0.0.1. */
+	for (int i = 0; i <= PER_PEER; i++) {
+		snprintf(ip, sizeof(ip), "127.0.0.%d", i + 2);
+		tx[i] = bound_socket(ip, 0);
+		ASSERT_LE(0, tx[i]);
+	}
+	for (int i = 0; i < PER_PEER; i++)
+		ASSERT_EQ(0, send_empty(tx[i], "127.0.0.1", port));
+	EXPECT_EQ(-ENOBUFS, send_empty(tx[PER_PEER], "127.0.0.1", port));
+	EXPECT_EQ(refused0 + 1, rds_counter("conn_limit_refused"));
+	EXPECT_EQ(PER_PEER, connections_now());
+	/* A sender that goes takes its connection along: the next one fits. */
+	close(tx[0]);
+	EXPECT_EQ(0, send_empty(tx[PER_PEER], "127.0.0.1", port));
+	for (int i = 1; i <= PER_PEER; i++)
+		close(tx[i]);
+	close(rx);
+	EXPECT_EQ(0, connections_now());
+}
+
+TEST_F(limits, many_destinations_from_one_socket_are_capped_and_reclaimed)
+{
+	int tx = bound_socket("127.0.0.1", 0), ok = 0, refused = 0;
+	char ip[32];
+
+	ASSERT_LE(0, tx);
+	/* Nobody listens there: each message is dropped, its connection stays. */
+	for (int i = 0; i < 100; i++) {
+		int r;
+
+		snprintf(ip, sizeof(ip), "127.0.1.%d", i + 1);
+		r = send_empty(tx, ip, 4000);
+		if (r == 0)
+			ok++;
+		else if (r == -ENOBUFS)
+			refused++;
+		else
+			ASSERT_EQ(-ENOBUFS, r);
+	}
+	TH_LOG("100 destinations: %d sent, %d refused, %ld connections", ok, refused,
+	       connections_now());
+	EXPECT_EQ(PER_NET, ok);
+	EXPECT_EQ(100 - PER_NET, refused);
+	EXPECT_EQ(PER_NET, connections_now());
+	close(tx);
+	EXPECT_EQ(0, connections_now());
+}
+
+/* ---- Concurrent readers over IB ---- */
+
+/*
+ * The same over an rxe pair: four threads read one socket of rrds-b while
+ * eight sockets of rrds-a send (the IB receive path delivers from ib_core's
+ * workqueue while the readers run on other CPUs).
+ */
+FIXTURE(over_ib) {
+	int unused;
+};
+
+FIXTURE_SETUP(over_ib)
+{
+	ASSERT_EQ(0, pair_up_loaded("rxe"));
+}
+
+FIXTURE_TEARDOWN(over_ib)
+{
+}
+
+TEST_F_TIMEOUT(over_ib, concurrent_readers_each_get_whole_messages_of_one_sender, 600)
+{
+	struct readers_outcome o;
+
+	ASSERT_EQ(0, readers_exchange("rrds-b", "10.254.1.2", "rrds-a", "10.254.1.1", &o));
+	check_readers(_metadata, &o);
 }
 
 /* ---- Cheap bind ---- */

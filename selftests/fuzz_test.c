@@ -29,7 +29,7 @@
  * heap. Argument structs the kernel only reads live on the stack.
  *
  * RRDS_FUZZ_SEED (default: the time) seeds the threads' generators and the
- * link flaps; RRDS_FUZZ_SECONDS (default 60, at most 600) is the run per
+ * link flaps; RRDS_FUZZ_SECONDS (default 60, at most 7200: make fuzz) is the run per
  * variant. The seed is logged: it repeats each thread's calls, not their
  * interleaving.
  */
@@ -39,6 +39,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/sendfile.h>
@@ -72,7 +73,7 @@
 #define IO_TIMEOUT_MS	300		/* SO_RCVTIMEO and SO_SNDTIMEO of every socket */
 #define CHILD_WAIT_S	30		/* a forked child's few calls */
 #define DEFAULT_SECONDS	60
-#define MAX_SECONDS	600
+#define MAX_SECONDS	7200
 #define HANG_SLACK_S	120		/* past the run: a worker still in the kernel is hung */
 #define SETTLE_S	30		/* invalidations, fences, disconnects */
 #define EXCHANGE_PORT	9000
@@ -89,7 +90,7 @@ static const char *const ns_name[NS_COUNT] = { "rrds-a", "rrds-b" };
 	X(INFO, info, 5) X(GET_MR, get_mr, 8) X(FREE_MR, free_mr, 6) \
 	X(SOL_SOCKET, sol_socket, 4) X(IOCTL, ioctl, 3) X(SEND, send, 12) \
 	X(SEND_CMSG, send_cmsg, 10) X(RDMA, rdma, 8) X(ATOMIC, atomic, 4) \
-	X(RECV, recv, 18) X(POLL, poll, 4) X(XRC, xrc, 3)		\
+	X(RECV, recv, 18) X(POLL, poll, 4) X(EPOLL, epoll, 3) X(XRC, xrc, 3) \
 	X(OTHER_CALLS, other_calls, 2) X(FORK, fork, 1) X(REMAP, remap, 1)
 
 enum op {
@@ -1438,6 +1439,37 @@ static void op_poll(struct fuzzer *f)
 			violation(f, "revents %#x on fd %d", p[i].revents, p[i].fd);
 }
 
+/*
+ * epoll: sockets added with random interest (a refused sender registers with
+ * its destination's congestion map too), waited on, and the instance
+ * closed; EPOLLERR and EPOLLHUP never happen on an RDS socket.
+ */
+static void op_epoll(struct fuzzer *f)
+{
+	struct epoll_event ev[SLOTS];
+	int epfd, n = 1 + below(f, SLOTS), ready;
+
+	epfd = checked(f, OP_EPOLL, epoll_create1(EPOLL_CLOEXEC));
+	if (epfd < 0)
+		return;
+	for (int i = 0; i < n; i++) {
+		struct epoll_event e = {
+			.events = chance(f, 80) ? EPOLLIN | EPOLLOUT : (uint32_t)rnd(f) &
+				  (EPOLLIN | EPOLLOUT | EPOLLET | EPOLLONESHOT | EPOLLRDNORM),
+		};
+		int fd = any_socket(f);
+
+		e.data.fd = fd;
+		checked(f, OP_EPOLL, epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e));
+	}
+	note(f, "epoll_wait(%d sockets)", n);
+	ready = checked(f, OP_EPOLL, epoll_wait(epfd, ev, SLOTS, below(f, 20)));
+	for (int i = 0; i < ready; i++)
+		if (ev[i].events & (EPOLLERR | EPOLLHUP))
+			violation(f, "epoll events %#x on fd %d", ev[i].events, ev[i].data.fd);
+	close(epfd);
+}
+
 /* The XRC target-QP manager: create, register, unregister, inject, list. */
 static void op_xrc(struct fuzzer *f)
 {
@@ -1802,10 +1834,17 @@ static void dump_hang(struct __test_metadata *_metadata, struct fuzz_shared *s, 
 	   "wchan $(cat $t/wchan)\"; cat $t/stack; done 2>&1 | sed 's/^/# /' >&2", pid, pid);
 }
 
-static void report(struct __test_metadata *_metadata, const struct fuzz_shared *s)
+static void report(struct __test_metadata *_metadata, const struct fuzz_shared *s,
+		   double seconds)
 {
+	uint64_t calls = 0;
 	char line[2048];
 
+	for (int op = 0; op < OP_COUNT; op++)
+		for (int e = 0; e < ERRNO_SLOTS; e++)
+			calls += s->calls[op][e];
+	TH_LOG("%llu calls in %.0f s: %.0f calls/s", (unsigned long long)calls, seconds,
+	       seconds > 0 ? calls / seconds : 0);
 	TH_LOG("calls by operation and outcome:");
 	for (int op = 0; op < OP_COUNT; op++) {
 		uint64_t total = 0;
@@ -2172,7 +2211,7 @@ TEST_F_TIMEOUT(fuzz, random_calls_leave_the_module_sound,
 	if (fl.down >= 0)
 		links_up(a);
 	TH_LOG("%.0f s, %d link flaps", now() - start, fl.flaps);
-	report(_metadata, self->sh);
+	report(_metadata, self->sh, now() - start);
 	if (hung) {
 		TH_LOG("%d workers still running %d s after the end: hung", hung, HANG_SLACK_S);
 		sh("echo w > /proc/sysrq-trigger");

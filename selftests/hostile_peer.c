@@ -6,12 +6,13 @@
  * sets, however wrong, and prints what rrds sends back. Runs on rxe and siw
  * (iWARP: plain SENDs only, one SGE each).
  *
- *   hostile_peer --addr A --peer B [--claim C] [--credit N] [--timeout S]
+ *   hostile_peer --addr A --peer B [--claim C] [--tos T] [--credit N] [--timeout S]
  *                [--send KEY=VALUE,...]... [--recv N] [--expect-disconnect] [--hold]
  *
  * --addr is this end's address (the namespace's RDMA address), --peer the
  * rrds end's. --claim names C instead of A as the source address in the
- * connect data (another host's, say). --credit is the connect data's
+ * connect data (another host's, say). --tos is the connect data's type of
+ * service (default 0): each TOS is a connection of its own. --credit is the connect data's
  * dp_credit (default 0: no flow control). Each --send is one frame (header
  * + payload in one SEND), with keys seq, ack, len (h_len), bytes (payload
  * actually sent, at most 8192: rrds takes fragments of two pages from every
@@ -146,6 +147,8 @@ struct peer {
 static int timeout_s = 20;
 /* The source address the connect data names (--claim), if not this end's. */
 static const char *claimed_saddr;
+/* The connect data's type of service (--tos). */
+static uint8_t connect_tos;
 
 static void __attribute__((format(printf, 1, 2))) warnx(const char *fmt, ...)
 {
@@ -472,6 +475,7 @@ static int connect_to(struct peer *p, const char *addr, const char *peer_addr, u
 	/* Upstream's saddr is the connecting end's address: rrds keys the connection on it. */
 	mine.saddr = src.sin_addr.s_addr;
 	mine.daddr = dst.sin_addr.s_addr;
+	mine.tos = connect_tos;
 	if (claimed_saddr && inet_pton(AF_INET, claimed_saddr, &mine.saddr) != 1) {
 		warnx("not an IPv4 address: %s", claimed_saddr);
 		return -1;
@@ -693,7 +697,7 @@ static int play(struct peer *p, const struct frame *frames, unsigned int nframes
 static void __attribute__((noreturn)) usage(void)
 {
 	fprintf(stderr,
-		"usage: hostile_peer --addr A --peer B [--claim C] [--credit N] [--timeout S]\n"
+		"usage: hostile_peer --addr A --peer B [--claim C] [--tos T] [--credit N] [--timeout S]\n"
 		"                    [--send KEY=VALUE,...]... [--recv N] [--expect-disconnect]"
 		" [--hold]\n"
 		"  send keys: seq ack len bytes frag sport dport flags credit seed records badrec"
@@ -707,6 +711,7 @@ int main(int argc, char **argv)
 		{ "addr", required_argument, NULL, 'a' },
 		{ "peer", required_argument, NULL, 'p' },
 		{ "claim", required_argument, NULL, 'C' },
+		{ "tos", required_argument, NULL, 'T' },
 		{ "credit", required_argument, NULL, 'c' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "send", required_argument, NULL, 's' },
@@ -735,6 +740,11 @@ int main(int argc, char **argv)
 			break;
 		case 'C':
 			claimed_saddr = optarg;
+			break;
+		case 'T':
+			if (parse_u64(optarg, UINT8_MAX, &v))
+				usage();
+			connect_tos = v;
 			break;
 		case 'c':
 			if (parse_u64(optarg, UINT32_MAX, &credit))

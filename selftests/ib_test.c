@@ -1267,6 +1267,116 @@ TEST_F(ib, tos_gets_its_own_connection)
 	EXPECT_EQ(0, reap(_metadata, k, 2, deadline + REAP_GRACE_S));
 }
 
+#define STOPPED_PORT	6400	/* receiver; + 1, + 2: the two senders */
+#define STOPPED_TOS	11	/* a connection of its own, down as the test starts */
+
+/*
+ * rrds-b: receives "one" (from the stopped sender) and "two" (from the
+ * other), in any order.
+ */
+static void __attribute__((noreturn)) run_stopped_receiver(const FIXTURE_VARIANT(ib) *v,
+							   int bound[2])
+{
+	int fd = child_socket(v->remote, STOPPED_PORT), got = 0;
+	char buf[8];
+
+	gate_pass(bound);
+	for (int i = 0; i < 2; i++) {
+		ssize_t n;
+
+		n = recv_from(fd, buf, sizeof(buf), "a message of a sender", v->local,
+			      STOPPED_PORT + 1 + i);
+		if (n != 3)
+			die("%zd bytes, want 3", n);
+		got |= !memcmp(buf, "one", 3) ? 1 : !memcmp(buf, "two", 3) ? 2 : 4;
+	}
+	if (got != 3)
+		die("got %#x, want both messages", got);
+	_exit(0);
+}
+
+/*
+ * Whether debugfs ib_links shows the connection @laddr -> @faddr with
+ * STOPPED_TOS waiting for a task to run its connect.
+ */
+static bool link_waits_for_task(const char *laddr, const char *faddr)
+{
+	char buf[65536], want[96], *line;
+
+	if (read_file(RRDS_DEBUGFS "/ib_links", buf, sizeof(buf)) < 0)
+		return false;
+	snprintf(want, sizeof(want), "%s -> %s tos %d ", laddr, faddr, STOPPED_TOS);
+	line = strstr(buf, want);
+	if (!line)
+		return false;
+	line = strstr(line, " task_connect ");
+	return line && line[strlen(" task_connect ")] != '-';
+}
+
+/* A socket of rrds-a with STOPPED_TOS that sends @text from port @port. */
+static int stopped_sender(const FIXTURE_VARIANT(ib) *v, int port, const char *text)
+{
+	struct sockaddr_in to = sin4(v->remote, STOPPED_PORT);
+	rds_tos_t tos = STOPPED_TOS;
+	int fd = child_socket(v->local, port);
+
+	if (ioctl(fd, SIOCRDSSETTOS, &tos))
+		die("SIOCRDSSETTOS: %s", strerror(errno));
+	send_msg(fd, text, 3, &to);
+	return fd;
+}
+
+/*
+ * iWARP connects run as task work of the last task that sent (siw opens its
+ * TCP socket in the calling task's namespace). A sender blocked where task
+ * work cannot run (stopped, or in an uninterruptible wait) before its task
+ * ran the connect must not hold the connection down for everyone: after
+ * 5 s the attempt fails, and the next one runs in the task that sent since.
+ * Both messages arrive while the first sender is still blocked.
+ */
+TEST_F(ib, blocked_connecting_task_does_not_hold_the_connection)
+{
+	long long overdue0 = rds_counter("ib_task_connects_overdue");
+	struct kid k[2] = { 0 };
+	int bound[2], status, fd;
+
+	if (strcmp(variant->kind, "siw"))
+		SKIP(return, "only iWARP connects run as task work");
+	gate_open(_metadata, bound);
+	deadline = now() + PAIR_DEADLINE_S;
+	if (!spawn_in(&k[0], NS_B, "receiver"))
+		run_stopped_receiver(variant, bound);
+	ASSERT_LT(0, k[0].pid);
+	gate_wait(bound, "the receiver to bind");
+	if (!spawn_in(&k[1], NS_A, "blocked sender")) {
+		stopped_sender(variant, STOPPED_PORT + 1, "one");
+		/*
+		 * Blocked before its connect's task work can run, where it never
+		 * runs: a vfork parent waits uninterruptibly (as a stopped task
+		 * would, but SIGSTOP's own return to user mode runs task work
+		 * already queued). The child waits until this one dies.
+		 */
+		if (vfork() == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			pause();
+			_exit(0);
+		}
+		_exit(0);
+	}
+	ASSERT_LT(0, k[1].pid);
+	/* The connect handed to the blocked task, before anyone else sends. */
+	EXPECT_TRUE(WAIT_FOR(30, link_waits_for_task(variant->local, variant->remote)));
+	ASSERT_EQ(0, enter_ns(NS_A));
+	fd = stopped_sender(variant, STOPPED_PORT + 2, "two");
+	/* Waiting here runs our task work: the retried connect. */
+	EXPECT_EQ(0, reap(_metadata, k, 1, deadline + REAP_GRACE_S));
+	TH_LOG("overdue task connects: %lld", rds_counter("ib_task_connects_overdue") - overdue0);
+	EXPECT_LT(overdue0, rds_counter("ib_task_connects_overdue"));
+	kill(k[1].pid, SIGKILL);
+	waitpid(k[1].pid, &status, 0);
+	close(fd);
+}
+
 #define V6_PORT		6300
 #define V6_STREAM	6
 

@@ -10,12 +10,16 @@
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <pthread.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <linux/capability.h>
+#include <linux/userfaultfd.h>
+#include <linux/rrds.h>
 
 #include "kselftest_harness.h"
 #include "rrds_test.h"
@@ -325,6 +329,163 @@ static int peer_get_mr(int fd, const void *addr, uint64_t len, uint64_t flags,
 	if (enter_ns(NS_A))
 		return -EIO;
 	return ret;
+}
+
+/*
+ * RRDS_RDMA_READ_ONLY: the peer reads the region through the cookie, and its
+ * WRITE is refused by the device (REMOTE_ERROR on rxe; on iWARP a WRITE
+ * completes once sent, and the refusal resets the connection), the memory
+ * unchanged; the connection then carries messages again.
+ */
+TEST_F_TIMEOUT(mr, read_only_registration_refuses_the_peers_writes, 300)
+{
+	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
+	struct rds_iovec iov = { .addr = (uintptr_t)self->buf, .bytes = 100 };
+	char *remote = self->buf + MIB, got[16];
+	uint64_t cookie, token;
+	int status, seen_after = 0;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	set_timeouts(a);
+	set_timeouts(b);
+	memset(remote, 0x33, PAGE);
+	memset(self->buf, 0, 100);
+	ASSERT_EQ(0, peer_get_mr(b, remote, PAGE, RRDS_RDMA_READ_ONLY, &cookie));
+	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, 100, &iov, 1,
+			       RDS_RDMA_NOTIFY_ME, 1, "r", 1));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	ASSERT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(1u, token);
+	EXPECT_EQ(RDS_RDMA_SUCCESS, status);
+	for (int i = 0; i < 100; i++) {
+		ASSERT_EQ(0x33, self->buf[i]);
+	}
+
+	memset(self->buf, 0x44, 100);
+	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, 100, &iov, 1,
+			       RDS_RDMA_READWRITE | RDS_RDMA_NOTIFY_ME, 2, "w", 1));
+	ASSERT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(2u, token);
+	TH_LOG("WRITE to a read-only MR: status %d", status);
+	if (!strcmp(variant->kind, "rxe"))
+		EXPECT_EQ(RDS_RDMA_REMOTE_ERROR, status);
+	/* The link comes back and carries the next message. */
+	ASSERT_EQ(0, send_cmsgs(a, variant->remote, PORT_B, NULL, 0, "p", 1));
+	for (int i = 0; i < 2 && !seen_after; i++) {
+		ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+		seen_after = got[0] == 'p';
+	}
+	EXPECT_TRUE(seen_after);
+	for (int i = 0; i < (int)PAGE; i++) {
+		ASSERT_EQ(0x33, remote[i]) TH_LOG("byte %d written", i);
+	}
+	EXPECT_EQ(0, free_mr(b, cookie, RDS_RDMA_INVALIDATE));
+	close(a);
+	close(b);
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
+}
+
+/* An RDS_GET_MR on a socket of rrds-b whose cookie write stalls (a thread). */
+struct stalled_get_mr {
+	int fd;
+	void *addr;
+	uint64_t *cookie_at;	/* on a userfaultfd page nobody resolves yet */
+	int ret;
+};
+
+static void *get_mr_in_b(void *arg)
+{
+	struct stalled_get_mr *g = arg;
+
+	g->ret = enter_ns(NS_B) ? -EIO : get_mr(g->fd, g->addr, PAGE, 0, g->cookie_at);
+	return NULL;
+}
+
+/*
+ * A registration whose cookie write waits on a userfaultfd page holds the
+ * socket's MR table for as long as it waits. The receive path must not wait
+ * for it: a peer's RDMA to one of the socket's USE_ONCE MRs, and every
+ * message after it on the same connection, still arrive; the MR goes once
+ * the stalled call lets the table go.
+ */
+TEST_F_TIMEOUT(mr, stalled_cookie_write_does_not_stall_the_receive_path, 300)
+{
+	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
+	int other = peer_socket(variant->remote, PORT_B + 1);
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = { .mode = UFFDIO_REGISTER_MODE_MISSING };
+	struct uffdio_copy copy = { 0 };
+	struct stalled_get_mr g = { .fd = b, .ret = 1 };
+	struct rds_iovec iov = { .addr = (uintptr_t)self->buf, .bytes = 64 };
+	struct timeval tv = { .tv_sec = 10 };
+	char *remote = self->buf + MIB, *fill, got[16];
+	struct pollfd faulting;
+	uint64_t once, token;
+	pthread_t stalled;
+	double sent;
+	int uffd, status;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	ASSERT_LE(0, other);
+	set_timeouts(a);
+	set_timeouts(b);
+	ASSERT_EQ(0, setsockopt(other, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	ASSERT_EQ(0, peer_get_mr(b, remote, PAGE, RDS_RDMA_USE_ONCE, &once));
+
+	uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	ASSERT_LE(0, uffd);
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_API, &api));
+	g.cookie_at = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, g.cookie_at);
+	reg.range.start = (uintptr_t)g.cookie_at;
+	reg.range.len = PAGE;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_REGISTER, &reg));
+	g.addr = remote + 2 * PAGE;
+	ASSERT_EQ(0, pthread_create(&stalled, NULL, get_mr_in_b, &g));
+	/* The registration is made and its cookie write has faulted. */
+	faulting = (struct pollfd){ .fd = uffd, .events = POLLIN };
+	ASSERT_EQ(1, poll(&faulting, 1, 60000));
+	EXPECT_EQ(1, g.ret);
+
+	/* The peer writes into the USE_ONCE MR; its message follows on the link. */
+	memset(self->buf, 'u', 64);
+	sent = now();
+	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, once, 0, 64, &iov, 1,
+			       RDS_RDMA_READWRITE | RDS_RDMA_NOTIFY_ME, 9, "u", 1));
+	ASSERT_EQ(0, send_cmsgs(a, variant->remote, PORT_B + 1, NULL, 0, "after", 5));
+	/* Before the fix the link's receive path waited here with the stalled call. */
+	EXPECT_EQ(5, ERR(recv(other, got, sizeof(got), 0)));
+	TH_LOG("message after the RDMA arrived %.2f s after it was sent", now() - sent);
+	EXPECT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	EXPECT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(9u, token);
+	EXPECT_EQ(RDS_RDMA_SUCCESS, status);
+	EXPECT_EQ(0, memcmp(remote, self->buf, 64));
+	/* Still stalled: the used MR waits for the table. */
+	EXPECT_EQ(1, g.ret);
+
+	/* Let the cookie write finish: the call succeeds, the used MR goes. */
+	fill = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, fill);
+	copy.dst = (uintptr_t)g.cookie_at;
+	copy.src = (uintptr_t)fill;
+	copy.len = PAGE;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_COPY, &copy));
+	ASSERT_EQ(0, pthread_join(stalled, NULL));
+	EXPECT_EQ(0, g.ret);
+	EXPECT_NE(0u, *g.cookie_at);
+	/* The USE_ONCE MR was freed when the stalled call unlocked: unknown now. */
+	EXPECT_EQ(-EINVAL, free_mr(b, once, 0));
+	EXPECT_EQ(0, free_mr(b, *g.cookie_at, RDS_RDMA_INVALIDATE));
+	close(uffd);
+	munmap(fill, PAGE);
+	munmap(g.cookie_at, PAGE);
+	close(a);
+	close(b);
+	close(other);
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
 }
 
 /*

@@ -523,4 +523,44 @@ TEST_F(peer, another_hosts_address_is_refused)
 	EXPECT_EQ(0, nothing_arrives(self->fd, 10, 7));
 }
 
+/*
+ * A peer opening one connection per TOS value (256 are possible, each with
+ * its receive ring) meets max_conns_per_peer: with rrds reloaded at 2, two
+ * connections come up and stay, the third is rejected, and a message on an
+ * accepted one still arrives.
+ */
+TEST_F(peer, connections_per_tos_are_capped)
+{
+	long long refused0;
+	struct hostile h[3];
+	char line[512];
+
+	close(self->fd);
+	ASSERT_EQ(0, rrds_unload());
+	ASSERT_EQ(0, rrds_load_with("max_conns_per_peer=2"));
+	self->fd = bound_socket(variant->local, RRDS_PORT);
+	ASSERT_LE(0, self->fd);
+	refused0 = rds_counter("conn_limit_refused");
+	for (int tos = 1; tos <= 2; tos++) {
+		ASSERT_EQ(0, hostile_start(&h[tos - 1], variant, "--tos %d --hold", tos));
+		ASSERT_EQ(0, hostile_line(&h[tos - 1], "established", line, sizeof(line),
+					  PEER_EXIT_S));
+	}
+	ASSERT_EQ(0, hostile_start(&h[2], variant, "--tos 3 --timeout 5"));
+	EXPECT_NE(0, hostile_line(&h[2], "established", line, sizeof(line), PEER_EXIT_S)) {
+		TH_LOG("a third connection from one peer was accepted");
+	}
+	EXPECT_EQ(1, hostile_finish(&h[2]));
+	EXPECT_LT(refused0, rds_counter("conn_limit_refused"));
+	/* The two accepted ones held until now (--hold). */
+	EXPECT_EQ(0, hostile_finish(&h[0]));
+	EXPECT_EQ(0, hostile_finish(&h[1]));
+	/* Later tests get the defaults. */
+	close(self->fd);
+	EXPECT_EQ(0, rrds_unload());
+	EXPECT_EQ(0, rrds_load());
+	self->fd = bound_socket(variant->local, RRDS_PORT);
+	ASSERT_LE(0, self->fd);
+}
+
 TEST_HARNESS_MAIN

@@ -198,18 +198,27 @@ static inline int rrds_loaded(void)
 	return stat("/sys/module/rrds", &st) == 0;
 }
 
-/* Loads rrds.ko with finit_module, as insmod does; returns 0 or -errno. */
-static inline int rrds_load(void)
+/*
+ * Loads rrds.ko with finit_module and module parameters ("name=value ..."),
+ * as insmod does; returns 0 or -errno.
+ */
+static inline int rrds_load_with(const char *params)
 {
 	int fd = open(rrds_ko(), O_RDONLY | O_CLOEXEC);
 	int ret;
 
 	if (fd < 0)
 		return -errno;
-	ret = syscall(SYS_finit_module, fd, "", 0);
+	ret = syscall(SYS_finit_module, fd, params, 0);
 	ret = ret ? -errno : 0;
 	close(fd);
 	return ret;
+}
+
+/* Loads rrds.ko with its default parameters; returns 0 or -errno. */
+static inline int rrds_load(void)
+{
+	return rrds_load_with("");
 }
 
 /*

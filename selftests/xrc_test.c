@@ -404,6 +404,112 @@ TEST_F(xrc, errors)
 	close(unbound);
 }
 
+#define NOBODY	65534
+
+/*
+ * Registering keeps a target alive and delivers its events: only its
+ * creator's uid, or CAP_NET_ADMIN, may. Another user gets EPERM (QP numbers
+ * are listed to everyone in the namespace), and can still make its own.
+ */
+TEST_F(xrc, another_users_target_is_eperm)
+{
+	uint32_t qp_num;
+	int fd, status;
+	pid_t kid;
+
+	fd = xsock(variant->local);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, xrc_create(fd, &qp_num, NULL));
+
+	kid = spawn();
+	ASSERT_LE(0, kid);
+	if (kid == 0) {
+		uint32_t own;
+		int kfd = xsock(variant->local);
+
+		if (kfd < 0 || setresuid(NOBODY, NOBODY, NOBODY))
+			_exit(10);
+		if (xrc_qp_op(kfd, RRDS_XRC_REGISTER, qp_num) != -EPERM)
+			_exit(11);
+		if (registrations(kfd, qp_num) != 1)
+			_exit(12);
+		/* Its own target is its to register with, from another socket too. */
+		if (xrc_create(kfd, &own, NULL))
+			_exit(13);
+		close(kfd);
+		kfd = xsock(variant->local);
+		if (kfd < 0 || xrc_qp_op(kfd, RRDS_XRC_REGISTER, own))
+			_exit(14);
+		_exit(0);
+	}
+	status = child_status(kid);
+	EXPECT_EQ(0, status);
+
+	/* The creator's uid needs no capability. */
+	kid = spawn();
+	ASSERT_LE(0, kid);
+	if (kid == 0) {
+		int kfd = xsock(variant->local);
+
+		if (kfd < 0 || drop_capability(CAP_NET_ADMIN))
+			_exit(20);
+		if (xrc_qp_op(kfd, RRDS_XRC_REGISTER, qp_num))
+			_exit(21);
+		_exit(0);
+	}
+	status = child_status(kid);
+	EXPECT_EQ(0, status);
+	close(fd);
+	EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
+}
+
+/*
+ * rrds reloaded with xrc_max_targets_per_user=2 and xrc_max_targets_per_net=3:
+ * a user's third live target is EDQUOT, the namespace's fourth ENOSPC, and a
+ * target that goes frees its place.
+ */
+TEST_F(xrc, target_limits_per_user_and_namespace)
+{
+	uint32_t q[3];
+	int fd, status;
+	pid_t kid;
+
+	ASSERT_EQ(0, rrds_unload());
+	ASSERT_EQ(0, rrds_load_with("xrc_max_targets_per_user=2 xrc_max_targets_per_net=3"));
+	fd = xsock(variant->local);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, xrc_create(fd, &q[0], NULL));
+	ASSERT_EQ(0, xrc_create(fd, &q[1], NULL));
+	EXPECT_EQ(-EDQUOT, xrc_create(fd, &q[2], NULL));
+
+	kid = spawn();
+	ASSERT_LE(0, kid);
+	if (kid == 0) {
+		uint32_t mine;
+		int kfd = xsock(variant->local);
+
+		if (kfd < 0 || setresuid(NOBODY, NOBODY, NOBODY))
+			_exit(10);
+		/* Its own quota, but the namespace has room for one more only. */
+		if (xrc_create(kfd, &mine, NULL))
+			_exit(11);
+		if (xrc_create(kfd, &mine, NULL) != -ENOSPC)
+			_exit(12);
+		close(kfd);
+		_exit(0);
+	}
+	status = child_status(kid);
+	EXPECT_EQ(0, status);
+	/* Unregistering destroys a target: its place is free again. */
+	ASSERT_EQ(0, xrc_qp_op(fd, RRDS_XRC_UNREGISTER, q[0]));
+	EXPECT_EQ(0, xrc_create(fd, &q[2], NULL));
+	close(fd);
+	EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
+	/* Later tests get the defaults. */
+	EXPECT_EQ(0, rrds_unload());
+	EXPECT_EQ(0, rrds_load());
+}
+
 /* The events a fan-out registrant must see, in order. */
 /*
  * In a child: RRDS_XRC_REGISTER with fail-nth at 1, 2, ... until it makes

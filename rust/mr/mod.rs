@@ -249,7 +249,8 @@ pub(crate) struct MrRequest {
 #[derive(Clone, Copy)]
 enum Access {
     /// `RDS_GET_MR` with these `RDS_RDMA_*` flags: the peer reads, writes
-    /// and (where the device can) runs atomics on it.
+    /// and (where the device can) runs atomics on it; only reads with
+    /// `RRDS_RDMA_READ_ONLY`.
     Peer(u64),
     /// The local sink of an iWARP RDMA READ: written by the READ responses.
     ReadSink,
@@ -765,6 +766,9 @@ impl Mr {
                 None => Err(ENODEV),
                 Some(fast) => {
                     let access = match access {
+                        Access::Peer(flags) if flags & bindings::RRDS_RDMA_READ_ONLY != 0 => {
+                            ACCESS_REMOTE_READ
+                        }
                         Access::Peer(_) => {
                             // Atomics where the device has them (siw has none).
                             let mut access = ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE;

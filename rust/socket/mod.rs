@@ -686,15 +686,20 @@ impl SocketFamily for RdsFamily {
         // Queued on the map's wait queue with no lock held: epoll's queueing
         // callback allocates, and may sleep.
         let refused = state.tx.lock().cong_refused.clone();
-        let refused_clear = match &refused {
+        let mut refused_clear = match &refused {
             Some((map, port)) => {
                 req.wait_on(map.wait_queue());
                 !map.is_congested(*port)
             }
             None => true,
         };
-        drop(refused);
         let mut tx = state.tx.lock();
+        // A send refused for another port meanwhile: not cleared yet.
+        let same = match (&tx.cong_refused, &refused) {
+            (Some((now, p)), Some((then, q))) => Arc::ptr_eq(now, then) && p == q,
+            (now, _) => now.is_none(),
+        };
+        refused_clear &= same;
         let cleared = if refused_clear {
             tx.cong_refused.take()
         } else {
@@ -707,6 +712,7 @@ impl SocketFamily for RdsFamily {
         }
         drop(tx);
         drop(cleared);
+        drop(refused);
         mask
     }
 

@@ -92,4 +92,13 @@ struct rrds_info_xrc_target {
 	__u8	device[64];	/* NUL terminated */
 };
 
+/*
+ * Memory registration: a flag of struct rds_get_mr_args.flags (RDS_GET_MR,
+ * RDS_GET_MR_FOR_DEST, RDS_CMSG_RDMA_MAP), above upstream's RDS_RDMA_* bits.
+ * The peer may only read the region: its RDMA WRITEs and atomics to the
+ * cookie are refused by the device (a remote access error), the memory
+ * unchanged. In-tree RDS ignores the bit and registers the region writable.
+ */
+#define RRDS_RDMA_READ_ONLY		(1ULL << 32)
+
 #endif /* _UAPI_LINUX_RRDS_H */

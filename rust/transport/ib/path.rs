@@ -169,6 +169,22 @@ impl Link {
     }
 }
 
+/// `task_connect` in debugfs `ib_links`: ticks waited, or `-`.
+struct TaskConnectWait(Option<u32>);
+
+impl core::fmt::Display for TaskConnectWait {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        match self.0 {
+            Some(ticks) => write!(f, "{}", ticks),
+            None => f.write_str("-"),
+        }
+    }
+}
+
+/// Watchdog ticks (seconds) a connector task has to run an iWARP connect
+/// handed to it (see `IbPath::check_task_connect`).
+const TASK_CONNECT_TICKS: u32 = 5;
+
 /// An iWARP connect to run in a user task of the connection's namespace.
 struct IwarpConnect {
     path: Arc<IbPath>,
@@ -182,7 +198,10 @@ impl TaskWork for IwarpConnect {
         // Links are torn down only with `teardown` held: the id stays alive below.
         let teardowns = path.teardown.lock();
         let current = {
-            let c = path.ctl.lock();
+            let mut c = path.ctl.lock();
+            if c.task_connect.is_some_and(|(id, _, _)| id == self.id) {
+                c.task_connect = None;
+            }
             !c.dead
                 && c.state == State::Connecting
                 && c.link
@@ -256,6 +275,10 @@ struct Control {
     connect_wanted: bool,
     /// The connection left its table: never connect again.
     dead: bool,
+    /// An iWARP connect handed to the connector task (`connect_from_task`),
+    /// not yet run: the id, the task's address, and the watchdog ticks it
+    /// has waited.
+    task_connect: Option<(usize, usize, u32)>,
     /// Current reconnect window (0: next attempt at once).
     backoff_ms: u32,
     /// The peer's connect request (passive side), applied when established.
@@ -399,6 +422,7 @@ impl IbPath {
                     link_events: 0,
                     last_link_event: 0,
                     other_events: 0,
+                    task_connect: None,
                     trail: 0,
                 }),
                 rings <- new_spinlock!(None),
@@ -730,7 +754,7 @@ impl IbPath {
         };
         write!(
             f,
-            " state {} side {} ctx {} retiring {} backoff_ms {} cm_events {} last {} other {} trail {:#x}",
+            " state {} side {} ctx {} retiring {} backoff_ms {} cm_events {} last {} other {} trail {:#x} task_connect {}",
             state,
             match &c.link {
                 Some(l) if l.active => "active",
@@ -750,6 +774,8 @@ impl IbPath {
             c.last_link_event,
             c.other_events,
             c.trail,
+            // Seconds an iWARP connect has waited for its task to run it (-: none).
+            TaskConnectWait(c.task_connect.map(|(_, _, waited)| waited)),
         )?;
         match Option::as_ref(&*self.rings.lock()) {
             Some(rings) => rings.show(f),
@@ -761,6 +787,7 @@ impl IbPath {
     /// for `ticks` is reset, in case a device loses an RC connection without
     /// a completion or an event.
     pub(crate) fn watchdog_tick(self: &Arc<Self>, ticks: u32) {
+        self.check_task_connect();
         // A pack whose post failed (no memory) and that no completion retried.
         let (stalled, ack_failed, blocked) =
             Option::as_mut(&mut *self.rings.lock()).map_or((false, false, false), |r| {
@@ -788,20 +815,62 @@ impl IbPath {
         }
     }
 
-    /// Hands the connect of `id` to the connector task (iWARP).
-    fn connect_from_task(self: &Arc<Self>, id: &CmIdRef) -> Result {
+    /// An iWARP connect its task has not run within `TASK_CONNECT_TICKS`
+    /// (the task is stopped, or stuck in the kernel) fails, and the task
+    /// stops being the connector: the next attempt runs in the next task
+    /// that sends, instead of everyone's connection waiting for that one.
+    fn check_task_connect(self: &Arc<Self>) {
+        let overdue = {
+            let mut c = self.ctl.lock();
+            match c.task_connect.as_mut() {
+                Some((id, task, waited)) => {
+                    *waited += 1;
+                    let overdue = (*id, *task);
+                    if *waited >= TASK_CONNECT_TICKS {
+                        c.task_connect = None;
+                        Some(overdue)
+                    } else {
+                        None
+                    }
+                }
+                None => None,
+            }
+        };
+        let Some((id, task)) = overdue else {
+            return;
+        };
+        stats::inc(Stat::IbTaskConnectsOverdue);
+        // Unless another task sent meanwhile and is the connector already.
+        let old = {
+            let mut connector = self.connector.lock();
+            if self.connector_addr.load(Relaxed) == task {
+                self.connector_addr.store(0, Relaxed);
+                connector.take()
+            } else {
+                None
+            }
+        };
+        drop(old);
+        self.fail_id(id, "connecting task did not run its connect");
+    }
+
+    /// Hands the connect of `id` to the connector task (iWARP); returns
+    /// the task's address.
+    fn connect_from_task(self: &Arc<Self>, id: &CmIdRef) -> Result<usize> {
         let task = self
             .connector
             .lock()
             .clone()
             .ok_or_else(crate::errno::enotconn)?;
+        let address = task.as_ptr() as usize;
         run_in_task(
             &task,
             IwarpConnect {
                 path: self.clone(),
                 id: core::ptr::from_ref(id) as usize,
             },
-        )
+        )?;
+        Ok(address)
     }
 
     /// Like `fail`, for an id known by address only.
@@ -1087,7 +1156,9 @@ impl IbPath {
                 let result = self.build(&mut link).and_then(|()| {
                     if link.is_iwarp() {
                         // siw opens its TCP socket in the calling task's namespace.
-                        self.connect_from_task(id)
+                        let task = self.connect_from_task(id)?;
+                        c.task_connect = Some((core::ptr::from_ref(id) as usize, task, 0));
+                        Ok(())
                     } else {
                         id.connect(&self.conn_param(&buf[..len], id, None))
                     }
