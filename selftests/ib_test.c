@@ -1326,6 +1326,17 @@ static int stopped_sender(const FIXTURE_VARIANT(ib) *v, int port, const char *te
 	return fd;
 }
 
+static const FIXTURE_VARIANT(ib) *blocked_variant;
+
+/* The blocked sender's second thread: sends "one" once the leader is blocked. */
+static void *send_one_later(void *unused)
+{
+	(void)unused;
+	sleep(1);
+	stopped_sender(blocked_variant, STOPPED_PORT + 1, "one");
+	return NULL;
+}
+
 /*
  * iWARP connects run as task work of the last task that sent (siw opens its
  * TCP socket in the calling task's namespace). A sender blocked where task
@@ -1349,13 +1360,20 @@ TEST_F(ib, blocked_connecting_task_does_not_hold_the_connection)
 	ASSERT_LT(0, k[0].pid);
 	gate_wait(bound, "the receiver to bind");
 	if (!spawn_in(&k[1], NS_A, "blocked sender")) {
-		stopped_sender(variant, STOPPED_PORT + 1, "one");
+		pthread_t sender;
+
 		/*
-		 * Blocked before its connect's task work can run, where it never
-		 * runs: a vfork parent waits uninterruptibly (as a stopped task
-		 * would, but SIGSTOP's own return to user mode runs task work
-		 * already queued). The child waits until this one dies.
+		 * The main thread, which connects run in (the group leader), is
+		 * blocked where task work never runs before a second thread
+		 * sends: a vfork parent waits uninterruptibly, as a stopped task
+		 * does. (A task that stops or blocks after its own send may run
+		 * the connect on the way: with warm caches it is queued before
+		 * the send returns to user mode.) The vfork child waits until
+		 * this process dies.
 		 */
+		blocked_variant = variant;
+		if (pthread_create(&sender, NULL, send_one_later, NULL))
+			_exit(1);
 		if (vfork() == 0) {
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			pause();

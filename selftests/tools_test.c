@@ -373,16 +373,23 @@ TEST_F(ib_tools, bench_rdma_write_and_read_verified)
 	}
 }
 
-/* rrds mr: the crate's MemoryRegion registers and frees, a new key each time. */
+/*
+ * rrds mr: the crate's MemoryRegion registers and frees, a new key each
+ * time: a pooled MR's key byte is random (never the one before), so 50
+ * registrations take about 45 distinct keys, and fewer than 35 would mean
+ * the keys repeat.
+ */
 TEST_F(ib_tools, mr_registers_and_frees)
 {
-	char out[4096];
+	char out[4096], *distinct;
 
 	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s mr -c 50 -s 65536 --invalidate --json %s 2>&1",
 			    rrds_cmd(), variant->local)) TH_LOG("%s", out);
 	TH_LOG("%s", out);
 	EXPECT_NE(NULL, strstr(out, "\"count\":50,"));
-	EXPECT_NE(NULL, strstr(out, "\"distinct_keys\":50,"));
+	distinct = strstr(out, "\"distinct_keys\":");
+	ASSERT_NE(NULL, distinct);
+	EXPECT_LE(35, atoi(distinct + strlen("\"distinct_keys\":")));
 	/* Unbound to an RDMA address: the kernel's errno comes through. */
 	EXPECT_NE(0, sh_out(out, sizeof(out), "%s mr -c 1 127.0.0.1 2>&1", rrds_cmd()));
 	EXPECT_NE(NULL, strstr(out, "RDS_GET_MR #1")) TH_LOG("%s", out);
