@@ -207,13 +207,15 @@ impl RdsSock {
     fn deliver(&self, mut incoming: Incoming, dir: Direction) -> Result {
         let charge = crate::message::charge(incoming.header.len as usize);
         let mut rx = self.rx.lock();
-        loop {
+        // The sock as of the last look, which the lock has been held since.
+        let sk = loop {
             let Some(skp) = rx.sk else {
                 stats::inc(Stat::RecvDropDeadSock);
                 return Ok(());
             };
-            // SAFETY: `rx.sk` is Some under the lock, so release has not passed the
-            // point where it clears it; the sock is valid (`RecvQueue` invariant).
+            // SAFETY: `rx.sk` is Some under the lock, held from here until the sock's
+            // last use below, so release has not passed the point where it clears it;
+            // the sock is valid (`RecvQueue` invariant).
             let sk = unsafe { skp.get() };
             if rx.bytes.saturating_add(charge) > queue_limit(sk) {
                 stats::inc(Stat::RecvDropQueueFull);
@@ -223,19 +225,14 @@ impl RdsSock {
                 };
             }
             if rx.messages.has_room() {
-                break;
+                break sk;
             }
             let capacity = (rx.messages.capacity() * 2).max(8);
             drop(rx);
             let slots = Fifo::new_slots(capacity, GFP_KERNEL_ACCOUNT)?;
             rx = self.rx.lock();
             rx.messages.grow_into(slots);
-        }
-        let Some(skp) = rx.sk else {
-            return Ok(());
         };
-        // SAFETY: As above.
-        let sk = unsafe { skp.get() };
         if sk.flag(bindings::sock_flags_SOCK_RCVTSTAMP) {
             // SAFETY: No preconditions.
             incoming.received_ns = Some(unsafe { bindings::rrds_ktime_get_real_ns() });
