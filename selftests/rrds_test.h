@@ -114,15 +114,19 @@ static inline double now(void)
 })
 
 /*
- * Logs rrds's IB links and the rdma_cm ids and QPs, for a link that hangs
- * on, and the kernel stacks of the tasks inside rrds, rdma_cm or ib_cm
- * (a handler held up shows there).
+ * Logs rrds's IB links, the rdma_cm ids and QPs, (iWARP) the TCP sockets on
+ * RDS's port in each namespace, and the kernel stacks of the tasks inside
+ * rrds, rdma_cm or ib_cm (a handler held up shows there): for a link that
+ * hangs on.
  */
 static inline void log_ib_links(void)
 {
 	fflush(stdout);
 	sh("sed 's/^/# ib_links: /' %s/ib_links; rdma resource show cm_id | sed 's/^/# /'; "
 	   "rdma resource show qp | sed 's/^/# /'; "
+	   "for ns in $(ip netns list | cut -d' ' -f1); do "
+	   "ip netns exec $ns ss -tanoi 'sport = :18634 or dport = :18634' | sed \"s/^/# tcp $ns: /\"; "
+	   "done; "
 	   "for t in /proc/[0-9]*/task/[0-9]*; do s=$(cat $t/stack 2>/dev/null); "
 	   "case \"$s\" in *rrds*|*rdma_*|*cma_*|*cm_*) "
 	   "echo \"# stack of ${t#/proc/} ($(cat $t/comm 2>/dev/null)):\"; "
