@@ -380,7 +380,7 @@ static struct rdma_cm_event *step(struct peer *p, int ms, bool *eof)
  * Over iWARP, whether this end's TCP connection has been in CLOSE-WAIT (rrds
  * closed its end) for LLP_GRACE_S with no rdma_cm event. siw can lose that
  * event: its endpoint's pool of four CM work items may be empty when the FIN
- * arrives (testing.rst, "Known issues"), and its QP then stays in RTS with
+ * arrives (Documentation/testing.rst), and its QP then stays in RTS with
  * sending suspended, so nothing else would ever tell this end.
  */
 static bool llp_closed_unnoticed(struct peer *p)
