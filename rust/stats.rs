@@ -120,6 +120,9 @@ counters! {
     // iWARP connects their task had not run within 5 s: failed, and
     // retried from the next task that sends.
     IbTaskConnectsOverdue => "ib_task_connects_overdue",
+    // Pings left unanswered because their connection already held
+    // `MAX_QUEUED_PONGS` unacknowledged pongs (a pinger that never acks).
+    SendPongDropped => "send_pong_dropped",
 }
 
 const COUNT: usize = NAMES.len();

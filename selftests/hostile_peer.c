@@ -8,6 +8,7 @@
  *
  *   hostile_peer --addr A --peer B [--claim C] [--tos T] [--credit N] [--timeout S]
  *                [--send KEY=VALUE,...]... [--recv N] [--expect-disconnect] [--hold]
+ *                [--no-ack]
  *
  * --addr is this end's address (the namespace's RDMA address), --peer the
  * rrds end's. --claim names C instead of A as the source address in the
@@ -27,9 +28,13 @@
  * len bytes of pattern seed + i, padded to 8 bytes; badrec=J spoils record
  * J's header checksum. (rrds offers to take packed frames from every peer;
  * this one does not offer to take them, so rrds never sends it one.)
+ * count=N sends N messages like the frame, the sequence and seed one higher
+ * each (one "sent" line for all). rrds's credits are not counted: on siw,
+ * keep N within the credit rrds grants at connect.
  *
  * Then, in this order: --recv N waits for N whole messages from rrds (acks
- * and congestion maps not counted; each message is acknowledged);
+ * and congestion maps not counted; each message is acknowledged, unless
+ * --no-ack);
  * --expect-disconnect waits for rrds to take the link down (an rdma_cm
  * event or a failed work request; over iWARP also rrds's end of the TCP
  * connection closed for 3 s with neither, which siw can fail to report);
@@ -127,6 +132,7 @@ struct frame {
 	bool len_set, bytes_set;
 	enum csum_kind csum;
 	uint32_t records, badrec;	/* records=K (0: not packed), badrec=J + 1 */
+	uint32_t count;			/* count=N: sent N times (0: once) */
 };
 
 /* The connection and what arrived on it. */
@@ -148,6 +154,8 @@ struct peer {
 };
 
 static int timeout_s = 20;
+/* --no-ack: never acknowledge rrds's messages. */
+static bool no_ack;
 /* How long a closed TCP connection may go unreported (llp_closed_unnoticed). */
 #define LLP_GRACE_S	3
 /* The source address the connect data names (--claim), if not this end's. */
@@ -251,7 +259,7 @@ static void send_ack(struct peer *p, uint64_t seq)
 	unsigned int i = RECV_SLOTS + MAX_FRAMES + p->next_ack;
 
 	/* Acks are cumulative: skipping one while all slots are busy loses nothing. */
-	if (!p->up || p->acks_in_flight == ACK_SLOTS)
+	if (!p->up || no_ack || p->acks_in_flight == ACK_SLOTS)
 		return;
 	header_fill((struct wire_header *)slot(p, i), &f);
 	if (post_send(p, i, 0) == 0) {
@@ -571,7 +579,7 @@ static uint64_t record_bytes(uint64_t len)
 }
 
 /* Sends @f from its own slot and waits for the send to complete; 0 or -1. */
-static int send_frame(struct peer *p, unsigned int n, const struct frame *f)
+static int send_frame(struct peer *p, unsigned int n, const struct frame *f, bool say)
 {
 	unsigned int i = RECV_SLOTS + n, done = p->sends_done;
 	unsigned char *b = slot(p, i);
@@ -610,9 +618,30 @@ static int send_frame(struct peer *p, unsigned int n, const struct frame *f)
 		step_connected(p, 50, NULL);
 	if (p->sends_done == done)
 		return -1;
+	if (!say)
+		return 0;
 	printf("sent seq=%" PRIu64 " len=%u bytes=%u frag=%u sport=%u dport=%u flags=%#x"
 	       " credit=%u ack=%" PRIu64 "\n", f->seq, f->len, f->bytes, f->frag, f->sport,
 	       f->dport, f->flags, f->credit, f->ack);
+	return 0;
+}
+
+/*
+ * Sends @f, or with count=N, N messages like it (sequence and seed one
+ * higher each), each waiting for the last to complete: 0 or -1.
+ */
+static int send_frames(struct peer *p, unsigned int n, const struct frame *f)
+{
+	struct frame each = *f;
+
+	if (!f->count)
+		return send_frame(p, n, f, true);
+	for (uint32_t r = 0; r < f->count; r++, each.seq++, each.seed++) {
+		if (send_frame(p, n, &each, false))
+			return -1;
+	}
+	printf("sent %u like seq=%" PRIu64 " len=%u dport=%u\n", f->count, f->seq, f->len,
+	       f->dport);
 	return 0;
 }
 
@@ -694,9 +723,14 @@ static int parse_frame(char *arg, struct frame *f)
 			f->records = v;
 		else if (!strcmp(kv, "badrec") && v < 64)
 			f->badrec = v + 1;
+		else if (!strcmp(kv, "count") && v <= 100000)
+			f->count = v;
 		else
 			return -1;
 	}
+	/* A packed frame is one frame: it is not repeated. */
+	if (f->records && f->count)
+		return -1;
 	/* The records must fit in one frame. */
 	if (f->records && (uint64_t)f->records * record_bytes(f->len) > FRAG_SIZE)
 		return -1;
@@ -717,7 +751,7 @@ static int play(struct peer *p, const struct frame *frames, unsigned int nframes
 	double end;
 
 	for (unsigned int i = 0; i < nframes; i++) {
-		if (send_frame(p, i, &frames[i]) == 0)
+		if (send_frames(p, i, &frames[i]) == 0)
 			continue;
 		/* rrds may refuse a frame by resetting the link: then stop sending. */
 		if (expect_disconnect && !p->up)
@@ -750,9 +784,9 @@ static void __attribute__((noreturn)) usage(void)
 	fprintf(stderr,
 		"usage: hostile_peer --addr A --peer B [--claim C] [--tos T] [--credit N] [--timeout S]\n"
 		"                    [--send KEY=VALUE,...]... [--recv N] [--expect-disconnect]"
-		" [--hold]\n"
+		" [--hold] [--no-ack]\n"
 		"  send keys: seq ack len bytes frag sport dport flags credit seed records badrec"
-		" csum=good|none|bad\n");
+		" count csum=good|none|bad\n");
 	exit(2);
 }
 
@@ -769,6 +803,7 @@ int main(int argc, char **argv)
 		{ "recv", required_argument, NULL, 'r' },
 		{ "expect-disconnect", no_argument, NULL, 'd' },
 		{ "hold", no_argument, NULL, 'h' },
+		{ "no-ack", no_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct frame frames[MAX_FRAMES] = { 0 };
@@ -820,6 +855,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			hold = true;
+			break;
+		case 'n':
+			no_ack = true;
 			break;
 		default:
 			usage();

@@ -332,7 +332,28 @@ static int peer_get_mr(int fd, const void *addr, uint64_t len, uint64_t flags,
 }
 
 /*
- * RRDS_RDMA_READ_ONLY: the peer reads the region through the cookie, and its
+ * recvmsg on @fd with room for no control message: 0 with msg_flags in
+ * *@flags, or -errno (-EPROTO if data came).
+ */
+static int recv_without_cmsg_room(int fd, int *flags)
+{
+	char control[sizeof(struct cmsghdr)], data[8];
+	struct iovec v = { .iov_base = data, .iov_len = sizeof(data) };
+	struct msghdr msg = {
+		.msg_iov = &v, .msg_iovlen = 1,
+		.msg_control = control, .msg_controllen = sizeof(control),
+	};
+	ssize_t got = recvmsg(fd, &msg, 0);
+
+	if (got < 0)
+		return -errno;
+	*flags = msg.msg_flags;
+	return got ? -EPROTO : 0;
+}
+
+/*
+ * RRDS_RDMA_READ_ONLY: the peer reads the region through the cookie (the
+ * outcome, first read with no room for it, stays queued), and its
  * WRITE is refused by the device (an error outcome on rxe; on iWARP a WRITE
  * completes once sent, and the refusal resets the connection), the memory
  * unchanged; the connection then carries messages again.
@@ -343,7 +364,7 @@ TEST_F_TIMEOUT(mr, read_only_registration_refuses_the_peers_writes, 300)
 	struct rds_iovec iov = { .addr = (uintptr_t)self->buf, .bytes = 100 };
 	char *remote = self->buf + MIB, got[16];
 	uint64_t cookie, token;
-	int status, seen_after = 0;
+	int status, flags = 0, seen_after = 0;
 
 	ASSERT_LE(0, a);
 	ASSERT_LE(0, b);
@@ -355,6 +376,9 @@ TEST_F_TIMEOUT(mr, read_only_registration_refuses_the_peers_writes, 300)
 	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, 100, &iov, 1,
 			       RDS_RDMA_NOTIFY_ME, 1, "r", 1));
 	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	/* No room for the outcome: MSG_CTRUNC, and it stays for the next call. */
+	ASSERT_EQ(0, recv_without_cmsg_room(a, &flags));
+	EXPECT_TRUE(flags & MSG_CTRUNC);
 	ASSERT_EQ(1, rdma_status(a, &token, &status));
 	EXPECT_EQ(1u, token);
 	EXPECT_EQ(RDS_RDMA_SUCCESS, status);

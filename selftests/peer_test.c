@@ -475,6 +475,88 @@ TEST_F(peer, malformed_packed_frame_is_refused)
 	expect_refused(_metadata, variant, self->fd, cases, ARRAY_SIZE(cases));
 }
 
+#define PINGS		200		/* within the 256 receives rrds posts (siw: no RNR) */
+#define MAX_PONGS	64		/* MAX_QUEUED_PONGS */
+
+/*
+ * A peer that pings and never acknowledges holds at most 64 of rrds's pongs
+ * (conn.rs MAX_QUEUED_PONGS): pings past that go unanswered and are counted
+ * (send_pong_dropped), where upstream queues a pong for every ping.
+ */
+TEST_F(peer, unacknowledged_pongs_are_capped)
+{
+	long long pongs = rds_counter("send_pong"), dropped = rds_counter("send_pong_dropped");
+	char line[512];
+	struct hostile h;
+	int got = 0;
+
+	ASSERT_LE(0, pongs);
+	ASSERT_LE(0, dropped);
+	ASSERT_EQ(0, hostile_start(&h, variant, "--send seq=1,len=0,sport=" STR(PEER_PORT)
+				   ",dport=0,count=%d --no-ack --hold", PINGS));
+	/* Pongs come while it pings; then a quiet spell in which no more may come. */
+	while (got <= MAX_PONGS &&
+	       hostile_line(&h, "message ", line, sizeof(line),
+			    got < MAX_PONGS ? PEER_TIMEOUT_S : QUIET_S) == 0)
+		got++;
+	EXPECT_EQ(MAX_PONGS, got);
+	EXPECT_TRUE(WAIT_FOR(SETTLE_S,
+			     rds_counter("send_pong_dropped") - dropped == PINGS - MAX_PONGS)) {
+		TH_LOG("send_pong_dropped grew by %lld, wanted %d",
+		       rds_counter("send_pong_dropped") - dropped, PINGS - MAX_PONGS);
+	}
+	EXPECT_EQ(pongs + MAX_PONGS, rds_counter("send_pong"));
+	EXPECT_EQ(0, hostile_finish(&h));
+	/*
+	 * Its 64 pongs stay queued for its address, rrds reconnecting to deliver
+	 * them, as for any message not acknowledged: the next case starts afresh.
+	 */
+	close(self->fd);
+	EXPECT_EQ(0, rrds_unload());
+	EXPECT_EQ(0, rrds_load());
+	self->fd = bound_socket(variant->local, RRDS_PORT);
+	ASSERT_LE(0, self->fd);
+}
+
+#define FLOOD		600		/* 8 KiB messages: 4.7 MiB */
+#define QUEUE_LIMIT	(4 << 20)	/* recv::queue_limit for SO_RCVBUF below 1 MiB */
+
+/*
+ * A peer that ignores rrds's congestion map and goes on sending to a socket
+ * that does not read fills its receive queue up to the hard limit, 4 MiB
+ * (each message charged its length), and no further: the rest is dropped
+ * and counted (recv_drop_queue_full). What was queued is intact and in
+ * order. rxe only: hostile_peer does not count rrds's credits, and over
+ * iWARP a send with no receive posted ends the connection (no RNR retry).
+ */
+TEST_F(peer, peer_ignoring_congestion_meets_the_queue_limit)
+{
+	long long full = rds_counter("recv_drop_queue_full");
+	const int queued = QUEUE_LIMIT / 8192;
+	struct hostile h;
+	char line[512];
+	int n;
+
+	if (strcmp(variant->kind, "rxe"))
+		SKIP(return, "hostile_peer would overrun rrds's receive ring on iWARP");
+	ASSERT_LE(0, full);
+	ASSERT_EQ(0, hostile_start(&h, variant, "--send seq=1,len=8192,bytes=8192,seed=700," PORTS
+				   ",count=%d --hold", FLOOD));
+	ASSERT_EQ(0, hostile_line(&h, "sent ", line, sizeof(line), 3 * PEER_TIMEOUT_S));
+	EXPECT_TRUE(WAIT_FOR(SETTLE_S,
+			     rds_counter("recv_drop_queue_full") - full == FLOOD - queued)) {
+		TH_LOG("recv_drop_queue_full grew by %lld, wanted %d",
+		       rds_counter("recv_drop_queue_full") - full, FLOOD - queued);
+	}
+	for (n = 0; n < queued; n++) {
+		if (receive_exact(self->fd, variant, 8192, 700 + n))
+			break;
+	}
+	EXPECT_EQ(queued, n);
+	EXPECT_EQ(0, nothing_arrives(self->fd, 8192, 700 + queued));
+	EXPECT_EQ(0, hostile_finish(&h));
+}
+
 /*
  * A peer that sends a message and leaves (disconnect, destroy) takes rrds's
  * link down within seconds, and its message is delivered. On rxe the link

@@ -176,7 +176,10 @@ fn queue_pong(conn: &Connection, dport: u16) {
         conn.xmit();
         Ok(())
     })();
-    if sent.is_err() {
+    if let Err(e) = sent {
+        if e == errno::enobufs() {
+            stats::inc(Stat::SendPongDropped);
+        }
         pr_debug!("pong to port {} not sent\n", dport);
     }
 }
