@@ -185,6 +185,22 @@ impl core::fmt::Display for TaskConnectWait {
 /// handed to it (see `IbPath::check_task_connect`).
 const TASK_CONNECT_TICKS: u32 = 5;
 
+/// How long, in watchdog ticks (seconds), an accepted iWARP link waits for
+/// the peer's first frame before it sends anyway.
+///
+/// MPA has a responder receive the initiator's first FPDU before it sends
+/// one (RFC 5044; MPA v2's "ready to receive" frame, which siw does not
+/// offer, is for initiators that do not send first). siw's initiator mishandles
+/// data that arrives before it has moved its socket out of the MPA exchange:
+/// each TCP segment queues a CM work item from a pool of four, and the extra
+/// items later run its receive path from a work queue without the socket
+/// lock, racing the softirq receive path (a KASAN use-after-free in
+/// `skb_copy_bits` under `siw_cm_work_handler`), and a close that finds the
+/// pool empty is never reported (Documentation/testing.rst). rrds's
+/// initiator sends its congestion map as soon as it is up, so the wait
+/// normally ends within a round trip.
+const IWARP_RESPONDER_WAIT_TICKS: u32 = 2;
+
 /// An iWARP connect to run in a user task of the connection's namespace.
 struct IwarpConnect {
     path: Arc<IbPath>,
@@ -279,6 +295,10 @@ struct Control {
     /// not yet run: the id, the task's address, and the watchdog ticks it
     /// has waited.
     task_connect: Option<(usize, usize, u32)>,
+    /// An accepted iWARP link established and waiting for the peer's first
+    /// frame before sending (`IWARP_RESPONDER_WAIT_TICKS`): the watchdog
+    /// ticks it has waited.
+    responder_waiting: Option<u32>,
     /// Current reconnect window (0: next attempt at once).
     backoff_ms: u32,
     /// The peer's connect request (passive side), applied when established.
@@ -306,6 +326,8 @@ enum Trail {
     UpByReceive = 36,
     Failed = 37,
     FailIgnored = 38,
+    ResponderWaits = 39,
+    ResponderWaitOver = 40,
 }
 
 impl Control {
@@ -423,6 +445,7 @@ impl IbPath {
                     last_link_event: 0,
                     other_events: 0,
                     task_connect: None,
+                    responder_waiting: None,
                     trail: 0,
                 }),
                 rings <- new_spinlock!(None),
@@ -664,6 +687,7 @@ impl IbPath {
         let link = c.link.take()?;
         let rings = self.rings.lock().take();
         c.state = State::Down;
+        c.responder_waiting = None;
         if let Some(conn) = self.conn() {
             // A message `kick` posted after `xmit` gave it back is not in the
             // connection's sent count, but the peer may have it too.
@@ -788,6 +812,7 @@ impl IbPath {
     /// a completion or an event.
     pub(crate) fn watchdog_tick(self: &Arc<Self>, ticks: u32) {
         self.check_task_connect();
+        self.check_responder_wait();
         // A pack whose post failed (no memory) and that no completion retried.
         let (stalled, ack_failed, blocked) =
             Option::as_mut(&mut *self.rings.lock()).map_or((false, false, false), |r| {
@@ -813,6 +838,22 @@ impl IbPath {
         if !self.ctl.lock().retiring.is_empty() {
             self.enqueue();
         }
+    }
+
+    /// An accepted iWARP link whose peer has sent nothing within
+    /// `IWARP_RESPONDER_WAIT_TICKS` of its establishment starts sending.
+    fn check_responder_wait(self: &Arc<Self>) {
+        let mut c = self.ctl.lock();
+        let Some(waited) = c.responder_waiting.as_mut() else {
+            return;
+        };
+        *waited += 1;
+        if *waited < IWARP_RESPONDER_WAIT_TICKS || c.state != State::Connecting {
+            return;
+        }
+        c.step(Trail::ResponderWaitOver);
+        let peer = c.peer_request;
+        self.link_up(c, peer);
     }
 
     /// An iWARP connect its task has not run within `TASK_CONNECT_TICKS`
@@ -1179,6 +1220,14 @@ impl IbPath {
                     // Established already by its first receive (`receive_before_established`).
                     return;
                 }
+                if !active && c.link.as_ref().is_some_and(Link::is_iwarp) {
+                    // The responder speaks second: its first receive, or the
+                    // watchdog, starts it (`IWARP_RESPONDER_WAIT_TICKS`).
+                    let mut c = c;
+                    c.responder_waiting = Some(0);
+                    c.step(Trail::ResponderWaits);
+                    return;
+                }
                 let peer = if active {
                     let v6 = !Endpoint {
                         addr: self.key.laddr,
@@ -1219,6 +1268,7 @@ impl IbPath {
             );
         }
         c.state = State::Up;
+        c.responder_waiting = None;
         c.backoff_ms = 0;
         c.connect_wanted = false;
         let restarted = peer_restarted(&mut c, &peer);
