@@ -8,7 +8,8 @@
 #                               named in $RRDS_SKIP_TESTS (space-separated)
 #
 # Prints each program's TAP output and, last, "N passed, N failed". Per-case
-# counts are also written to $RRDS_RESULTS (one "name result" line per case).
+# counts are also written to $RRDS_RESULTS (one "name result" line per case,
+# each name after $RRDS_RESULT_PREFIX: a second pass on more vCPUs).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
@@ -21,6 +22,7 @@ fi
 
 export RRDS_KO=$top/rrds.ko RRDS_SELFTESTS=$here
 results=${RRDS_RESULTS:-/dev/null}
+prefix=${RRDS_RESULT_PREFIX:-}
 [ -f "$RRDS_KO" ] || { echo "run_tests.sh: $RRDS_KO not built" >&2; exit 2; }
 
 # Whether a program's source brings up an RDMA device pair.
@@ -82,7 +84,7 @@ for t in "${tests[@]}"; do
 		verdict = ($1 == "not") ? "not_ok" : (/# SKIP/ ? "skip" : "ok")
 		print verdict, ($1 == "not") ? $4 : $3 }' "$out" >"$out.cases"
 	while read -r verdict name; do
-		echo "$t.$name $verdict" >>"$results"
+		echo "$prefix$t.$name $verdict" >>"$results"
 		case $verdict in
 		ok) passed=$((passed + 1)) ;;
 		skip) skipped=$((skipped + 1)) ;;
@@ -91,7 +93,7 @@ for t in "${tests[@]}"; do
 	done <"$out.cases"
 	# A failed case's own lines (its last 40), for the summary's end: CI keeps
 	# only the tail of the output.
-	awk -v prog="$t" '/^#  RUN / { n = 0 }
+	awk -v prog="$prefix$t" '/^#  RUN / { n = 0 }
 		{ buf[n++ % 40] = $0 }
 		/^not ok [0-9]+ / {
 			print "== " prog "." $4
@@ -99,7 +101,7 @@ for t in "${tests[@]}"; do
 		}' "$out" >>"${RRDS_FAILURES:-/dev/null}"
 	if [ ! -s "$out.cases" ] || ! grep -qE '^# Totals: ' "$out"; then
 		# Crashed or hung before the harness could report.
-		echo "$t.harness not_ok" >>"$results"
+		echo "$prefix$t.harness not_ok" >>"$results"
 		failed=$((failed + 1))
 		rc=1
 	fi
