@@ -594,6 +594,7 @@ impl Connection {
         header.sequence = st.next_tx_seq;
         if owner.is_none() {
             if self.pongs.load(Relaxed) >= MAX_QUEUED_PONGS {
+                stats::inc(Stat::SendPongDropped);
                 return Err(crate::errno::enobufs());
             }
             self.pongs.fetch_add(1, Relaxed);

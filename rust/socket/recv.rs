@@ -176,10 +176,7 @@ fn queue_pong(conn: &Connection, dport: u16) {
         conn.xmit();
         Ok(())
     })();
-    if let Err(e) = sent {
-        if e == errno::enobufs() {
-            stats::inc(Stat::SendPongDropped);
-        }
+    if sent.is_err() {
         pr_debug!("pong to port {} not sent\n", dport);
     }
 }
