@@ -558,6 +558,37 @@ TEST_F(peer, peer_ignoring_congestion_meets_the_queue_limit)
 }
 
 /*
+ * An accepted iWARP link sends nothing before the peer's first frame
+ * (design.rst, "iWARP"): to a peer that stays silent, rrds's congestion map
+ * comes only from the watchdog, a second or more after establishment; a
+ * peer that sends is answered, and that is not counted as a link
+ * established by its receive (ib_established_by_receive, an IB matter).
+ */
+TEST_F(peer, iwarp_responder_speaks_second)
+{
+	long long by_receive = rds_counter("ib_established_by_receive");
+	char line[512];
+	struct hostile h;
+	double up;
+
+	if (strcmp(variant->kind, "siw"))
+		SKIP(return, "iWARP only");
+	ASSERT_LE(0, by_receive);
+	ASSERT_EQ(0, hostile_start(&h, variant, "--hold"));
+	ASSERT_EQ(0, hostile_line(&h, "established", line, sizeof(line), PEER_EXIT_S));
+	up = now();
+	ASSERT_EQ(0, hostile_line(&h, "frame ", line, sizeof(line), SETTLE_S));
+	/* At once before; the watchdog's second tick now (reading may lag). */
+	EXPECT_LE(0.5, now() - up);
+	EXPECT_EQ(0, hostile_finish(&h));
+	ASSERT_TRUE(WAIT_FOR(SETTLE_S, links_up() == 0));
+	ASSERT_EQ(0, hostile_start(&h, variant, "--send seq=1,bytes=10,seed=60," PORTS " --hold"));
+	EXPECT_EQ(0, receive_exact(self->fd, variant, 10, 60));
+	EXPECT_EQ(by_receive, rds_counter("ib_established_by_receive"));
+	EXPECT_EQ(0, hostile_finish(&h));
+}
+
+/*
  * A peer that sends a message and leaves (disconnect, destroy) takes rrds's
  * link down within seconds, and its message is delivered. On rxe the link
  * stayed up some 70 s while rrds told ib_cm of the establishment itself

@@ -1212,7 +1212,7 @@ impl IbPath {
                 }
             }
             CmEventKind::Established => {
-                let c = self.ctl.lock();
+                let mut c = self.ctl.lock();
                 let Some(active) = c.link.as_ref().filter(|l| l.is(id)).map(|l| l.active) else {
                     return;
                 };
@@ -1223,7 +1223,6 @@ impl IbPath {
                 if !active && c.link.as_ref().is_some_and(Link::is_iwarp) {
                     // The responder speaks second: its first receive, or the
                     // watchdog, starts it (`IWARP_RESPONDER_WAIT_TICKS`).
-                    let mut c = c;
                     c.responder_waiting = Some(0);
                     c.step(Trail::ResponderWaits);
                     return;
@@ -1289,7 +1288,8 @@ impl IbPath {
     /// holds the connection established. A passive link whose `ESTABLISHED`
     /// has not come (the RTU is late or lost, and rxe raises no `COMM_EST`
     /// for upstream's answer) is established here, or it would not send
-    /// until then.
+    /// until then. An accepted iWARP link waiting for the peer's first frame
+    /// (`IWARP_RESPONDER_WAIT_TICKS`) starts here too.
     ///
     /// The IB CM is not told (`rdma_notify`): it would move to established
     /// and cancel the REP it retransmits only later, from its work queue, and
@@ -1304,7 +1304,10 @@ impl IbPath {
             return;
         }
         c.step(Trail::UpByReceive);
-        stats::inc(Stat::IbEstablishedByReceive);
+        // An iWARP responder waiting for this frame had its event.
+        if c.responder_waiting.is_none() {
+            stats::inc(Stat::IbEstablishedByReceive);
+        }
         let peer = c.peer_request;
         self.link_up(c, peer);
     }
