@@ -70,6 +70,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "payload.h"
+#include "tcp_state.h"
 
 #define RDS_IB_PORT	18634		/* upstream's RDS_PORT: rdma_cm port of IPv4 */
 #define HEADER_LEN	48		/* struct rds_header */
@@ -395,30 +396,12 @@ static bool llp_closed_unnoticed(struct peer *p)
 {
 	static double closed_since;
 	struct sockaddr_in *local;
-	char line[256], want[32];
-	bool closed = false;
-	FILE *f;
 
 	if (!p->id || !p->id->verbs ||
 	    p->id->verbs->device->transport_type != IBV_TRANSPORT_IWARP)
 		return false;
 	local = (struct sockaddr_in *)rdma_get_local_addr(p->id);
-	if (local->sin_family != AF_INET)
-		return false;
-	/* /proc/net/tcp: "sl local rem st ...", addresses as %08X:%04X, host order. */
-	snprintf(want, sizeof(want), "%08X:%04X", local->sin_addr.s_addr, ntohs(local->sin_port));
-	f = fopen("/proc/net/tcp", "r");
-	if (!f)
-		return false;
-	while (fgets(line, sizeof(line), f)) {
-		char addr[32];
-		unsigned int state;
-
-		if (sscanf(line, " %*s %31s %*s %x", addr, &state) == 2 && !strcmp(addr, want))
-			closed = state == 0x08;	/* TCP_CLOSE_WAIT */
-	}
-	fclose(f);
-	if (!closed) {
+	if (local->sin_family != AF_INET || tcp_state_of(local) != TCP_STATE_CLOSE_WAIT) {
 		closed_since = 0;
 		return false;
 	}

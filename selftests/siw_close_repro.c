@@ -35,6 +35,8 @@
 #include <unistd.h>
 #include <rdma/rdma_cma.h>
 
+#include "tcp_state.h"
+
 #define SERVER_ADDR	"10.254.2.1"
 #define CLIENT_ADDR	"10.254.2.2"
 #define PORT		18999
@@ -221,29 +223,6 @@ static void server(int ready_fd)
 		serve_one(ch);
 }
 
-/* /proc/net/tcp's state of this end's connection (hex), or -1. */
-static int tcp_state(struct rdma_cm_id *id)
-{
-	struct sockaddr_in *local = (struct sockaddr_in *)rdma_get_local_addr(id);
-	char line[256], want[32];
-	int state = -1;
-	FILE *f;
-
-	snprintf(want, sizeof(want), "%08X:%04X", local->sin_addr.s_addr, ntohs(local->sin_port));
-	f = fopen("/proc/net/tcp", "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		char addr[32];
-		unsigned int st;
-
-		if (sscanf(line, " %*s %31s %*s %x", addr, &st) == 2 && !strcmp(addr, want))
-			state = st;
-	}
-	fclose(f);
-	return state;
-}
-
 /* One round as the client: 1 if the close was lost, 0 if heard, -1 if no connection. */
 static int client_round(int round, int *enomem)
 {
@@ -282,7 +261,7 @@ static int client_round(int round, int *enomem)
 	}
 	if (lost)
 		printf("round %d: no DISCONNECTED in %d ms; TCP state %#x (8: CLOSE-WAIT)\n", round,
-		       WAIT_MS, tcp_state(e.id));
+		       WAIT_MS, tcp_state_of((struct sockaddr_in *)rdma_get_local_addr(e.id)));
 	rdma_disconnect(e.id);
 out:
 	tear_down(&e, false);
