@@ -2,7 +2,8 @@
 /*
  * The IB transport between two network namespaces, once over the rxe pair and
  * once over the siw pair of fixtures.sh (a variant each): rds-ping, ordered
- * byte-exact delivery of 0 B to 1 MiB messages, a 4x4 integrity exchange,
+ * byte-exact delivery of 0 B to 1 MiB messages, a 4x4 integrity exchange
+ * (alone, and raced by socket churn, link flaps and unload attempts),
  * RDS_INFO_CONNECTIONS, simultaneous connects, teardown when the last socket
  * of a namespace closes, TOS and IPv6 connections, a link flap, a peer
  * that lost its state, connect/close cycles, and a namespace deleted under
@@ -247,7 +248,7 @@ struct kid {
 };
 
 /*
- * Forks a child that enters network namespace @ns: returns 0 in the child,
+ * Forks a child that enters network namespace @ns (if any): returns 0 in the child,
  * its pid (or -1) in the parent, which keeps it in @k.
  */
 static pid_t spawn_in(struct kid *k, const char *ns, const char *name)
@@ -267,7 +268,8 @@ static pid_t spawn_in(struct kid *k, const char *ns, const char *name)
 	if (getppid() != parent)
 		_exit(1);
 	snprintf(who, sizeof(who), "%s", name);
-	rc = enter_ns(ns);
+	/* NULL: stay in the initial namespace. */
+	rc = ns ? enter_ns(ns) : 0;
 	if (rc)
 		die("entering %s: %s", ns, strerror(-rc));
 	return 0;
@@ -1924,6 +1926,197 @@ TEST_F(ib, integrity_under_allocation_failures)
 	retry_enomem = false;
 	TH_LOG("%ld allocations failed", injected);
 	EXPECT_LT(0, injected);
+}
+
+/*
+ * What races the 4x4 exchange in integrity_while_sockets_churn_links_flap:
+ * counted by the disturbing children in shared memory.
+ */
+struct disturbance {
+	int stop;
+	long flaps, unloads_refused, churn_sockets, shutdowns, sink_reopens;
+};
+
+#define CHURN_SINK_PORT	6500	/* each namespace's churn sink; churners bind port 0 */
+#define CHURNERS	2	/* per namespace */
+#define FLAP_GAP_MS	1500	/* up, at least, between flaps... */
+#define FLAP_GAP_SPREAD	2000	/* ...plus up to this */
+#define FLAP_DOWN_MS	1000
+
+/* Whether both ends of the pair show their link up (debugfs rrds/ib_links). */
+static bool pair_links_up(const FIXTURE_VARIANT(ib) *v)
+{
+	static char buf[65536];
+	char head[2][80];
+	int up = 0;
+
+	if (read_file(RRDS_DEBUGFS "/ib_links", buf, sizeof(buf)) < 0)
+		return false;
+	snprintf(head[0], sizeof(head[0]), "%s -> %s ", v->local, v->remote);
+	snprintf(head[1], sizeof(head[1]), "%s -> %s ", v->remote, v->local);
+	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+		for (int side = 0; side < 2; side++)
+			up += !strncmp(line, head[side], strlen(head[side])) &&
+			      strstr(line, " state up ");
+	return up >= 2;
+}
+
+/*
+ * In the initial namespace: flaps one end's veth at a time, only while the
+ * link is up on both ends (a flap that cuts a handshake can put rxe's GSI QP
+ * in error for good, whatever rrds does: fuzz_test.c), and tries to unload
+ * rrds, which its open sockets must refuse.
+ */
+static void __attribute__((noreturn)) run_flapper(const FIXTURE_VARIANT(ib) *v,
+						  struct disturbance *d)
+{
+	uint64_t rng = 0x5eed ^ getpid();
+	double next = now() + 1, since = 0;
+	bool logged = false;
+
+	while (!__atomic_load_n(&d->stop, __ATOMIC_RELAXED)) {
+		int rc = rrds_unload();
+
+		if (!rc)
+			die("rrds unloaded under open sockets");
+		if (rc != -EWOULDBLOCK)
+			die("delete_module under open sockets: %s, not EWOULDBLOCK", strerror(-rc));
+		d->unloads_refused++;
+		if (now() >= next && pair_links_up(v)) {
+			bool b = next64(&rng) & 1;
+			const char *ns = b ? NS_B : NS_A, *veth = b ? v->peer_veth : v->veth;
+
+			if (sh("ip -n %s link set %s down", ns, veth))
+				die("%s's %s would not go down", ns, veth);
+			poll(NULL, 0, FLAP_DOWN_MS);
+			if (sh("ip -n %s link set %s up", ns, veth))
+				die("%s's %s would not come up", ns, veth);
+			d->flaps++;
+			next = now() + (FLAP_GAP_MS + next64(&rng) % FLAP_GAP_SPREAD) / 1000.0;
+			since = now();
+			logged = false;
+		} else if (since && !logged && now() - since > SETTLE_S * 3) {
+			/* A link that does not come back: how it stands, once. */
+			printf("# flapper: the link is not up on both ends %.0f s after flap %ld\n",
+			       now() - since, d->flaps);
+			log_ib_links();
+			sh("dmesg | grep -i 'rrds\\|siw\\|rxe' | tail -40 | sed 's/^/# dmesg: /'");
+			logged = true;
+		}
+		poll(NULL, 0, 100);
+	}
+	_exit(0);
+}
+
+/*
+ * In one namespace, on the pair's own connection: sockets bound to port 0
+ * send a few messages to the other namespace's sink and are closed at once,
+ * half of them after shutdown() (refused, as upstream); churner 0 also keeps a sink that it drains a
+ * little and then closes with messages unread, and re-opens. Every send
+ * either queues or is refused for space, whatever the link is doing.
+ */
+static void __attribute__((noreturn)) run_churner(const FIXTURE_VARIANT(ib) *v, int side, int id,
+						  struct disturbance *d)
+{
+	const char *mine = side ? v->remote : v->local, *theirs = side ? v->local : v->remote;
+	struct sockaddr_in sink_addr = sin4(theirs, CHURN_SINK_PORT);
+	uint64_t rng = mix64(side * 16 + id + 1);
+	unsigned char buf[2048];
+	int sink = -1;
+
+	memset(buf, 0xc0 + side, sizeof(buf));
+	for (long round = 0; !__atomic_load_n(&d->stop, __ATOMIC_RELAXED); round++) {
+		int fd = socket(PF_RDS, SOCK_SEQPACKET, 0);
+		struct sockaddr_in any = sin4(mine, 0);
+		int sends = 1 + next64(&rng) % 4;
+
+		if (id == 0 && round % 16 == 0) {
+			if (sink >= 0) {
+				while (recv(sink, buf, sizeof(buf), MSG_DONTWAIT) > 0 && next64(&rng) % 4)
+					;
+				close(sink);
+				__atomic_fetch_add(&d->sink_reopens, 1, __ATOMIC_RELAXED);
+			}
+			sink = bound_socket(mine, CHURN_SINK_PORT);
+			if (sink < 0)
+				die("churn sink %s:%d: %s", mine, CHURN_SINK_PORT, strerror(errno));
+		}
+		if (fd < 0 || bind(fd, (struct sockaddr *)&any, sizeof(any)))
+			die("churn socket bound to %s:0: %s", mine, strerror(errno));
+		while (sends--) {
+			size_t size = next64(&rng) % sizeof(buf);
+
+			if (sendto(fd, buf, size, MSG_DONTWAIT, (struct sockaddr *)&sink_addr,
+				   sizeof(sink_addr)) != (ssize_t)size &&
+			    errno != EAGAIN && errno != ENOBUFS)
+				die("churn send of %zu bytes to %s: %s", size, theirs,
+				    strerror(errno));
+		}
+		if (next64(&rng) & 1) {
+			/* Upstream's RDS has no shutdown (sock_no_shutdown): neither has rrds. */
+			if (!shutdown(fd, SHUT_RDWR) || errno != EOPNOTSUPP)
+				die("shutdown: %s, not EOPNOTSUPP", strerror(errno));
+			__atomic_fetch_add(&d->shutdowns, 1, __ATOMIC_RELAXED);
+		}
+		close(fd);
+		__atomic_fetch_add(&d->churn_sockets, 1, __ATOMIC_RELAXED);
+		poll(NULL, 0, next64(&rng) % 20);
+	}
+	_exit(0);
+}
+
+/*
+ * The 4x4 exchange on one connection while other sockets on that same
+ * connection open, send, shut down and close in both namespaces, either end's
+ * link goes down and up again, and rmmod is tried throughout: every message
+ * of the exchange still arrives exactly once, in order, intact, the module
+ * refuses to unload while sockets are open, and once they are closed it
+ * unloads. make check also runs it on 4 vCPUs (smp4.*).
+ */
+TEST_F_TIMEOUT(ib, integrity_while_sockets_churn_links_flap_and_unload_is_tried, 600)
+{
+	const struct workload w = {
+		.senders = SENDERS, .receivers = RECEIVERS,
+		.msgs = env_long("RRDS_IB_CHURN_MSGS", 8000),
+		.small_k_max = 10, .large_one_in = 16, .max_k = 16,
+		.deadline_s = env_long("RRDS_IB_CHURN_DEADLINE", 300),
+		.seed = env_long("RRDS_IB_INTEGRITY_SEED", 0) + 3,
+	};
+	struct kid k[1 + 2 * CHURNERS] = { 0 };
+	struct disturbance *d;
+	char name[24];
+	/* Holds the module from before the first unload attempt to after the last. */
+	int pin = socket(PF_RDS, SOCK_SEQPACKET, 0);
+
+	ASSERT_LE(0, pin);
+	d = mmap(NULL, sizeof(*d), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, d);
+	/* The children's own deadline: the exchange's, and the grace after it. */
+	deadline = now() + w.deadline_s + REAP_GRACE_S;
+	if (!spawn_in(&k[0], NULL, "flapper"))
+		run_flapper(variant, d);
+	ASSERT_LT(0, k[0].pid);
+	for (int i = 0; i < 2 * CHURNERS; i++) {
+		snprintf(name, sizeof(name), "churner %c%d", 'a' + i / CHURNERS, i % CHURNERS);
+		if (!spawn_in(&k[1 + i], i / CHURNERS ? NS_B : NS_A, name))
+			run_churner(variant, i / CHURNERS, i % CHURNERS, d);
+		ASSERT_LT(0, k[1 + i].pid);
+	}
+	integrity_4x4(_metadata, variant, &w, " while sockets churn and links flap");
+	__atomic_store_n(&d->stop, 1, __ATOMIC_RELAXED);
+	EXPECT_EQ(0, reap(_metadata, k, ARRAY_SIZE(k), now() + SETTLE_S + FLAP_DOWN_MS / 1000));
+	sh("ip -n %s link set %s up; ip -n %s link set %s up", NS_A, variant->veth, NS_B,
+	   variant->peer_veth);
+	TH_LOG("%ld link flaps, %ld unloads refused, %ld churn sockets (%ld shut down), "
+	       "%ld sinks re-opened", d->flaps, d->unloads_refused, d->churn_sockets,
+	       d->shutdowns, d->sink_reopens);
+	EXPECT_LE(2, d->flaps);
+	EXPECT_LE(10, d->unloads_refused);
+	EXPECT_LE(100, d->churn_sockets);
+	close(pin);
+	/* Every socket is closed: the module goes. */
+	EXPECT_TRUE(WAIT_FOR(SETTLE_S, rrds_unload() == 0));
+	munmap(d, sizeof(*d));
 }
 
 #define FLAP_SIZE	1024

@@ -52,22 +52,6 @@ struct child_stats {
 	long enomem;		/* failed sends and receives retried (fault injection) */
 };
 
-/* splitmix64: the finaliser, and the generator on top of it. */
-static inline uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	return x ^ (x >> 31);
-}
-
-static inline uint64_t next64(uint64_t *state)
-{
-	*state += 0x9e3779b97f4a7c15ULL;
-	return mix64(*state);
-}
-
 static inline uint64_t content_seed(const struct workload *w, int sender, int receiver,
 				    uint64_t seq)
 {

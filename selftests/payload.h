@@ -10,6 +10,22 @@
 #include <stdint.h>
 #include <string.h>
 
+/* splitmix64: the finaliser, and the generator on top of it. */
+static inline uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+static inline uint64_t next64(uint64_t *state)
+{
+	*state += 0x9e3779b97f4a7c15ULL;
+	return mix64(*state);
+}
+
 /* Word @i of a payload: different for every seed and position. */
 static inline uint64_t pattern_word(uint64_t seed, size_t i)
 {
