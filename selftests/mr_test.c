@@ -25,6 +25,7 @@
 #include "rrds_test.h"
 #include "rds_socket.h"
 #include "rds_rdma.h"
+#include "payload.h"
 
 #define NS_A	"rrds-a"
 #define NS_B	"rrds-b"
@@ -1486,6 +1487,482 @@ TEST_F_TIMEOUT(mr, processes_register_at_once, 3600)
 	close(b);
 	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
 	EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
+}
+
+/* ---- RDMA from threads and processes while the peer restarts ---- */
+
+#define RESTART_ROUNDS	10		/* peer generations */
+#define RESTART_ROUND_MS 2500
+#define RESTART_THREADS	4		/* of process 0, sharing its socket */
+#define RESTART_PROCS	4		/* process 0, then one thread each */
+#define RESTART_USERS	(RESTART_THREADS + RESTART_PROCS - 1)
+#define RESTART_READ	(8 * PAGE)	/* the region's first part: the generation's pattern */
+#define RESTART_SLOT	512		/* then one slot per user that its WRITEs fill */
+#define RESTART_REGION	(RESTART_READ + RESTART_USERS * RESTART_SLOT)
+#define RESTART_WAIT_S	60		/* for an operation's outcome */
+
+/* Shared by the peer's rounds and the users (MAP_SHARED). */
+struct restart_board {
+	uint64_t gen;				/* the live generation; 0: none yet */
+	uint64_t cookie[RESTART_ROUNDS + 1];	/* of each generation */
+	int done;				/* the peer's rounds are over */
+	int users_done;				/* every user has exited */
+	bool iwarp;				/* siw: a refused READ may be OTHER_ERROR */
+	uint64_t users_stop_at;			/* generation; 0: never */
+	long reads_ok, writes_ok, remote_errors, other_errors, dropped, stale_keys, post_refused;
+	long mr_cycles, writes_checked, restarts;
+	uint64_t checked[RESTART_USERS];	/* the last WRITE of each user the peer checked */
+	long bad;				/* data or outcomes that must not be */
+	char why[200];				/* the first of them */
+};
+
+static void __attribute__((format(printf, 2, 3)))
+restart_bad(struct restart_board *bd, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (__atomic_fetch_add(&bd->bad, 1, __ATOMIC_RELAXED))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(bd->why, sizeof(bd->why), fmt, ap);
+	va_end(ap);
+}
+
+/* Byte @j of generation @gen's region (bytes 0..7 hold @gen). */
+static uint8_t restart_byte(uint64_t gen, size_t j)
+{
+	return (uint8_t)(gen * 131 + j * 7 + 1);
+}
+
+/* What user @u's WRITE number @seq of generation @gen puts in its slot. */
+static void restart_slot(unsigned char *slot, uint64_t gen, int u, uint64_t seq)
+{
+	for (size_t j = 0; j < RESTART_SLOT; j++)
+		slot[j] = (uint8_t)(gen * 17 + u * 29 + seq * 3 + j);
+}
+
+/* The message behind a WRITE: whose it is, so the peer can check the slot. */
+struct restart_note {
+	uint64_t gen, seq;
+	uint32_t user;
+};
+
+/*
+ * One generation of the peer, in rrds-b: registers a region, publishes its
+ * cookie and checks, for every WRITE message of its own generation, that
+ * the writer's slot holds what the message says; until SIGKILLed, or, on
+ * odd generations, until it frees the MR and closes after the round.
+ */
+static void __attribute__((noreturn)) restart_round(const FIXTURE_VARIANT(mr) *v,
+						    struct restart_board *bd, uint64_t gen)
+{
+	unsigned char *region, want[RESTART_SLOT];
+	double end = now() + RESTART_ROUND_MS / 1000.0;
+	struct timeval tv = { .tv_usec = 100000 };
+	uint64_t cookie;
+	int fd = -1;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* The last generation's socket may still be closing. */
+	for (int i = 0; i < 100 && fd < 0; i++)
+		if ((fd = bound_socket(v->remote, PORT_B)) < 0)
+			poll(NULL, 0, 50);
+	if (fd < 0)
+		_exit(10);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	region = mmap(NULL, RESTART_REGION, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		      -1, 0);
+	if (region == MAP_FAILED)
+		_exit(11);
+	for (size_t j = 0; j < RESTART_REGION; j++)
+		region[j] = restart_byte(gen, j);
+	memcpy(region, &gen, sizeof(gen));
+	if (get_mr(fd, region, RESTART_REGION, 0, &cookie))
+		_exit(12);
+	bd->cookie[gen] = cookie;
+	__atomic_store_n(&bd->gen, gen, __ATOMIC_RELEASE);
+	while (gen % 2 == 0 || now() < end) {
+		struct restart_note n;
+		ssize_t got = recv(fd, &n, sizeof(n), 0);
+
+		if (got != sizeof(n) || n.gen != gen)
+			continue;
+		if (n.user >= RESTART_USERS) {
+			restart_bad(bd, "WRITE note from user %u", n.user);
+			continue;
+		}
+		restart_slot(want, gen, n.user, n.seq);
+		if (memcmp(region + RESTART_READ + n.user * RESTART_SLOT, want, RESTART_SLOT))
+			restart_bad(bd, "generation %llu: user %u's WRITE %llu is not in its slot",
+				    (unsigned long long)gen, n.user, (unsigned long long)n.seq);
+		__atomic_fetch_add(&bd->writes_checked, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&bd->checked[n.user], n.seq, __ATOMIC_RELEASE);
+	}
+	if (free_mr(fd, cookie, RDS_RDMA_INVALIDATE))
+		_exit(13);
+	close(fd);
+	_exit(0);
+}
+
+/*
+ * The peer, in rrds-b: RESTART_ROUNDS generations one after the other; even
+ * ones are killed, odd ones free and close. On siw a second socket keeps
+ * the namespace bound throughout, so that its listener is never destroyed
+ * (siw's siw_destroy_listen use-after-free, testing.rst); on rxe the
+ * connection goes with each generation and comes back with the next.
+ */
+static void __attribute__((noreturn)) restart_peer(const FIXTURE_VARIANT(mr) *v,
+						   struct restart_board *bd)
+{
+	int keeper = -1, drain = -1;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (enter_ns(NS_B))
+		_exit(1);
+	if (!strcmp(v->kind, "siw") && (keeper = bound_socket(v->remote, PORT_B + 1)) < 0)
+		_exit(2);
+	for (uint64_t gen = 1; gen <= RESTART_ROUNDS; gen++) {
+		pid_t pid = fork();
+		int status;
+
+		if (pid < 0)
+			_exit(3);
+		if (!pid)
+			restart_round(v, bd, gen);
+		if (gen % 2 == 0) {
+			poll(NULL, 0, RESTART_ROUND_MS);
+			kill(pid, SIGKILL);
+		}
+		if (waitpid(pid, &status, 0) != pid)
+			_exit(4);
+		if (gen % 2 == 0 ? !WIFSIGNALED(status) : !WIFEXITED(status) || WEXITSTATUS(status))
+			restart_bad(bd, "generation %llu ended with status %#x",
+				    (unsigned long long)gen, status);
+		__atomic_fetch_add(&bd->restarts, 1, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&bd->done, 1, __ATOMIC_RELEASE);
+	/*
+	 * The port stays bound until the users are gone: an op sent to a
+	 * namespace with no socket bound waits for a connection, and so for
+	 * its outcome, as long as nobody listens there.
+	 */
+	for (int i = 0; i < 100 && (drain = bound_socket(v->remote, PORT_B)) < 0; i++)
+		poll(NULL, 0, 50);
+	for (int i = 0; i < 2 * RESTART_WAIT_S * 10 && !bd->users_done; i++)
+		poll(NULL, 0, 100);
+	if (drain < 0 || !bd->users_done)
+		_exit(5);
+	close(drain);
+	if (keeper >= 0)
+		close(keeper);
+	_exit(0);
+}
+
+/* One user of a socket: a thread of process 0, or the only one of another. */
+struct restart_user {
+	const FIXTURE_VARIANT(mr) *v;
+	struct restart_board *bd;
+	int fd, id;
+	pthread_mutex_t *lock;		/* the socket's: over users[] of its threads */
+	struct restart_user *peers;	/* the socket's users, for statuses another one reads */
+	int npeers;
+	unsigned char *buf;		/* RESTART_REGION bytes: READ sink, WRITE source */
+	/* The op in flight, under *lock. */
+	bool busy, is_read;
+	uint64_t token, gen, seq;
+};
+
+/* The outcome of the op behind @token, whichever user of the socket reads it. */
+static void restart_outcome(struct restart_user *users, int n, uint64_t token, int status)
+{
+	struct restart_user *u = NULL;
+	struct restart_board *bd = users[0].bd;
+
+	for (int i = 0; i < n; i++)
+		if (users[i].busy && users[i].token == token)
+			u = &users[i];
+	if (!u) {
+		restart_bad(bd, "an outcome (%d) for token %#llx, which no op has", status,
+			    (unsigned long long)token);
+		return;
+	}
+	u->busy = false;
+	switch (status) {
+	case RDS_RDMA_SUCCESS:
+		if (!u->is_read) {
+			__atomic_fetch_add(&bd->writes_ok, 1, __ATOMIC_RELAXED);
+			return;
+		}
+		uint64_t got;
+
+		memcpy(&got, u->buf, sizeof(got));
+		/* A pooled MR's new key can repeat an old one's (1 in 256). */
+		if (got != u->gen)
+			__atomic_fetch_add(&bd->stale_keys, 1, __ATOMIC_RELAXED);
+		if (got < u->gen || got > RESTART_ROUNDS) {
+			restart_bad(bd, "READ of generation %llu's region gave generation %llu",
+				    (unsigned long long)u->gen, (unsigned long long)got);
+			return;
+		}
+		for (size_t j = sizeof(got); j < RESTART_READ; j++)
+			if (u->buf[j] != restart_byte(got, j)) {
+				restart_bad(bd, "READ of generation %llu: byte %zu is %#x",
+					    (unsigned long long)got, j, u->buf[j]);
+				return;
+			}
+		__atomic_fetch_add(&bd->reads_ok, 1, __ATOMIC_RELAXED);
+		return;
+	case RDS_RDMA_REMOTE_ERROR:
+		__atomic_fetch_add(&bd->remote_errors, 1, __ATOMIC_RELAXED);
+		return;
+	case RDS_RDMA_DROPPED:
+		__atomic_fetch_add(&bd->dropped, 1, __ATOMIC_RELAXED);
+		return;
+	case RDS_RDMA_OTHER_ERROR:
+		/*
+		 * siw completes a READ that a TERMINATE cut short with
+		 * IB_WC_GENERAL_ERR (siw_rdmap_complete), which upstream and
+		 * rrds report as OTHER_ERROR: the key was refused all the same.
+		 */
+		if (bd->iwarp) {
+			__atomic_fetch_add(&bd->other_errors, 1, __ATOMIC_RELAXED);
+			return;
+		}
+		__attribute__((fallthrough));
+	default:
+		restart_bad(bd, "RDMA outcome %d", status);
+	}
+}
+
+static void *restart_user_run(void *arg)
+{
+	struct restart_user *u = arg;
+	struct restart_board *bd = u->bd;
+	uint64_t rng = mix64(u->id + 1);
+	struct rds_iovec iov = { .addr = (uintptr_t)u->buf };
+
+	while (!__atomic_load_n(&bd->done, __ATOMIC_ACQUIRE) && !bd->bad &&
+	       (!bd->users_stop_at || __atomic_load_n(&bd->gen, __ATOMIC_ACQUIRE) < bd->users_stop_at)) {
+		uint64_t gen = __atomic_load_n(&bd->gen, __ATOMIC_ACQUIRE), seq, mr, token;
+		size_t off = next64(&rng) % RESTART_READ;
+		struct restart_note note;
+		double limit;
+		int rc;
+
+		if (!gen) {
+			poll(NULL, 0, 10);
+			continue;
+		}
+		/* A registration of our own, freed at once: the MR table under load. */
+		rc = get_mr(u->fd, u->buf + off, 1 + next64(&rng) % PAGE, 0, &mr);
+		if (rc || (mr >> 32) != off % PAGE) {
+			restart_bad(bd, "user %d: GET_MR at offset %zu: %s, cookie %#llx", u->id,
+				    off, strerror(-rc), (unsigned long long)mr);
+			break;
+		}
+		rc = free_mr(u->fd, mr, next64(&rng) & 1 ? RDS_RDMA_INVALIDATE : 0);
+		if (rc) {
+			restart_bad(bd, "user %d: FREE_MR of cookie %#llx: %s", u->id,
+				    (unsigned long long)mr, strerror(-rc));
+			break;
+		}
+		__atomic_fetch_add(&bd->mr_cycles, 1, __ATOMIC_RELAXED);
+
+		pthread_mutex_lock(u->lock);
+		seq = ++u->seq;
+		token = (seq << 8) | u->id;
+		u->is_read = next64(&rng) % 3 != 0;
+		u->gen = gen;
+		u->token = token;
+		u->busy = true;
+		pthread_mutex_unlock(u->lock);
+		note = (struct restart_note){ .gen = gen, .seq = seq, .user = u->id };
+		if (u->is_read) {
+			memset(u->buf, 0, RESTART_READ);
+			iov.bytes = RESTART_READ;
+			rc = rdma_send(u->fd, u->v->remote, PORT_B, bd->cookie[gen], 0,
+				       RESTART_READ, &iov, 1, RDS_RDMA_NOTIFY_ME, token, "r", 1);
+		} else {
+			restart_slot(u->buf, gen, u->id, seq);
+			iov.bytes = RESTART_SLOT;
+			rc = rdma_send(u->fd, u->v->remote, PORT_B, bd->cookie[gen],
+				       RESTART_READ + u->id * RESTART_SLOT, RESTART_SLOT, &iov, 1,
+				       RDS_RDMA_READWRITE | RDS_RDMA_NOTIFY_ME, token, &note,
+				       sizeof(note));
+		}
+		if (rc) {
+			pthread_mutex_lock(u->lock);
+			u->busy = false;
+			pthread_mutex_unlock(u->lock);
+			/* Only space may refuse it: the send buffer, or the peer's port. */
+			if (rc != -EAGAIN && rc != -ETIMEDOUT && rc != -ENOBUFS) {
+				restart_bad(bd, "user %d: RDMA send: %s", u->id, strerror(-rc));
+				break;
+			}
+			__atomic_fetch_add(&bd->post_refused, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		/* Whichever user of the socket reads an outcome settles its op. */
+		limit = now() + RESTART_WAIT_S;
+		for (;;) {
+			bool mine_done;
+			uint64_t t;
+			int status;
+
+			pthread_mutex_lock(u->lock);
+			mine_done = !u->busy;
+			pthread_mutex_unlock(u->lock);
+			if (mine_done)
+				break;
+			if (now() > limit) {
+				restart_bad(bd, "user %d: no outcome for op %llu in %d s", u->id,
+					    (unsigned long long)seq, RESTART_WAIT_S);
+				return NULL;
+			}
+			rc = rdma_status(u->fd, &t, &status);
+			if (rc < 0) {
+				restart_bad(bd, "user %d: recvmsg: %s", u->id, strerror(-rc));
+				return NULL;
+			}
+			if (rc == 1) {
+				pthread_mutex_lock(u->lock);
+				restart_outcome(u->peers, u->npeers, t, status);
+				pthread_mutex_unlock(u->lock);
+			}
+		}
+		/*
+		 * The peer checks a WRITE when its message arrives, maybe after
+		 * the outcome: the next WRITE to the slot waits for that, or for
+		 * the generation to go (its link failing may drop the message).
+		 */
+		if (!u->is_read) {
+			for (limit = now() + RESTART_WAIT_S;
+			     __atomic_load_n(&bd->checked[u->id], __ATOMIC_ACQUIRE) < seq &&
+			     __atomic_load_n(&bd->gen, __ATOMIC_ACQUIRE) == gen &&
+			     !__atomic_load_n(&bd->done, __ATOMIC_ACQUIRE);
+			     poll(NULL, 0, 5)) {
+				if (now() > limit) {
+					restart_bad(bd, "user %d: WRITE %llu of generation %llu "
+						    "never checked", u->id,
+						    (unsigned long long)seq,
+						    (unsigned long long)gen);
+					return NULL;
+				}
+			}
+		}
+	}
+	return NULL;
+}
+
+/* A process of users in rrds-a sharing one socket: 0 if all went well. */
+static int restart_users(const FIXTURE_VARIANT(mr) *v, struct restart_board *bd, int first, int n)
+{
+	struct restart_user users[RESTART_THREADS];
+	pthread_t threads[RESTART_THREADS];
+	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	struct timeval tv = { .tv_sec = 1 };
+	int fd = bound_socket(v->local, 0);
+
+	if (fd < 0)
+		return 20;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	tv.tv_sec = 20;
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	for (int i = 0; i < n; i++) {
+		users[i] = (struct restart_user){
+			.v = v, .bd = bd, .fd = fd, .id = first + i, .lock = &lock,
+			.peers = users, .npeers = n,
+			.buf = mmap(NULL, RESTART_REGION, PROT_READ | PROT_WRITE,
+				    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+		};
+		if (users[i].buf == MAP_FAILED)
+			return 21;
+	}
+	for (int i = 0; i < n; i++)
+		if (pthread_create(&threads[i], NULL, restart_user_run, &users[i]))
+			return 22;
+	for (int i = 0; i < n; i++)
+		pthread_join(threads[i], NULL);
+	close(fd);
+	return 0;
+}
+
+/*
+ * GET_MR / FREE_MR and RDMA READs and WRITEs with NOTIFY_ME from four
+ * threads sharing one socket and from three processes with a socket each,
+ * all at once, while the peer restarts ten times (killed, or closing
+ * after freeing its MR): every READ that succeeds returns one generation's
+ * region intact, every WRITE the peer hears of is in its region, every op
+ * gets exactly one outcome (success, REMOTE_ERROR for a gone key, or on
+ * siw OTHER_ERROR, DROPPED for a connection that failed under it), and at the end nothing is pinned
+ * and no QP is left. make check also runs it on 4 vCPUs (smp4.*).
+ */
+TEST_F_TIMEOUT(mr, rdma_from_threads_while_the_peer_restarts, 600)
+{
+	struct restart_board *bd;
+	long long abandoned0, late0;
+	pid_t peer, users[RESTART_PROCS];
+	int status;
+
+	bd = mmap(NULL, sizeof(*bd), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, bd);
+	abandoned0 = rds_counter("mr_fence_markers_abandoned");
+	late0 = rds_counter("mr_fence_markers_late");
+	bd->iwarp = variant->read_sinks;
+	bd->users_stop_at = getenv("RRDS_MR_USERS_STOP_AT") ? atol(getenv("RRDS_MR_USERS_STOP_AT")) : 0;
+	fflush(NULL);
+	peer = fork();
+	ASSERT_LE(0, peer);
+	if (!peer)
+		restart_peer(variant, bd);
+	for (int p = 0; p < RESTART_PROCS; p++) {
+		users[p] = fork();
+		ASSERT_LE(0, users[p]);
+		if (!users[p]) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			_exit(p ? restart_users(variant, bd, RESTART_THREADS + p - 1, 1) :
+				  restart_users(variant, bd, 0, RESTART_THREADS));
+		}
+	}
+	for (int p = 0; p < RESTART_PROCS; p++) {
+		ASSERT_EQ(users[p], waitpid(users[p], &status, 0));
+		EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status)) {
+			TH_LOG("user process %d: status %#x", p, status);
+		}
+	}
+	__atomic_store_n(&bd->users_done, 1, __ATOMIC_RELEASE);
+	ASSERT_EQ(peer, waitpid(peer, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status)) TH_LOG("peer: status %#x", status);
+	TH_LOG("fence markers abandoned with their QP %lld, of which completed late %lld",
+	       rds_counter("mr_fence_markers_abandoned") - abandoned0,
+	       rds_counter("mr_fence_markers_late") - late0);
+	TH_LOG("%ld restarts; %ld READs and %ld WRITEs succeeded (%ld WRITEs checked by the "
+	       "peer), %ld REMOTE_ERROR, %ld OTHER_ERROR, %ld DROPPED, %ld refused for space, %ld old keys "
+	       "that still worked; %ld GET_MR/FREE_MR", bd->restarts, bd->reads_ok,
+	       bd->writes_ok, bd->writes_checked, bd->remote_errors, bd->other_errors, bd->dropped,
+	       bd->post_refused, bd->stale_keys, bd->mr_cycles);
+	EXPECT_EQ(0, bd->bad) TH_LOG("%s", bd->why);
+	EXPECT_EQ(RESTART_ROUNDS, bd->restarts);
+	EXPECT_LT(0, bd->reads_ok);
+	EXPECT_LT(0, bd->writes_checked);
+	EXPECT_TRUE(WAIT_FOR(20, pinned_now() == 0)) TH_LOG("pinned %lld", pinned_now());
+	EXPECT_TRUE(WAIT_FOR(20, rc_qps(variant->kind) == self->qps0)) {
+		TH_LOG("RC QPs %d, %d before", rc_qps(variant->kind), self->qps0);
+	}
+	if (!__test_passed(_metadata)) {
+		log_ib_links();
+		static const char *const counters[] = {
+			"mr_registered", "mr_invalidated", "mr_stale", "mr_pages_pinned",
+			"mr_pages_unpinned", "mr_tx_fences", "rdma_read_sinks_registered",
+			"send_rdma", "rdma_notify_lost",
+		};
+
+		sh("for f in objects regqp_fail; do echo \"== $f\"; cat %s/$f; done | sed 's/^/# /'",
+		   RRDS_DEBUGFS);
+		for (size_t i = 0; i < ARRAY_SIZE(counters); i++)
+			TH_LOG("%s %lld", counters[i], rds_counter(counters[i]));
+	}
+	munmap(bd, sizeof(*bd));
 }
 
 TEST_HARNESS_MAIN
