@@ -123,6 +123,11 @@ counters! {
     // Pings left unanswered because their connection already held
     // `MAX_QUEUED_PONGS` unacknowledged pongs (a pinger that never acks).
     SendPongDropped => "send_pong_dropped",
+    // iWARP fence markers whose QP left the device's list before they
+    // completed (the round stops waiting for them), and those of them whose
+    // completion still came; siw may never deliver the rest.
+    MrFenceMarkersAbandoned => "mr_fence_markers_abandoned",
+    MrFenceMarkersLate => "mr_fence_markers_late",
 }
 
 const COUNT: usize = NAMES.len();

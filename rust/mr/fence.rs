@@ -11,11 +11,22 @@
 //! then is done. An MR whose key is invalid therefore waits for a round: one
 //! marker (a LOCAL_INV of a key never registered) on every data QP of the
 //! device. When every marker of the round has completed, successfully or
-//! flushed, the MRs it covers are unmapped, unpinned and pooled.
+//! flushed, or its QP has left the list in the error state (which sends
+//! nothing more), the MRs it covers are unmapped, unpinned and pooled.
+//!
+//! A marker's completion is not waited for once its QP has left: siw may
+//! never deliver it. Moving a QP to the error state defers flushing its send
+//! queue to its transmit path, and `ib_drain_qp`'s own request completes at
+//! once on a QP in that state (`siw_sq_flush_wr`), so the QP can be drained
+//! and destroyed with the marker still queued, and the round would wait for
+//! ever, with every MR freed after it pinned.
 
 use kernel::{
     prelude::*,
-    sync::Arc,
+    sync::{
+        Arc,
+        ArcBorrow, //
+    },
     time::{
         delay::fsleep,
         Delta, //
@@ -51,6 +62,13 @@ use crate::{
 /// sending refused its marker.
 const RETRY_MS: i64 = 10;
 
+/// A data QP of the device, and whether a marker of the current round is
+/// outstanding on it.
+struct FencedQp {
+    qp: QpRef,
+    marker: bool,
+}
+
 /// The fence state of one device, in its MR record.
 #[derive(Default)]
 pub(crate) struct TxFence {
@@ -58,13 +76,13 @@ pub(crate) struct TxFence {
     ///
     /// Invariant: every QP listed is live; a link removes its QP (after
     /// moving it to the error state) before draining and destroying it.
-    qps: KVec<QpRef>,
+    qps: KVec<FencedQp>,
     /// MRs whose key is invalid, and whether the current round covers them.
     /// Has room for every MR of the device (`reserve`), so adding one never
     /// allocates.
     waiting: KVec<(Arc<Mr>, bool)>,
-    /// Markers of the current round not yet completed, plus one while the
-    /// round is being posted.
+    /// QPs still listed whose marker of the current round has not completed,
+    /// plus one while the round is being posted.
     outstanding: u32,
     /// A QP that may be sending refused its marker: the round repeats.
     retry: bool,
@@ -99,16 +117,33 @@ pub(crate) fn qp_added(device: &RdmaDevice, qp: QpRef) -> Result {
     if !needed(device) {
         return Ok(());
     }
+    let qp = FencedQp { qp, marker: false };
     device.mrs().lock().fence.qps.push(qp, GFP_KERNEL)?;
     Ok(())
 }
 
 /// The data QP `qp` of `device` is in the error state and about to be
-/// drained: it sends nothing more, and no marker may be posted on it after
-/// this (its drain must see every completion before its CQ goes).
-pub(crate) fn qp_removed(device: &RdmaDevice, qp: QpRef) {
-    let mut d = device.mrs().lock();
-    d.fence.qps.retain(|q| q.as_raw() != qp.as_raw());
+/// drained: it sends nothing more, so the round stops waiting for its
+/// marker, and no marker is posted on it after this.
+pub(crate) fn qp_removed(device: &Arc<RdmaDevice>, qp: QpRef) {
+    let round_done = {
+        let mut d = device.mrs().lock();
+        let fence = &mut d.fence;
+        let Some(i) = fence.qps.iter().position(|q| q.qp.as_raw() == qp.as_raw()) else {
+            return;
+        };
+        match fence.qps.remove(i) {
+            Ok(FencedQp { marker: true, .. }) => {
+                stats::inc(Stat::MrFenceMarkersAbandoned);
+                fence.outstanding = fence.outstanding.saturating_sub(1);
+                fence.outstanding == 0
+            }
+            _ => false,
+        }
+    };
+    if round_done {
+        let _ = workqueue::queue().enqueue(device.clone());
+    }
 }
 
 /// Releases `mr`, whose key is invalid (or was never registered), once no
@@ -205,26 +240,26 @@ fn post_round(device: &Arc<RdmaDevice>) -> Round {
             }
         }
     }
-    let d = &mut *d;
-    let Some(rkey) = d.fence.key.as_ref().map(FastRegMr::rkey) else {
+    let fence = &mut d.fence;
+    let Some(rkey) = fence.key.as_ref().map(FastRegMr::rkey) else {
         return Round::Finished;
     };
-    d.fence.outstanding = 1;
-    for qp in d.fence.qps.iter() {
-        let leaked = Arc::into_raw(device.clone());
-        if qp.post_local_inv(device.fence_cqe(), rkey).is_ok() {
-            d.fence.outstanding += 1;
+    fence.outstanding = 1;
+    for q in fence.qps.iter_mut() {
+        // The device outlives the marker: the link that listed the QP holds it
+        // until the QP and its CQs are gone.
+        if q.qp.post_local_inv(device.fence_cqe(), rkey).is_ok() {
+            q.marker = true;
+            fence.outstanding += 1;
             continue;
         }
-        // SAFETY: Leaked just above for a marker that was not posted.
-        drop(unsafe { Arc::from_raw(leaked) });
         // siw refuses posts only outside RTS, where it does not transmit.
-        if qp.state().map_or(true, |s| s == QPS_RTS) {
-            d.fence.retry = true;
+        if q.qp.state().map_or(true, |s| s == QPS_RTS) {
+            fence.retry = true;
         }
     }
-    d.fence.outstanding -= 1;
-    if d.fence.outstanding > 0 {
+    fence.outstanding -= 1;
+    if fence.outstanding > 0 {
         Round::Posted
     } else {
         Round::Finished
@@ -238,17 +273,30 @@ pub(super) fn device_removed(d: &mut DeviceMrs) {
 
 impl CompletionHandler for RdmaDevice {
     /// A marker completed: successfully, or flushed (its QP stopped
-    /// transmitting when it entered the error state).
-    fn completed(&self, _tag: u32, _wc: &WorkCompletion<'_>) {
-        // SAFETY: `post_round` leaked one reference per marker posted; `self`
-        // is that Arc's value.
-        let device = unsafe { Arc::from_raw(self) };
-        let done = {
-            let mut d = device.mrs().lock();
-            d.fence.outstanding = d.fence.outstanding.saturating_sub(1);
-            d.fence.outstanding == 0
+    /// transmitting when it entered the error state). One whose QP already
+    /// left the list was counted then.
+    fn completed(&self, _tag: u32, wc: &WorkCompletion<'_>) {
+        let round_done = {
+            let mut d = self.mrs().lock();
+            let fence = &mut d.fence;
+            let listed = fence
+                .qps
+                .iter_mut()
+                .find(|q| q.marker && q.qp.as_raw() == wc.qp())
+                .map(|q| q.marker = false)
+                .is_some();
+            if listed {
+                fence.outstanding = fence.outstanding.saturating_sub(1);
+            } else {
+                stats::inc(Stat::MrFenceMarkersLate);
+            }
+            listed && fence.outstanding == 0
         };
-        if done {
+        if round_done {
+            // SAFETY: Devices only exist inside an `Arc` (`device::add`), and the
+            // link whose QP this completion came from holds one until its QP and
+            // CQs are gone, so `self` is alive for the call.
+            let device: Arc<RdmaDevice> = unsafe { ArcBorrow::from_raw(self) }.into();
             let _ = workqueue::queue().enqueue(device);
         }
     }
