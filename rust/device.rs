@@ -160,6 +160,11 @@ pub(crate) fn find(raw: *mut bindings::ib_device) -> Option<Arc<RdmaDevice>> {
     DEVICES.lock().iter().find(|d| d.is(raw)).cloned()
 }
 
+/// Whether `raw` is a device rrds has (its `add` ran, its `remove` has not).
+pub(crate) fn is_known(raw: *mut bindings::ib_device) -> bool {
+    DEVICES.lock().iter().any(|d| d.is(raw))
+}
+
 /// The `ib_client` operations of rrds: keep `DEVICES` in step with ib_core.
 pub(crate) struct DeviceClient;
 

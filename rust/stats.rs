@@ -128,6 +128,10 @@ counters! {
     // completion still came; siw may never deliver the rest.
     MrFenceMarkersAbandoned => "mr_fence_markers_abandoned",
     MrFenceMarkersLate => "mr_fence_markers_late",
+    // Listeners closed by the watchdog because their device had gone from
+    // rrds: made while it was being removed, which would otherwise wait
+    // for them for ever.
+    IbStrayListenersClosed => "ib_stray_listeners_closed",
 }
 
 const COUNT: usize = NAMES.len();

@@ -404,7 +404,39 @@ fn watch() {
             }
         }
         reap_orphans(None);
+        close_stray_listeners();
     }
+}
+
+/// Closes listeners bound to a device rrds no longer has. `device_removed`
+/// closes those it finds, but a listener made while the device was being
+/// removed (`relisten`, or a bind, after rrds's `remove` callback and before
+/// rdma_cm's own) is bound to it too: rdma_cm only reports
+/// `DEVICE_REMOVAL` to it and then waits, holding `ib_unregister_device`,
+/// until the id is destroyed. Called by the watchdog, so such a removal
+/// waits at most a tick. A listener bound to a device whose `add` callback
+/// has not run yet may go too: `relisten` makes it again after that `add`.
+fn close_stray_listeners() {
+    let mut closed = KVec::new();
+    {
+        let mut listeners = LISTENERS.lock();
+        for l in listeners.iter_mut() {
+            let stray = l.id.as_ref().is_some_and(|id| {
+                let raw = id.device();
+                !raw.is_null() && !crate::device::is_known(raw)
+            });
+            if stray {
+                if let Some(id) = l.id.take() {
+                    stats::inc(Stat::IbStrayListenersClosed);
+                    // Destroyed below, outside the lock; if the list cannot grow,
+                    // push destroys it here, which is safe too (listener handlers
+                    // never take the table lock).
+                    let _ = closed.push(id, GFP_KERNEL);
+                }
+            }
+        }
+    }
+    drop(closed);
 }
 
 /// debugfs `rrds/ib_links`: one line per IB connection, for diagnosis

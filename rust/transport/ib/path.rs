@@ -634,8 +634,8 @@ impl IbPath {
     /// Tears down every retired link, keeping the list's room (see
     /// `Control::retiring`). The caller holds `teardown`, not `ctl`.
     ///
-    /// With `defer_while_port_down`, a link whose port is down stays on the
-    /// list (at its front) for a later pass: destroying a connected id sends
+    /// With `defer_while_port_down`, a link whose port is down (on a device
+    /// rrds still has) stays on the list (at its front) for a later pass: destroying a connected id sends
     /// a DREQ, and rxe moves the port's GSI QP to the error state for good
     /// when a send fails while its netdev is down, after which no connection
     /// can be made on that device. Returns whether anything was torn down,
@@ -655,7 +655,12 @@ impl IbPath {
             let Some(r) = next else {
                 return (any, deferred);
             };
-            if defer_while_port_down && r.link.cm_id.port_down() {
+            // A device rrds no longer has will not bring its port back, and its
+            // removal waits for the id (a link made while it was being removed).
+            if defer_while_port_down
+                && r.link.cm_id.port_down()
+                && crate::device::is_known(r.link.cm_id.device())
+            {
                 let mut c = self.ctl.lock();
                 // It was just taken out, so there is room, unless a link retired
                 // meanwhile took it: then it goes now.
