@@ -19,6 +19,8 @@
  * - Whole messages for concurrent readers. Several threads reading one
  *   socket each get whole messages, each exactly once, every byte its
  *   sender's, with the sender's address.
+ * - A slow reader of tiny messages over IB pushes its sender back through
+ *   the congestion map instead of resetting the connection.
  * - Cheap bind. bind(port 0) finds a free port in bounded time even when
  *   every port of the address but one is taken, and says EADDRINUSE quickly
  *   when none is.
@@ -471,6 +473,110 @@ TEST_F_TIMEOUT(over_ib, concurrent_readers_each_get_whole_messages_of_one_sender
 
 	ASSERT_EQ(0, readers_exchange("rrds-b", "10.254.1.2", "rrds-a", "10.254.1.1", &o));
 	check_readers(_metadata, &o);
+}
+
+#define SLOW_MSGS	3000
+#define SLOW_RCVBUF	16384	/* SO_RCVBUF: congested after a few dozen charged messages */
+#define SLOW_READ_MS	2	/* between two reads */
+#define SLOW_RX_PORT	4100
+#define SLOW_TX_PORT	4101
+
+/*
+ * rrds-b: reads SLOW_MSGS 1-byte messages, one every SLOW_READ_MS, checking
+ * their order, then says so and keeps its socket until released (its close
+ * takes the connection down, which counts as a reset).
+ */
+static int slow_reader(int ready, int release)
+{
+	char c_unused[1];
+	int fd, bytes = SLOW_RCVBUF;
+	struct timeval tv = { .tv_sec = 60 };
+
+	if (enter_ns("rrds-b"))
+		return 10;
+	fd = bound_socket("10.254.1.2", SLOW_RX_PORT);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes)) ||
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)))
+		return 11;
+	if (write(ready, "r", 1) != 1)
+		return 12;
+	for (int i = 0; i < SLOW_MSGS; i++) {
+		unsigned char c[2];
+		ssize_t n = recv(fd, c, sizeof(c), 0);
+
+		if (n != 1 || c[0] != (unsigned char)i) {
+			fprintf(stderr, "# slow reader: message %d: %zd bytes, %#x\n", i, n,
+				n > 0 ? c[0] : 0);
+			return 13;
+		}
+		poll(NULL, 0, SLOW_READ_MS);
+	}
+	if (write(ready, "d", 1) != 1 || read(release, c_unused, 1) < 0)
+		return 14;
+	return 0;
+}
+
+/*
+ * A slow reader of 1-byte heartbeats over IB: rrds-a sends 3,000 1-byte
+ * messages as fast as it may to a socket of rrds-b with a 16 KiB receive
+ * buffer that reads one every 2 ms. Each queued message is charged 256
+ * bytes, so the port congests after a few dozen and the sender is pushed
+ * back (ENOBUFS, then the map clears); every message arrives in order, the
+ * connection is never reset and the receiver drops nothing.
+ */
+TEST_F_TIMEOUT(over_ib, one_byte_messages_to_a_slow_reader_push_back_without_a_reset, 300)
+{
+	long long resets0 = rds_counter("conn_reset"), drops0 = rds_counter("recv_drop_queue_full");
+	long long resets, drops;
+	long refused = 0;
+	int ready[2], release[2], fd, status;
+	char c;
+	pid_t reader;
+
+	ASSERT_LE(0, resets0);
+	ASSERT_EQ(0, pipe(ready));
+	ASSERT_EQ(0, pipe(release));
+	fflush(NULL);
+	reader = fork();
+	ASSERT_LE(0, reader);
+	if (!reader) {
+		close(ready[0]);
+		close(release[1]);
+		_exit(slow_reader(ready[1], release[0]));
+	}
+	close(ready[1]);
+	close(release[0]);
+	ASSERT_EQ(1, read(ready[0], &c, 1));
+	ASSERT_EQ(0, enter_ns("rrds-a"));
+	fd = bound_socket("10.254.1.1", SLOW_TX_PORT);
+	ASSERT_LE(0, fd);
+	for (int i = 0; i < SLOW_MSGS; i++) {
+		struct sockaddr_in to = sin4("10.254.1.2", SLOW_RX_PORT);
+		unsigned char b = (unsigned char)i;
+		double limit = now() + 60;
+
+		while (sendto(fd, &b, 1, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)) != 1) {
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+			ASSERT_TRUE(errno == ENOBUFS || errno == EAGAIN) TH_LOG("%s", strerror(errno));
+			ASSERT_GT(limit, now()) TH_LOG("message %d refused for 60 s", i);
+			refused++;
+			poll(&p, 1, 20);
+		}
+	}
+	/* Every message read: the counters, before the reader's close takes the link down. */
+	EXPECT_EQ(1, read(ready[0], &c, 1));
+	resets = rds_counter("conn_reset");
+	drops = rds_counter("recv_drop_queue_full");
+	close(release[1]);
+	ASSERT_EQ(reader, waitpid(reader, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status)) TH_LOG("reader: status %#x", status);
+	TH_LOG("%d messages, %ld sends refused while the reader caught up", SLOW_MSGS, refused);
+	EXPECT_LT(0, refused);
+	EXPECT_EQ(resets0, resets);
+	EXPECT_EQ(drops0, drops);
+	close(fd);
+	close(ready[0]);
 }
 
 /* ---- Cheap bind ---- */

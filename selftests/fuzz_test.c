@@ -111,6 +111,35 @@ struct board_cookie {
 	uint64_t len;
 };
 
+/* ---- The checked stream: threads reading one socket verify every message ---- */
+
+/*
+ * Each way, STREAM_SENDERS threads (a socket each) send numbered messages to
+ * one socket that STREAM_READERS threads read at once, during the run and
+ * until everything sent has arrived after it: every message must come
+ * whole, from the sender its header names, and only once. The sockets stay
+ * open from before the workers start until the checks after the run, so
+ * they also keep rrds loaded while the parent tries to unload it.
+ */
+#define STREAM_PORT	9100		/* the readers' socket; + 1 + i: sender i's */
+#define STREAM_READERS	3
+#define STREAM_SENDERS	2
+#define STREAM_MAX	(1 << 20)	/* messages per sender at most */
+#define STREAM_MAGIC	0x7374726dU
+#define STREAM_DRAIN_S	90		/* after the run, for the last messages */
+
+struct stream_header {
+	uint32_t magic, sender;
+	uint64_t seq, size;
+};
+
+/* One direction, by the readers' namespace. */
+struct stream_state {
+	uint64_t sent[STREAM_SENDERS], received[STREAM_SENDERS];
+	uint64_t foreign;	/* from other ports: the workers' sends */
+	int ready;		/* sockets bound, of 1 + STREAM_SENDERS */
+};
+
 /* Shared by the parent, the workers and their children (MAP_SHARED). */
 struct fuzz_shared {
 	int stop;
@@ -119,6 +148,10 @@ struct fuzz_shared {
 	uint64_t delivered, delivered_bytes, dest_cookies, forks, published;
 	struct board_cookie board[NS_COUNT][BOARD_SLOTS];
 	uint32_t xrc_qp[NS_COUNT][XRC_SLOTS];
+	struct stream_state stream[NS_COUNT];
+	int stream_release;	/* the checks are done: the stream's processes exit */
+	uint64_t unloads_refused, device_readds, netns_cycles;
+	int removal_hung;	/* a device deletion never ended: stop, report, fail */
 	int violations;
 	char violation[MAX_VIOLATIONS][320];
 	struct beat beat[NS_COUNT][WORKERS][THREADS];
@@ -180,6 +213,8 @@ struct fuzz_addrs {
 FIXTURE(fuzz) {
 	struct fuzz_shared *sh;
 	pid_t worker[NS_COUNT * WORKERS];
+	pid_t stream[2 * NS_COUNT];	/* readers into, then senders to, each namespace */
+	pid_t netns_churner;
 	long long pinned0;
 	int conns0, qps0;
 };
@@ -1772,6 +1807,177 @@ static void __attribute__((noreturn)) run_worker(struct fuzz_shared *sh,
 	_exit(0);
 }
 
+/* A violation seen outside the workers: by the stream, the parent, the namespace churner. */
+static void __attribute__((format(printf, 3, 4)))
+shared_violation(struct fuzz_shared *sh, const char *who, const char *fmt, ...)
+{
+	int i = __atomic_fetch_add(&sh->violations, 1, __ATOMIC_RELAXED);
+	va_list ap;
+	int n;
+
+	if (i >= MAX_VIOLATIONS)
+		return;
+	n = snprintf(sh->violation[i], sizeof(sh->violation[i]), "%s: ", who);
+	va_start(ap, fmt);
+	vsnprintf(sh->violation[i] + n, sizeof(sh->violation[i]) - n, fmt, ap);
+	va_end(ap);
+}
+
+static const char *const stream_name[NS_COUNT] = { "stream into rrds-a", "stream into rrds-b" };
+
+static uint64_t stream_seed(int sender, uint64_t seq)
+{
+	return mix64(((uint64_t)sender << 48) ^ seq ^ 0x5354);
+}
+
+struct stream_end {
+	struct fuzz_shared *sh;
+	const struct fuzz_addrs *a;
+	int ns;			/* the readers' */
+	int fd, index;
+	uint64_t (*seen)[STREAM_MAX / 64];
+};
+
+static void *stream_read(void *arg)
+{
+	struct stream_end *e = arg;
+	struct stream_state *st = &e->sh->stream[e->ns];
+	struct in_addr sender_ip;
+	unsigned char buf[4096 + 64];
+
+	inet_pton(AF_INET, e->a->ip[!e->ns], &sender_ip);
+	while (!__atomic_load_n(&e->sh->stream_release, __ATOMIC_ACQUIRE)) {
+		struct pollfd p = { .fd = e->fd, .events = POLLIN };
+		struct sockaddr_in from;
+		struct iovec v = { .iov_base = buf, .iov_len = sizeof(buf) };
+		struct msghdr mh = { .msg_name = &from, .msg_namelen = sizeof(from),
+				     .msg_iov = &v, .msg_iovlen = 1 };
+		struct stream_header h;
+		ssize_t n;
+		int s;
+
+		poll(&p, 1, 100);
+		n = recvmsg(e->fd, &mh, MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno != EAGAIN)
+				shared_violation(e->sh, stream_name[e->ns], "recvmsg: %s", strerror(errno));
+			continue;
+		}
+		s = ntohs(from.sin_port) - STREAM_PORT - 1;
+		if (mh.msg_namelen != sizeof(from) || from.sin_family != AF_INET ||
+		    from.sin_addr.s_addr != sender_ip.s_addr || s < 0 || s >= STREAM_SENDERS) {
+			__atomic_fetch_add(&st->foreign, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		memcpy(&h, buf, (size_t)n < sizeof(h) ? (size_t)n : sizeof(h));
+		if ((size_t)n < sizeof(h) || h.magic != STREAM_MAGIC || h.sender != (uint32_t)s ||
+		    h.size != (uint64_t)n || h.seq >= STREAM_MAX || (mh.msg_flags & MSG_TRUNC) ||
+		    payload_mismatch(buf, n, &h, sizeof(h), stream_seed(s, h.seq)) >= 0) {
+			shared_violation(e->sh, stream_name[e->ns], "reader %d: %zd bytes from sender %d are "
+					 "not one of its messages (header seq %llu, size %llu)",
+					 e->index, n, s, (unsigned long long)h.seq,
+					 (unsigned long long)h.size);
+			continue;
+		}
+		if (__atomic_fetch_or(&e->seen[s][h.seq / 64], 1ull << (h.seq % 64),
+				      __ATOMIC_RELAXED) & (1ull << (h.seq % 64))) {
+			shared_violation(e->sh, stream_name[e->ns], "reader %d: sender %d's message %llu again",
+					 e->index, s, (unsigned long long)h.seq);
+			continue;
+		}
+		__atomic_fetch_add(&st->received[s], 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static void *stream_send(void *arg)
+{
+	struct stream_end *e = arg;
+	struct stream_state *st = &e->sh->stream[e->ns];
+	struct sockaddr_in to = sin4(e->a->ip[e->ns], STREAM_PORT);
+	uint64_t rng = stream_seed(e->index, 7);
+	unsigned char buf[4096];
+
+	while (!__atomic_load_n(&e->sh->stop, __ATOMIC_RELAXED)) {
+		uint64_t seq = st->sent[e->index];
+		struct stream_header h = { .magic = STREAM_MAGIC, .sender = e->index, .seq = seq,
+					   .size = sizeof(h) + next_random(&rng) % (sizeof(buf) -
+										sizeof(h)) };
+		struct pollfd p = { .fd = e->fd, .events = POLLOUT };
+
+		if (seq >= STREAM_MAX)
+			break;
+		payload_fill(buf, h.size, &h, sizeof(h), stream_seed(e->index, seq));
+		while (sendto(e->fd, buf, h.size, MSG_DONTWAIT, (struct sockaddr *)&to,
+			      sizeof(to)) != (ssize_t)h.size) {
+			if (errno != EAGAIN && errno != ENOBUFS) {
+				shared_violation(e->sh, stream_name[e->ns], "sender %d: sendto: %s", e->index,
+						 strerror(errno));
+				return NULL;
+			}
+			if (__atomic_load_n(&e->sh->stop, __ATOMIC_RELAXED))
+				return NULL;
+			poll(&p, 1, 50);
+		}
+		__atomic_store_n(&st->sent[e->index], seq + 1, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+/*
+ * The readers of the stream into namespace @ns (@readers), or its senders
+ * from the other one: a process that binds, says so, and runs its threads
+ * until the parent releases it.
+ */
+static void __attribute__((noreturn)) run_stream_end(struct fuzz_shared *sh,
+						     const struct fuzz_addrs *a, int ns,
+						     bool readers)
+{
+	int here = readers ? ns : !ns, n = readers ? STREAM_READERS : STREAM_SENDERS;
+	struct stream_end e[STREAM_READERS > STREAM_SENDERS ? STREAM_READERS : STREAM_SENDERS];
+	pthread_t t[ARRAY_SIZE(e)];
+	uint64_t (*seen)[STREAM_MAX / 64] = NULL;
+	int fd = -1;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (enter_ns(ns_name[here]))
+		_exit(2);
+	if (readers) {
+		seen = calloc(STREAM_SENDERS, sizeof(*seen));
+		fd = bound_socket(a->ip[here], STREAM_PORT);
+		if (!seen || fd < 0)
+			_exit(3);
+	}
+	for (int i = 0; i < n; i++) {
+		e[i] = (struct stream_end){ .sh = sh, .a = a, .ns = ns, .index = i, .seen = seen,
+					    .fd = readers ? fd :
+						  bound_socket(a->ip[here], STREAM_PORT + 1 + i) };
+		if (e[i].fd < 0)
+			_exit(4);
+	}
+	__atomic_fetch_add(&sh->stream[ns].ready, readers ? 1 : n, __ATOMIC_RELEASE);
+	for (int i = 0; i < n; i++)
+		if (pthread_create(&t[i], NULL, readers ? stream_read : stream_send, &e[i]))
+			_exit(5);
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	/* Senders keep their sockets until released: closing drops what is unsent. */
+	while (!__atomic_load_n(&sh->stream_release, __ATOMIC_ACQUIRE))
+		poll(NULL, 0, 100);
+	_exit(0);
+}
+
+/* Whether every message sent both ways has arrived. */
+static bool stream_complete(const struct fuzz_shared *sh)
+{
+	for (int ns = 0; ns < NS_COUNT; ns++)
+		for (int s = 0; s < STREAM_SENDERS; s++)
+			if (__atomic_load_n(&sh->stream[ns].received[s], __ATOMIC_RELAXED) !=
+			    __atomic_load_n(&sh->stream[ns].sent[s], __ATOMIC_ACQUIRE))
+				return false;
+	return true;
+}
+
 /* ---- The parent: link flaps, the deadline, diagnostics ---- */
 
 struct module_objects {
@@ -1879,30 +2085,187 @@ static void report(struct __test_metadata *_metadata, const struct fuzz_shared *
 		TH_LOG("violation: %s", s->violation[i]);
 }
 
-/* The link flaps: a veth of either namespace down for 1 to 2 s, every 5 to 15 s. */
+/*
+ * The link flaps: every 5 to 15 s, either namespace's veth goes down for 1
+ * to 2 s, or (one time in three) its RDMA device is deleted and then added
+ * again, as an administrator would.
+ */
 struct flapper {
 	uint64_t rng;
-	int down;		/* the namespace whose veth is down, or -1 */
+	int down;		/* the namespace whose veth or device is down, or -1 */
+	bool device;		/* its device, not its veth */
 	double next;		/* the next change */
 	int flaps;
 };
 
-static void flap_step(struct flapper *fl, const struct fuzz_addrs *a, double end)
+#define DEVICE_GONE_S	90	/* rdma link del, until the device is gone (35 s seen) */
+
+/*
+ * Deletes namespace @ns's RDMA device in the background, as an administrator
+ * would: ib_core waits for every rdma_cm id on it to be destroyed, so a
+ * deletion that does not end means an id rrds keeps. Then what rrds and
+ * rdma_cm hold goes to the log, and the run stops.
+ */
+static void delete_device(const struct fuzz_addrs *a, struct fuzz_shared *s, int ns)
+{
+	char name = 'a' + ns;
+
+	fprintf(stderr, "# %.0f: deleting %s_%c\n", now(), a->kind, name);
+	sh("rdma link del %s_%c >/dev/null 2>&1 &", a->kind, name);
+	if (WAIT_FOR(DEVICE_GONE_S, sh("rdma link show %s_%c/1 >/dev/null 2>&1", a->kind, name)))
+		return;
+	shared_violation(s, "flapper", "%s_%c still there %d s after rdma link del", a->kind, name,
+			 DEVICE_GONE_S);
+	log_ib_links();
+	sh("echo w > /proc/sysrq-trigger");
+	__atomic_store_n(&s->removal_hung, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->stop, 1, __ATOMIC_RELAXED);
+}
+
+/* Ends the outage of @fl, if there is one. */
+static void flap_up(struct flapper *fl, const struct fuzz_addrs *a, struct fuzz_shared *s)
+{
+	int ns = fl->down;
+
+	if (ns < 0)
+		return;
+	if (!fl->device) {
+		sh("ip -n %s link set dev %s up", ns_name[ns], a->veth[ns]);
+	} else if (s->removal_hung) {
+		return;
+	} else if (WAIT_FOR(DEVICE_GONE_S, !sh("ip netns exec %s rdma link add %s_%c type %s netdev "
+						"%s 2>/dev/null", ns_name[ns], a->kind, 'a' + ns,
+						a->kind, a->veth[ns]))) {
+		/* The name is free only once ib_core has released the old device. */
+		fprintf(stderr, "# %.0f: %s_%c added again\n", now(), a->kind, 'a' + ns);
+		s->device_readds++;
+	} else {
+		shared_violation(s, "flapper", "%s_%c could not be added again for %d s", a->kind,
+				 'a' + ns, DEVICE_GONE_S);
+	}
+	fl->down = -1;
+}
+
+static void flap_step(struct flapper *fl, const struct fuzz_addrs *a, struct fuzz_shared *s,
+		      double end)
 {
 	double t = now();
 
 	if (!a->flaps || t < fl->next)
 		return;
 	if (fl->down >= 0) {
-		sh("ip -n %s link set dev %s up", ns_name[fl->down], a->veth[fl->down]);
-		fl->down = -1;
+		flap_up(fl, a, s);
 		fl->next = t + 5 + next_random(&fl->rng) % 10000 / 1000.0;
 	} else if (t < end - 3) {
 		fl->down = next_random(&fl->rng) % NS_COUNT;
-		sh("ip -n %s link set dev %s down", ns_name[fl->down], a->veth[fl->down]);
+		fl->device = next_random(&fl->rng) % 3 == 0;
+		if (fl->device)
+			delete_device(a, s, fl->down);
+		else
+			sh("ip -n %s link set dev %s down", ns_name[fl->down], a->veth[fl->down]);
 		fl->next = now() + 1 + next_random(&fl->rng) % 1000 / 1000.0;
 		fl->flaps++;
 	}
+}
+
+/*
+ * rmmod while the stream's sockets are open must be refused (EWOULDBLOCK,
+ * as delete_module gives for a module in use), whatever else is going on.
+ */
+static void unload_step(struct fuzz_shared *s)
+{
+	int rc = rrds_unload();
+
+	if (rc == -EWOULDBLOCK)
+		s->unloads_refused++;
+	else
+		shared_violation(s, "parent", "delete_module while sockets are open: %s",
+				 rc ? strerror(-rc) : "unloaded");
+}
+
+/* ---- A namespace created and deleted under load ---- */
+
+#define FZ_NS		"rrds-fz"
+#define FZ_IP		"10.254.9.1"	/* on fz0, under the rxe device rxe_fz */
+#define FZ_PEER_IP	"10.254.9.2"	/* on fz1, the other end of the veth pair */
+#define FZ_GONE_S	90		/* a namespace's dismantling takes 30 s and more under TCG */
+
+/* In FZ_NS: sockets on both addresses send to each other, one registers memory. */
+static void __attribute__((noreturn)) run_netns_user(void)
+{
+	static char page[4096] __attribute__((aligned(4096)));
+	const char *ip[2] = { FZ_IP, FZ_PEER_IP };
+	struct rds_get_mr_args mr = { .vec = { .addr = (uintptr_t)page, .bytes = sizeof(page) } };
+	uint64_t cookie;
+	int fd[4];
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (enter_ns(FZ_NS))
+		_exit(1);
+	for (int i = 0; i < 4; i++)
+		fd[i] = bound_socket(ip[i % 2], 7000 + i);
+	/* Through the namespace's registration QP on rxe_fz; may fail, it only has to happen. */
+	mr.cookie_addr = (uintptr_t)&cookie;
+	setsockopt(fd[0], SOL_RDS, RDS_GET_MR, &mr, sizeof(mr));
+	for (;;) {
+		for (int i = 0; i < 4; i++) {
+			struct sockaddr_in to = sin4(ip[(i + 1) % 2], 7000 + (i + 1) % 4);
+
+			if (fd[i] < 0)
+				continue;
+			sendto(fd[i], page, 100 * i, MSG_DONTWAIT, (struct sockaddr *)&to,
+			       sizeof(to));
+			recv(fd[i], page, sizeof(page), MSG_DONTWAIT);
+		}
+		poll(NULL, 0, 5);
+	}
+}
+
+/*
+ * In the initial namespace, until the run ends: a namespace with a veth
+ * pair and an rxe device on one end, where a process binds sockets (a
+ * listener on the device), registers memory (the namespace's registration
+ * QP) and sends; then the process is killed and the namespace deleted at
+ * once, so that rrds's per-namespace exit, the device's removal and the
+ * sockets' release race each other and the workers. The device must be
+ * gone within FZ_GONE_S each time.
+ */
+static void __attribute__((noreturn)) run_netns_churner(struct fuzz_shared *s, uint64_t seed)
+{
+	uint64_t rng = seed ^ 0xf2;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	while (!__atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
+		pid_t user;
+
+		if (sh("ip netns add " FZ_NS " && ip -n " FZ_NS " link set lo up && "
+		       "ip -n " FZ_NS " link add fz0 type veth peer name fz1 && "
+		       "ip -n " FZ_NS " addr add " FZ_IP "/24 dev fz0 && "
+		       "ip -n " FZ_NS " addr add " FZ_PEER_IP "/24 dev fz1 && "
+		       "ip -n " FZ_NS " link set fz0 up && ip -n " FZ_NS " link set fz1 up && "
+		       "ip netns exec " FZ_NS " rdma link add rxe_fz type rxe netdev fz0")) {
+			shared_violation(s, "namespace churner", "could not set up namespace " FZ_NS);
+			break;
+		}
+		fflush(NULL);
+		user = fork();
+		if (!user)
+			run_netns_user();
+		poll(NULL, 0, 500 + next_random(&rng) % 2000);
+		if (user > 0)
+			kill(user, SIGKILL);
+		sh("ip netns del " FZ_NS);
+		if (user > 0)
+			waitpid(user, NULL, 0);
+		/* The namespace is dismantled in the background, its device with it. */
+		if (!WAIT_FOR(FZ_GONE_S, sh("rdma link show rxe_fz/1 >/dev/null 2>&1"))) {
+			shared_violation(s, "namespace churner", "rxe_fz still there %d s after " FZ_NS " was deleted",
+					 FZ_GONE_S);
+			break;
+		}
+		s->netns_cycles++;
+	}
+	_exit(0);
 }
 
 static void links_up(const struct fuzz_addrs *a)
@@ -1910,6 +2273,7 @@ static void links_up(const struct fuzz_addrs *a)
 	for (int ns = 0; ns < NS_COUNT; ns++)
 		sh("ip -n %s link set dev %s up", ns_name[ns], a->veth[ns]);
 }
+
 
 /* Whether one of the variant's devices has its GSI QP in error (rxe). */
 static bool rxe_gsi_broken(const struct fuzz_addrs *a)
@@ -1924,9 +2288,12 @@ static void recreate_devices(struct __test_metadata *_metadata, const struct fuz
 	for (int ns = 0; ns < NS_COUNT; ns++) {
 		char name = 'a' + ns;
 
-		EXPECT_EQ(0, sh("rdma link del %s_%c", a->kind, name));
-		EXPECT_EQ(0, sh("ip netns exec %s rdma link add %s_%c type %s netdev %s",
-				ns_name[ns], a->kind, name, a->kind, a->veth[ns]));
+		/* A flap may have left it deleted. */
+		sh("rdma link del %s_%c 2>/dev/null", a->kind, name);
+		EXPECT_TRUE(WAIT_FOR(DEVICE_GONE_S,
+				     !sh("ip netns exec %s rdma link add %s_%c type %s netdev %s "
+					 "2>/dev/null", ns_name[ns], a->kind, name, a->kind,
+					 a->veth[ns])));
 	}
 	/* rxe fills its GID table from netdev events, asynchronously. */
 	sleep(3);
@@ -2129,7 +2496,13 @@ FIXTURE_TEARDOWN(fuzz)
 	for (int i = 0; i < NS_COUNT * WORKERS; i++)
 		if (self->worker[i] > 0)
 			kill(self->worker[i], SIGKILL);
+	for (int i = 0; i < 2 * NS_COUNT; i++)
+		if (self->stream[i] > 0)
+			kill(self->stream[i], SIGKILL);
+	if (self->netns_churner > 0)
+		kill(self->netns_churner, SIGKILL);
 	links_up(&variant->a);
+	sh("ip netns del " FZ_NS " 2>/dev/null");
 	munmap(self->sh, sizeof(*self->sh));
 }
 
@@ -2149,11 +2522,16 @@ static int reap_workers(struct __test_metadata *_metadata, FIXTURE_DATA(fuzz) *s
 			int *failed)
 {
 	int running = NS_COUNT * WORKERS;
+	double next_unload = now();
 
 	while (running && now() < limit) {
 		if (now() >= end)
 			__atomic_store_n(&self->sh->stop, 1, __ATOMIC_RELAXED);
-		flap_step(fl, a, end);
+		flap_step(fl, a, self->sh, end);
+		if (now() >= next_unload && now() < end) {
+			unload_step(self->sh);
+			next_unload = now() + 1;
+		}
 		for (int i = 0; i < NS_COUNT * WORKERS; i++) {
 			int status;
 
@@ -2180,8 +2558,10 @@ TEST_F_TIMEOUT(fuzz, random_calls_leave_the_module_sound,
 	long seconds = env_or("RRDS_FUZZ_SECONDS", DEFAULT_SECONDS);
 	struct flapper fl = { .down = -1 };
 	struct module_objects o = { -1, -1, -1 };
-	int hung, failed = 0;
+	int hung, failed = 0, violations;
+	long long stray0;
 	double start, end;
+	bool stream_ok;
 
 	/*
 	 * On siw, sockets closing can reach siw's own use-after-free in
@@ -2197,10 +2577,24 @@ TEST_F_TIMEOUT(fuzz, random_calls_leave_the_module_sound,
 	TH_LOG("%s: seed %llu (RRDS_FUZZ_SEED), %ld s (RRDS_FUZZ_SECONDS)", a->kind,
 	       (unsigned long long)seed, seconds);
 	fl.rng = seed;
+	stray0 = rds_counter("ib_stray_listeners_closed");
+	/* The checked stream, both ways, bound before any worker can take its ports. */
+	fflush(NULL);
+	for (int i = 0; i < 2 * NS_COUNT; i++) {
+		self->stream[i] = fork();
+		ASSERT_LE(0, self->stream[i]);
+		if (self->stream[i] == 0)
+			run_stream_end(self->sh, a, i / 2, i % 2 == 0);
+	}
+	ASSERT_TRUE(WAIT_FOR(10, self->sh->stream[0].ready == 1 + STREAM_SENDERS &&
+				     self->sh->stream[1].ready == 1 + STREAM_SENDERS));
 	start = now();
 	end = start + seconds;
 	fl.next = start + 5;
-	fflush(NULL);
+	self->netns_churner = fork();
+	ASSERT_LE(0, self->netns_churner);
+	if (self->netns_churner == 0)
+		run_netns_churner(self->sh, seed);
 	for (int i = 0; i < NS_COUNT * WORKERS; i++) {
 		self->worker[i] = fork();
 		ASSERT_LE(0, self->worker[i]);
@@ -2208,9 +2602,23 @@ TEST_F_TIMEOUT(fuzz, random_calls_leave_the_module_sound,
 			run_worker(self->sh, a, i / WORKERS, i % WORKERS, seed, end);
 	}
 	hung = reap_workers(_metadata, self, &fl, a, end, end + HANG_SLACK_S, &failed);
-	if (fl.down >= 0)
-		links_up(a);
-	TH_LOG("%.0f s, %d link flaps", now() - start, fl.flaps);
+	/* The workers may all have ended before the loop saw the end: the rest stop now. */
+	__atomic_store_n(&self->sh->stop, 1, __ATOMIC_RELAXED);
+	flap_up(&fl, a, self->sh);
+	{
+		int status;
+
+		EXPECT_EQ(self->netns_churner, waitpid(self->netns_churner, &status, 0));
+		EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status));
+		self->netns_churner = 0;
+	}
+	TH_LOG("%.0f s, %d link flaps (%llu devices deleted and added again), %llu namespaces "
+	       "created and deleted, %llu unloads refused", now() - start, fl.flaps,
+	       (unsigned long long)self->sh->device_readds,
+	       (unsigned long long)self->sh->netns_cycles,
+	       (unsigned long long)self->sh->unloads_refused);
+	TH_LOG("listeners closed on a removed device: %lld",
+	       rds_counter("ib_stray_listeners_closed") - stray0);
 	report(_metadata, self->sh, now() - start);
 	if (hung) {
 		TH_LOG("%d workers still running %d s after the end: hung", hung, HANG_SLACK_S);
@@ -2220,6 +2628,8 @@ TEST_F_TIMEOUT(fuzz, random_calls_leave_the_module_sound,
 				dump_hang(_metadata, self->sh, self->worker[i], i / WORKERS, i % WORKERS);
 		dump_module_state();
 	}
+	/* The device's removal waits in the kernel: nothing after can work. */
+	ASSERT_EQ(0, self->sh->removal_hung);
 	ASSERT_EQ(0, hung);
 	EXPECT_EQ(0, failed);
 	EXPECT_EQ(0, self->sh->violations);
@@ -2232,15 +2642,6 @@ TEST_F_TIMEOUT(fuzz, random_calls_leave_the_module_sound,
 	if (!self->sh->rdma_status[RDS_RDMA_SUCCESS])
 		TH_LOG("no RDMA operation succeeded in this run");
 
-	/* Nothing left behind once every socket is closed. */
-	EXPECT_TRUE(WAIT_FOR(SETTLE_S, pinned_pages() == self->pinned0))
-		TH_LOG("pages pinned: %lld, %lld before", pinned_pages(), self->pinned0);
-	EXPECT_TRUE(WAIT_FOR(SETTLE_S, !read_objects(&o) && o.connections == self->conns0 &&
-					       !o.xrc_targets))
-		TH_LOG("connections %d (%d before), XRC targets %d", o.connections, self->conns0,
-		       o.xrc_targets);
-	EXPECT_TRUE(WAIT_FOR(SETTLE_S, rc_qps(a->kind) == self->qps0))
-		TH_LOG("RC QPs %d, %d before", rc_qps(a->kind), self->qps0);
 	/*
 	 * rxe moves a port's GSI QP to error for good when a MAD goes out while
 	 * its netdev is down, and a flap can cut a handshake whose MADs ib_cm
@@ -2252,6 +2653,43 @@ TEST_F_TIMEOUT(fuzz, random_calls_leave_the_module_sound,
 		TH_LOG("a GSI QP is in error after the flaps (rxe): re-creating the devices");
 		recreate_devices(_metadata, a);
 	}
+	/* Every message of the checked stream arrives, whole and once, the last ones too. */
+	violations = self->sh->violations;
+	stream_ok = WAIT_FOR(STREAM_DRAIN_S, stream_complete(self->sh));
+	__atomic_store_n(&self->sh->stream_release, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < 2 * NS_COUNT; i++) {
+		int status;
+
+		EXPECT_EQ(self->stream[i], waitpid(self->stream[i], &status, 0));
+		EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status)) {
+			TH_LOG("stream %s into %s: status %#x", i % 2 ? "senders" : "readers",
+			       ns_name[i / 2], status);
+		}
+		self->stream[i] = 0;
+	}
+	for (int ns = 0; ns < NS_COUNT; ns++) {
+		const struct stream_state *st = &self->sh->stream[ns];
+
+		TH_LOG("stream into %s, %d readers: sent %llu + %llu, received %llu + %llu "
+		       "(%llu from other ports)", ns_name[ns], STREAM_READERS,
+		       (unsigned long long)st->sent[0], (unsigned long long)st->sent[1],
+		       (unsigned long long)st->received[0], (unsigned long long)st->received[1],
+		       (unsigned long long)st->foreign);
+	}
+	EXPECT_TRUE(stream_ok);
+	EXPECT_EQ(violations, self->sh->violations);
+	for (int i = violations; i < self->sh->violations && i < MAX_VIOLATIONS; i++)
+		TH_LOG("violation: %s", self->sh->violation[i]);
+
+	/* Nothing left behind once every socket is closed. */
+	EXPECT_TRUE(WAIT_FOR(SETTLE_S, pinned_pages() == self->pinned0))
+		TH_LOG("pages pinned: %lld, %lld before", pinned_pages(), self->pinned0);
+	EXPECT_TRUE(WAIT_FOR(SETTLE_S, !read_objects(&o) && o.connections == self->conns0 &&
+					       !o.xrc_targets))
+		TH_LOG("connections %d (%d before), XRC targets %d", o.connections, self->conns0,
+		       o.xrc_targets);
+	EXPECT_TRUE(WAIT_FOR(SETTLE_S, rc_qps(a->kind) == self->qps0))
+		TH_LOG("RC QPs %d, %d before", rc_qps(a->kind), self->qps0);
 	/* Still a working transport. */
 	EXPECT_EQ(0, exchange_both_ways(_metadata, a));
 	if (!__test_passed(_metadata))

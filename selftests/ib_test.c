@@ -2011,8 +2011,9 @@ static void __attribute__((noreturn)) run_flapper(const FIXTURE_VARIANT(ib) *v,
 /*
  * In one namespace, on the pair's own connection: sockets bound to port 0
  * send a few messages to the other namespace's sink and are closed at once,
- * half of them after shutdown() (refused, as upstream); churner 0 also keeps a sink that it drains a
- * little and then closes with messages unread, and re-opens. Every send
+ * half of them after shutdown() (refused, as upstream); churner 0 also keeps
+ * a sink that it drains a little and then closes with messages unread, and
+ * re-opens. Every send
  * either queues or is refused for space, whatever the link is doing.
  */
 static void __attribute__((noreturn)) run_churner(const FIXTURE_VARIANT(ib) *v, int side, int id,

@@ -1508,7 +1508,6 @@ struct restart_board {
 	int done;				/* the peer's rounds are over */
 	int users_done;				/* every user has exited */
 	bool iwarp;				/* siw: a refused READ may be OTHER_ERROR */
-	uint64_t users_stop_at;			/* generation; 0: never */
 	long reads_ok, writes_ok, remote_errors, other_errors, dropped, stale_keys, post_refused;
 	long mr_cycles, writes_checked, restarts;
 	uint64_t checked[RESTART_USERS];	/* the last WRITE of each user the peer checked */
@@ -1741,8 +1740,7 @@ static void *restart_user_run(void *arg)
 	uint64_t rng = mix64(u->id + 1);
 	struct rds_iovec iov = { .addr = (uintptr_t)u->buf };
 
-	while (!__atomic_load_n(&bd->done, __ATOMIC_ACQUIRE) && !bd->bad &&
-	       (!bd->users_stop_at || __atomic_load_n(&bd->gen, __ATOMIC_ACQUIRE) < bd->users_stop_at)) {
+	while (!__atomic_load_n(&bd->done, __ATOMIC_ACQUIRE) && !bd->bad) {
 		uint64_t gen = __atomic_load_n(&bd->gen, __ATOMIC_ACQUIRE), seq, mr, token;
 		size_t off = next64(&rng) % RESTART_READ;
 		struct restart_note note;
@@ -1909,7 +1907,6 @@ TEST_F_TIMEOUT(mr, rdma_from_threads_while_the_peer_restarts, 600)
 	abandoned0 = rds_counter("mr_fence_markers_abandoned");
 	late0 = rds_counter("mr_fence_markers_late");
 	bd->iwarp = variant->read_sinks;
-	bd->users_stop_at = getenv("RRDS_MR_USERS_STOP_AT") ? atol(getenv("RRDS_MR_USERS_STOP_AT")) : 0;
 	fflush(NULL);
 	peer = fork();
 	ASSERT_LE(0, peer);
@@ -1937,8 +1934,8 @@ TEST_F_TIMEOUT(mr, rdma_from_threads_while_the_peer_restarts, 600)
 	       rds_counter("mr_fence_markers_abandoned") - abandoned0,
 	       rds_counter("mr_fence_markers_late") - late0);
 	TH_LOG("%ld restarts; %ld READs and %ld WRITEs succeeded (%ld WRITEs checked by the "
-	       "peer), %ld REMOTE_ERROR, %ld OTHER_ERROR, %ld DROPPED, %ld refused for space, %ld old keys "
-	       "that still worked; %ld GET_MR/FREE_MR", bd->restarts, bd->reads_ok,
+	       "peer), %ld REMOTE_ERROR, %ld OTHER_ERROR, %ld DROPPED, %ld refused for space, "
+	       "%ld old keys that still worked; %ld GET_MR/FREE_MR", bd->restarts, bd->reads_ok,
 	       bd->writes_ok, bd->writes_checked, bd->remote_errors, bd->other_errors, bd->dropped,
 	       bd->post_refused, bd->stale_keys, bd->mr_cycles);
 	EXPECT_EQ(0, bd->bad) TH_LOG("%s", bd->why);
