@@ -1939,9 +1939,10 @@ struct disturbance {
 
 #define CHURN_SINK_PORT	6500	/* each namespace's churn sink; churners bind port 0 */
 #define CHURNERS	2	/* per namespace */
-#define FLAP_GAP_MS	1500	/* up, at least, between flaps... */
-#define FLAP_GAP_SPREAD	2000	/* ...plus up to this */
+#define FLAP_GAP_MS	1000	/* between flaps, at least... */
+#define FLAP_GAP_SPREAD	1500	/* ...plus up to this */
 #define FLAP_DOWN_MS	1000
+#define FLAP_SETTLED_S	3	/* up on both ends this long before a flap: ib_cm's MADs done */
 
 /* Whether both ends of the pair show their link up (debugfs rrds/ib_links). */
 static bool pair_links_up(const FIXTURE_VARIANT(ib) *v)
@@ -1962,16 +1963,16 @@ static bool pair_links_up(const FIXTURE_VARIANT(ib) *v)
 }
 
 /*
- * In the initial namespace: flaps one end's veth at a time, only while the
- * link is up on both ends (a flap that cuts a handshake can put rxe's GSI QP
- * in error for good, whatever rrds does: fuzz_test.c), and tries to unload
- * rrds, which its open sockets must refuse.
+ * In the initial namespace: flaps one end's veth at a time, only once the
+ * link has been up on both ends for FLAP_SETTLED_S (a flap that cuts a
+ * handshake can put rxe's GSI QP in error for good, whatever rrds does:
+ * fuzz_test.c), and tries to unload rrds, which its open sockets must refuse.
  */
 static void __attribute__((noreturn)) run_flapper(const FIXTURE_VARIANT(ib) *v,
 						  struct disturbance *d)
 {
 	uint64_t rng = 0x5eed ^ getpid();
-	double next = now() + 1, since = 0;
+	double next = now() + 1, since = 0, up_since = 0;
 	bool logged = false;
 
 	while (!__atomic_load_n(&d->stop, __ATOMIC_RELAXED)) {
@@ -1982,7 +1983,11 @@ static void __attribute__((noreturn)) run_flapper(const FIXTURE_VARIANT(ib) *v,
 		if (rc != -EWOULDBLOCK)
 			die("delete_module under open sockets: %s, not EWOULDBLOCK", strerror(-rc));
 		d->unloads_refused++;
-		if (now() >= next && pair_links_up(v)) {
+		if (!pair_links_up(v))
+			up_since = 0;
+		else if (!up_since)
+			up_since = now();
+		if (now() >= next && up_since && now() - up_since >= FLAP_SETTLED_S) {
 			bool b = next64(&rng) & 1;
 			const char *ns = b ? NS_B : NS_A, *veth = b ? v->peer_veth : v->veth;
 
@@ -1994,8 +1999,9 @@ static void __attribute__((noreturn)) run_flapper(const FIXTURE_VARIANT(ib) *v,
 			d->flaps++;
 			next = now() + (FLAP_GAP_MS + next64(&rng) % FLAP_GAP_SPREAD) / 1000.0;
 			since = now();
+			up_since = 0;
 			logged = false;
-		} else if (since && !logged && now() - since > SETTLE_S * 3) {
+		} else if (!up_since && since && !logged && now() - since > SETTLE_S * 3) {
 			/* A link that does not come back: how it stands, once. */
 			printf("# flapper: the link is not up on both ends %.0f s after flap %ld\n",
 			       now() - since, d->flaps);
@@ -2111,12 +2117,23 @@ TEST_F_TIMEOUT(ib, integrity_while_sockets_churn_links_flap_and_unload_is_tried,
 	TH_LOG("%ld link flaps, %ld unloads refused, %ld churn sockets (%ld shut down), "
 	       "%ld sinks re-opened", d->flaps, d->unloads_refused, d->churn_sockets,
 	       d->shutdowns, d->sink_reopens);
-	EXPECT_LE(2, d->flaps);
+	EXPECT_LE(1, d->flaps);
 	EXPECT_LE(10, d->unloads_refused);
 	EXPECT_LE(100, d->churn_sockets);
 	close(pin);
 	/* Every socket is closed: the module goes. */
 	EXPECT_TRUE(WAIT_FOR(SETTLE_S, rrds_unload() == 0));
+	/*
+	 * rxe moves a port's GSI QP to error for good when a MAD goes out while
+	 * its netdev is down (fuzz_test.c), after which the device makes no
+	 * connection: re-create the pair for the cases after this one.
+	 */
+	if (!sh("rdma resource show qp | grep ' %s_[ab]/.* type GSI state ERR' >/dev/null",
+		variant->kind)) {
+		TH_LOG("a GSI QP is in error after the flaps (rxe): re-creating the devices");
+		sh("rdma link del %s_a; rdma link del %s_b", variant->kind, variant->kind);
+		EXPECT_EQ(0, pair_up_loaded(variant->kind));
+	}
 	munmap(d, sizeof(*d));
 }
 
