@@ -417,26 +417,11 @@ fn watch() {
 /// waits at most a tick. A listener bound to a device whose `add` callback
 /// has not run yet may go too: `relisten` makes it again after that `add`.
 fn close_stray_listeners() {
-    let mut closed = KVec::new();
-    {
-        let mut listeners = LISTENERS.lock();
-        for l in listeners.iter_mut() {
-            let stray = l.id.as_ref().is_some_and(|id| {
-                let raw = id.device();
-                !raw.is_null() && !crate::device::is_known(raw)
-            });
-            if stray {
-                if let Some(id) = l.id.take() {
-                    stats::inc(Stat::IbStrayListenersClosed);
-                    // Destroyed below, outside the lock; if the list cannot grow,
-                    // push destroys it here, which is safe too (listener handlers
-                    // never take the table lock).
-                    let _ = closed.push(id, GFP_KERNEL);
-                }
-            }
-        }
-    }
-    drop(closed);
+    let closed = close_listeners(|id| {
+        let raw = id.device();
+        !raw.is_null() && !crate::device::is_known(raw)
+    });
+    stats::add(Stat::IbStrayListenersClosed, closed as u64);
 }
 
 /// debugfs `rrds/ib_links`: one line per IB connection, for diagnosis
@@ -499,12 +484,20 @@ pub(crate) fn device_removed(raw: *mut bindings::ib_device) {
         }
     }
     reap_orphans(Some(raw));
+    close_listeners(|id| id.device() == raw);
+}
+
+/// Closes the listeners whose id `doomed` picks (they listen again once
+/// `relisten` finds a device for their address); returns how many.
+fn close_listeners(doomed: impl Fn(&CmId) -> bool) -> usize {
     let mut closed = KVec::new();
+    let mut count = 0;
     {
         let mut listeners = LISTENERS.lock();
         for l in listeners.iter_mut() {
-            if l.id.as_ref().is_some_and(|id| id.device() == raw) {
+            if l.id.as_ref().is_some_and(&doomed) {
                 if let Some(id) = l.id.take() {
+                    count += 1;
                     // Destroyed below, outside the lock; if the list cannot grow, push
                     // destroys it here, which is safe too (listener handlers never take
                     // the table lock).
@@ -514,6 +507,7 @@ pub(crate) fn device_removed(raw: *mut bindings::ib_device) {
         }
     }
     drop(closed);
+    count
 }
 
 /// A device appeared: addresses whose listener was closed may be served
