@@ -488,7 +488,7 @@ TEST_F_TIMEOUT(over_ib, concurrent_readers_each_get_whole_messages_of_one_sender
  */
 static int slow_reader(int ready, int release)
 {
-	char c_unused[1];
+	char released;
 	int fd, bytes = SLOW_RCVBUF;
 	struct timeval tv = { .tv_sec = 60 };
 
@@ -511,7 +511,7 @@ static int slow_reader(int ready, int release)
 		}
 		poll(NULL, 0, SLOW_READ_MS);
 	}
-	if (write(ready, "d", 1) != 1 || read(release, c_unused, 1) < 0)
+	if (write(ready, "d", 1) != 1 || read(release, &released, 1) < 0)
 		return 14;
 	return 0;
 }

@@ -415,23 +415,32 @@ static const char *const op_name[OP_COUNT] = {
 	FUZZ_OPS(OP_NAME)
 };
 
-static void __attribute__((format(printf, 2, 3))) violation(struct fuzzer *f, const char *fmt, ...)
+/* Records "@who: " and the message in @sh's next violation slot, if one is left. */
+static void record_violation(struct fuzz_shared *sh, const char *who, const char *fmt,
+			     va_list ap)
 {
-	struct fuzz_shared *sh = f->w->sh;
 	int i = __atomic_fetch_add(&sh->violations, 1, __ATOMIC_RELAXED);
 	char *text;
-	va_list ap;
 	int n;
 
 	if (i >= MAX_VIOLATIONS)
 		return;
 	text = sh->violation[i];
-	n = snprintf(text, sizeof(sh->violation[i]), "%s %d%s: %s: ", ns_name[f->w->ns],
-		     f->w->index, f->in_child ? " (forked child)" : "", f->beat->call);
+	n = snprintf(text, sizeof(sh->violation[i]), "%s: ", who);
 	if (n < 0 || (size_t)n >= sizeof(sh->violation[i]))
 		return;
-	va_start(ap, fmt);
 	vsnprintf(text + n, sizeof(sh->violation[i]) - n, fmt, ap);
+}
+
+static void __attribute__((format(printf, 2, 3))) violation(struct fuzzer *f, const char *fmt, ...)
+{
+	char who[sizeof(f->w->sh->violation[0])];
+	va_list ap;
+
+	snprintf(who, sizeof(who), "%s %d%s: %s", ns_name[f->w->ns], f->w->index,
+		 f->in_child ? " (forked child)" : "", f->beat->call);
+	va_start(ap, fmt);
+	record_violation(f->w->sh, who, fmt, ap);
 	va_end(ap);
 }
 
@@ -771,6 +780,7 @@ static void add_random_cmsg(struct fuzzer *f, struct control *c)
 	} arg;
 	int level = SOL_RDS, type = PICK(f, types);
 	size_t len, claimed = 0;
+	uint64_t mapped_len = 0;
 
 	random_bytes(f, &arg, sizeof(arg));
 	switch (type) {
@@ -784,8 +794,7 @@ static void add_random_cmsg(struct fuzzer *f, struct control *c)
 		break;
 	case RDS_CMSG_RDMA_MAP:
 		len = sizeof(arg.map);
-		c->mapped_len = fill_get_mr(f, &arg.map, chance(f, 60), &c->mapped);
-		c->mapped_addr = arg.map.vec.addr;
+		mapped_len = fill_get_mr(f, &arg.map, chance(f, 60), &c->mapped);
 		break;
 	case RDS_CMSG_ATOMIC_FADD: case RDS_CMSG_ATOMIC_CSWP:
 	case RDS_CMSG_MASKED_ATOMIC_FADD: case RDS_CMSG_MASKED_ATOMIC_CSWP:
@@ -811,6 +820,11 @@ static void add_random_cmsg(struct fuzzer *f, struct control *c)
 		claimed = PICK(f, ((const size_t[]){ 1, sizeof(struct cmsghdr) - 1, CMSG_LEN(len) - 1,
 						     CMSG_LEN(len) + 1, CMSG_LEN(len) + 8,
 						     CMSG_LEN(0), 1 << 30 }));
+	/* Only a map that stayed one: a cmsg moved to another level maps nothing. */
+	if (level == SOL_RDS && type == RDS_CMSG_RDMA_MAP) {
+		c->mapped_len = mapped_len;
+		c->mapped_addr = arg.map.vec.addr;
+	}
 	add_cmsg(c, level, type, &arg, len, claimed);
 }
 
@@ -1811,15 +1825,10 @@ static void __attribute__((noreturn)) run_worker(struct fuzz_shared *sh,
 static void __attribute__((format(printf, 3, 4)))
 shared_violation(struct fuzz_shared *sh, const char *who, const char *fmt, ...)
 {
-	int i = __atomic_fetch_add(&sh->violations, 1, __ATOMIC_RELAXED);
 	va_list ap;
-	int n;
 
-	if (i >= MAX_VIOLATIONS)
-		return;
-	n = snprintf(sh->violation[i], sizeof(sh->violation[i]), "%s: ", who);
 	va_start(ap, fmt);
-	vsnprintf(sh->violation[i] + n, sizeof(sh->violation[i]) - n, fmt, ap);
+	record_violation(sh, who, fmt, ap);
 	va_end(ap);
 }
 
@@ -2275,13 +2284,6 @@ static void links_up(const struct fuzz_addrs *a)
 }
 
 
-/* Whether one of the variant's devices has its GSI QP in error (rxe). */
-static bool rxe_gsi_broken(const struct fuzz_addrs *a)
-{
-	return !sh("rdma resource show qp | grep ' %s_[ab]/.* type GSI state ERR' >/dev/null",
-		   a->kind);
-}
-
 /* Deletes and re-adds both namespaces' RDMA devices (named <kind>_a, _b). */
 static void recreate_devices(struct __test_metadata *_metadata, const struct fuzz_addrs *a)
 {
@@ -2649,7 +2651,7 @@ TEST_F_TIMEOUT(fuzz, random_calls_leave_the_module_sound,
 	 * the port: ib.*.closing_while_down_keeps_the_device). Such a device can
 	 * make no connection again: re-create it, as an administrator would.
 	 */
-	if (rxe_gsi_broken(a)) {
+	if (gsi_broken(a->kind)) {
 		TH_LOG("a GSI QP is in error after the flaps (rxe): re-creating the devices");
 		recreate_devices(_metadata, a);
 	}

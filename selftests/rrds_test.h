@@ -229,6 +229,17 @@ static inline int rrds_load(void)
  * Brings the <kind> device pair up (fixtures.sh <kind>-up, idempotent) and
  * loads rrds if it is not loaded; 0 or -1.
  */
+/*
+ * Whether a device of the pair <kind>_a / <kind>_b has its GSI QP in error:
+ * rxe moves it there for good when a MAD goes out while its netdev is down,
+ * and the device then makes no connection.
+ */
+static inline bool gsi_broken(const char *kind)
+{
+	return !sh("rdma resource show qp | grep ' %s_[ab]/.* type GSI state ERR' >/dev/null",
+		   kind);
+}
+
 static inline int pair_up_loaded(const char *kind)
 {
 	char up[16];
