@@ -113,8 +113,8 @@ pub(crate) fn init() {
 
 /// Frees the tables' buffers. Call once, at unload, after the last socket and map.
 pub(crate) fn release_tables() {
-    crate::free_table(&mut MAPS.lock());
-    crate::free_table(&mut MONITORS.lock());
+    crate::tables::free_table(&mut MAPS.lock());
+    crate::tables::free_table(&mut MONITORS.lock());
 }
 
 impl CongMap {

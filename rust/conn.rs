@@ -63,7 +63,7 @@ static XMIT_HOLD: AtomicBool = AtomicBool::new(false);
 
 /// debugfs `rrds/xmit_hold` (write): `1` arms the hold, `0` disarms it.
 pub(crate) fn store_xmit_hold(reader: &mut UserSliceReader) -> Result {
-    XMIT_HOLD.store(crate::read_knob(reader)?, Relaxed);
+    XMIT_HOLD.store(crate::hooks::read_knob(reader)?, Relaxed);
     Ok(())
 }
 
@@ -325,7 +325,7 @@ pub(crate) fn init() {
 pub(crate) fn release_tables() {
     let table = CONNS.lock().take();
     drop(table);
-    crate::free_table(&mut RESUME.lock());
+    crate::tables::free_table(&mut RESUME.lock());
 }
 
 /// Takes what a forgotten connection with `key` left.

@@ -46,7 +46,7 @@ pub(crate) fn init() {
 
 /// Frees the table's buffer. Call once, at unload, after the client is unregistered.
 pub(crate) fn release_table() {
-    crate::free_table(&mut DEVICES.lock());
+    crate::tables::free_table(&mut DEVICES.lock());
 }
 
 /// One RDMA device as rrds sees it.

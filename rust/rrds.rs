@@ -7,17 +7,21 @@
 //! for the layering: socket -> message -> conn -> transport, with the memory
 //! registration engine and the XRC manager as services beside them.
 
+mod addr;
 mod cong;
 mod conn;
 mod device;
 mod errno;
 mod ffi;
 mod fifo;
+mod hooks;
+mod limits;
 mod message;
 mod mr;
 mod rdma;
 mod socket;
 mod stats;
+mod tables;
 mod transport;
 mod wait;
 mod xrc;
@@ -55,26 +59,6 @@ module! {
             description: "Connections per network namespace to one peer address (all TOS and local addresses)",
         },
     },
-}
-
-/// The limits an administrator sets as module parameters (read at use;
-/// Documentation/admin-guide.rst, "Limits and threat model").
-mod limits {
-    pub(crate) fn xrc_max_targets_per_user() -> u64 {
-        u64::from(*super::module_parameters::xrc_max_targets_per_user.value())
-    }
-
-    pub(crate) fn xrc_max_targets_per_net() -> u64 {
-        u64::from(*super::module_parameters::xrc_max_targets_per_net.value())
-    }
-
-    pub(crate) fn max_conns_per_net() -> usize {
-        *super::module_parameters::max_conns_per_net.value() as usize
-    }
-
-    pub(crate) fn max_conns_per_peer() -> usize {
-        *super::module_parameters::max_conns_per_peer.value() as usize
-    }
 }
 
 /// The module's state: everything registered at load and torn down at unload.
@@ -127,25 +111,6 @@ impl Drop for GlobalTables {
         transport::ib::release_tables();
         xrc::release_table();
         device::release_table();
-    }
-}
-
-/// Frees a global table's buffer, at unload. The table is empty by then (its
-/// users are gone), so nothing else drops under its lock.
-pub(crate) fn free_table<T>(table: &mut KVec<T>) {
-    *table = KVec::new();
-}
-
-/// Reads a debugfs knob's `0` or `1` (surrounding whitespace allowed);
-/// anything else is EINVAL.
-pub(crate) fn read_knob(reader: &mut kernel::uaccess::UserSliceReader) -> Result<bool> {
-    let mut buf = [0u8; 4];
-    let n = reader.len().min(buf.len());
-    reader.read_slice(&mut buf[..n])?;
-    match buf[..n].trim_ascii() {
-        b"1" => Ok(true),
-        b"0" => Ok(false),
-        _ => Err(EINVAL),
     }
 }
 

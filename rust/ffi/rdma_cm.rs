@@ -28,7 +28,7 @@ use super::{
     ib_pd::ProtectionDomain,
     net::NetRef, //
 };
-use crate::socket::addr::{
+use crate::addr::{
     Endpoint,
     Purpose, //
 };

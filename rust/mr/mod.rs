@@ -52,6 +52,7 @@ use kernel::{
 };
 
 use crate::{
+    addr::Endpoint,
     device::RdmaDevice,
     ffi::{
         bindings,
@@ -74,7 +75,6 @@ use crate::{
         workqueue,
     },
     message::MAX_MSG_SIZE,
-    socket::addr::Endpoint,
     stats::{
         self,
         Stat, //
@@ -1038,7 +1038,7 @@ impl WorkItem for Mr {
 /// error state, as a device fault would.
 pub(crate) fn store_regqp_fail(reader: &mut UserSliceReader) -> Result {
     // Only "1": there is nothing to switch off.
-    if !crate::read_knob(reader)? {
+    if !crate::hooks::read_knob(reader)? {
         return Err(EINVAL);
     }
     for device in crate::device::all()?.iter() {
@@ -1060,7 +1060,7 @@ pub(crate) fn store_regqp_fail(reader: &mut UserSliceReader) -> Result {
 /// debugfs `rrds/regqp_connect_fail` (write): `1` makes the next
 /// registration-QP connect fail, `0` takes that back.
 pub(crate) fn store_connect_fail(reader: &mut UserSliceReader) -> Result {
-    FAIL_NEXT_CONNECT.store(crate::read_knob(reader)?, Relaxed);
+    FAIL_NEXT_CONNECT.store(crate::hooks::read_knob(reader)?, Relaxed);
     Ok(())
 }
 

@@ -26,6 +26,7 @@ use kernel::{
 };
 
 use crate::{
+    addr::Endpoint,
     device::RdmaDevice,
     ffi::{
         bindings,
@@ -44,7 +45,6 @@ use crate::{
             SockAddr, //
         },
     },
-    socket::addr::Endpoint,
     stats::{
         self,
         Stat, //

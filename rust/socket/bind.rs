@@ -21,11 +21,9 @@ use kernel::{
     },
 };
 
-use super::{
-    addr::Endpoint,
-    RdsSock, //
-};
+use super::RdsSock;
 use crate::{
+    addr::Endpoint,
     errno,
     ffi::{
         bindings,

@@ -11,11 +11,11 @@ use kernel::{
 };
 
 use super::{
-    addr::Endpoint,
     RdsSock,
     SOCKETS, //
 };
 use crate::{
+    addr::Endpoint,
     conn, errno,
     ffi::{
         bindings,

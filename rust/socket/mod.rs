@@ -6,7 +6,6 @@
 //! see Documentation/userspace-api.rst for what is implemented and where rrds
 //! deliberately differs.
 
-pub(crate) mod addr;
 pub(crate) mod bind;
 mod info;
 pub(crate) mod recv;
@@ -35,6 +34,11 @@ use kernel::{
 };
 
 use crate::{
+    addr::{
+        self,
+        Endpoint,
+        Purpose, //
+    },
     cong::{
         self,
         CongMap, //
@@ -79,10 +83,6 @@ use crate::{
         Transport, //
     },
     xrc,
-};
-use addr::{
-    Endpoint,
-    Purpose, //
 };
 
 const SOL_RDS: i32 = bindings::SOL_RDS as i32;

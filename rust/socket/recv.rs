@@ -9,12 +9,12 @@ use kernel::{
 };
 
 use super::{
-    addr::Endpoint,
     bind,
     Incoming,
     RdsSock, //
 };
 use crate::{
+    addr::Endpoint,
     cong,
     conn::{
         self,

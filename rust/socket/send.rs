@@ -8,14 +8,12 @@ use kernel::{
     sync::ArcBorrow, //
 };
 
-use super::{
+use super::RdsSock;
+use crate::{
     addr::{
         Endpoint,
         Purpose, //
     },
-    RdsSock,
-};
-use crate::{
     conn::ConnKey,
     errno,
     ffi::{

@@ -64,7 +64,7 @@ pub(crate) fn show_hold(f: &mut fmt::Formatter<'_>) -> fmt::Result {
 /// debugfs write of `loopback_hold`: "1" holds, "0" releases and sends
 /// everything held.
 pub(crate) fn store_hold(reader: &mut UserSliceReader) -> Result {
-    let hold = crate::read_knob(reader)?;
+    let hold = crate::hooks::read_knob(reader)?;
     HOLD.store(hold, Relaxed);
     if !hold {
         conn::xmit_all();

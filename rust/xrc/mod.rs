@@ -96,7 +96,7 @@ pub(crate) fn init() {
 
 /// Frees the table's buffer. Call once, at unload, after the last target.
 pub(crate) fn release_table() {
-    crate::free_table(&mut TARGETS.lock());
+    crate::tables::free_table(&mut TARGETS.lock());
 }
 
 /// How targets are implemented on a device.

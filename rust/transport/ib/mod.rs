@@ -31,6 +31,7 @@ pub(crate) use path::{
 };
 
 use crate::{
+    addr::Endpoint,
     conn::{
         self,
         ConnKey,
@@ -56,7 +57,6 @@ use crate::{
         Header,
         Message, //
     },
-    socket::addr::Endpoint,
     stats::{
         self,
         Stat, //
@@ -219,8 +219,8 @@ pub(crate) fn init() {
 
 /// Frees the tables' buffers. Call once, at unload, after the last device.
 pub(crate) fn release_tables() {
-    crate::free_table(&mut LISTENERS.lock());
-    crate::free_table(&mut ORPHANS.lock());
+    crate::tables::free_table(&mut LISTENERS.lock());
+    crate::tables::free_table(&mut ORPHANS.lock());
 }
 
 /// Keeps a killed path whose last links wait for their port (`IbPath::kill`)
@@ -427,7 +427,7 @@ fn close_stray_listeners() {
 /// debugfs `rrds/ib_links`: one line per IB connection, for diagnosis
 /// (Documentation/admin-guide.rst).
 pub(crate) fn show_links(f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
-    use crate::socket::addr::AddrDisplay;
+    use crate::addr::AddrDisplay;
     for c in conn::snapshot() {
         let Some(path) = &c.path else {
             continue;

@@ -59,6 +59,7 @@ use super::{
     Cm, TAG_ACK, TAG_RECV, TAG_SEND,
 };
 use crate::{
+    addr::Endpoint,
     cong,
     conn::{
         ConnKey,
@@ -100,12 +101,9 @@ use crate::{
         Header,
         Message, //
     },
-    socket::{
-        addr::Endpoint,
-        recv::{
-            self,
-            Direction, //
-        },
+    socket::recv::{
+        self,
+        Direction, //
     },
     stats::{
         self,

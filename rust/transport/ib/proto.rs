@@ -5,7 +5,7 @@
 //! `struct rds6_ib_connect_private` (IPv6, 56 bytes), big-endian fields.
 //! See Documentation/reference/upstream-rds-ib-protocol.md.
 
-use crate::socket::addr::v4_mapped;
+use crate::addr::v4_mapped;
 
 /// rdma_cm port of IPv4 connections (upstream's `RDS_PORT`).
 pub(crate) const PORT_V4: u16 = 18634;

@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The limits an administrator sets as module parameters, read at use
+//! (Documentation/admin-guide.rst, "Limits and threat model").
+
+use crate::module_parameters;
+
+pub(crate) fn xrc_max_targets_per_user() -> u64 {
+    u64::from(*module_parameters::xrc_max_targets_per_user.value())
+}
+
+pub(crate) fn xrc_max_targets_per_net() -> u64 {
+    u64::from(*module_parameters::xrc_max_targets_per_net.value())
+}
+
+pub(crate) fn max_conns_per_net() -> usize {
+    *module_parameters::max_conns_per_net.value() as usize
+}
+
+pub(crate) fn max_conns_per_peer() -> usize {
+    *module_parameters::max_conns_per_peer.value() as usize
+}
