@@ -3,7 +3,8 @@
 //! The RDMA devices rrds knows of: one record per device ib_core hands us.
 //!
 //! Records are created by the `ib_client` `add` callback and dropped by
-//! `remove`. Later layers (PD, CQs, the registration QP, the XRC manager)
+//! `remove` (the crate root's `DeviceClient`, which also tells the layers
+//! above). Later layers (PD, CQs, the registration QP, the XRC manager)
 //! hang their per-device state off [`RdmaDevice`].
 
 use kernel::{
@@ -20,7 +21,6 @@ use crate::{
     errno,
     ffi::{
         bindings,
-        ib_client::IbClientOps,
         ib_cq::Cqe,
         ib_device::{
             DeviceCaps,
@@ -165,58 +165,68 @@ pub(crate) fn is_known(raw: *mut bindings::ib_device) -> bool {
     DEVICES.lock().iter().any(|d| d.is(raw))
 }
 
-/// The `ib_client` operations of rrds: keep `DEVICES` in step with ib_core.
-pub(crate) struct DeviceClient;
-
-impl IbClientOps for DeviceClient {
-    fn add(device: &IbDevice) -> Result {
-        let caps = device.caps();
-        if caps.transport == Transport::Other {
-            // Neither IB, RoCE nor iWARP: rdma_cm cannot connect over it.
-            pr_info!("ignoring {}: no IB, RoCE or iWARP port\n", device.name());
-            return Err(errno::eopnotsupp());
-        }
-        let record = RdmaDevice::new(device, ProtectionDomain::alloc(device)?)?;
-        DEVICES.lock().push(record, GFP_KERNEL)?;
-        crate::transport::ib::device_added();
-        pr_info!(
-            "device {} added: {} {}, fast-reg pages {}, atomics {}, xrc {}\n",
-            device.name(),
-            caps.node_type,
-            caps.transport,
-            caps.max_fast_reg_page_list_len,
-            caps.atomic,
-            if caps.xrc { "yes" } else { "no" },
-        );
-        Ok(())
+/// Adds `device` to the table (the `ib_client` `add` callback's first step);
+/// EOPNOTSUPP for a device rdma_cm cannot connect over.
+pub(crate) fn add(device: &IbDevice) -> Result {
+    let caps = device.caps();
+    if caps.transport == Transport::Other {
+        // Neither IB, RoCE nor iWARP: rdma_cm cannot connect over it.
+        pr_info!("ignoring {}: no IB, RoCE or iWARP port\n", device.name());
+        return Err(errno::eopnotsupp());
     }
+    let record = RdmaDevice::new(device, ProtectionDomain::alloc(device)?)?;
+    DEVICES.lock().push(record, GFP_KERNEL)?;
+    pr_info!(
+        "device {} added: {} {}, fast-reg pages {}, atomics {}, xrc {}\n",
+        device.name(),
+        caps.node_type,
+        caps.transport,
+        caps.max_fast_reg_page_list_len,
+        caps.atomic,
+        if caps.xrc { "yes" } else { "no" },
+    );
+    Ok(())
+}
 
-    fn remove(device: &IbDevice) {
-        let record = find(device.as_raw());
-        // No new QP can be created on the device from here on.
-        let pd = record.as_ref().and_then(|r| r.pd.lock().take());
-        // Connections over the device go down (and may reconnect elsewhere) before
-        // the PD their QPs hang off is freed.
-        crate::transport::ib::device_removed(device.as_raw());
-        // Registered processes get a final event; the target QPs go before the PD.
-        crate::xrc::device_removed(device.as_raw());
-        // Registration QPs and every MR go before the PD they live in.
-        if let Some(record) = &record {
-            crate::mr::device_removed(record);
-        }
-        drop(pd);
-        let mut devices = DEVICES.lock();
-        // INVARIANT: the record leaves the table before ib_core lets the device go.
-        devices.retain(|d| d.device != device.as_raw());
-        drop(devices);
-        pr_info!("device {} removed\n", device.name());
+/// A device being removed: its record, if rrds had one, and its PD, taken
+/// so that no new QP can be created on it.
+pub(crate) struct Retiring {
+    record: Option<Arc<RdmaDevice>>,
+    pd: Option<ProtectionDomain>,
+}
+
+impl Retiring {
+    pub(crate) fn record(&self) -> Option<&Arc<RdmaDevice>> {
+        self.record.as_ref()
     }
+}
 
-    fn rename(device: &IbDevice) {
-        let devices = DEVICES.lock();
-        if let Some(record) = devices.iter().find(|d| d.device == device.as_raw()) {
-            *record.name.lock() = device.name();
-        }
+/// The `ib_client` `remove` callback's first step: from here on no QP can be
+/// created on `device`. The device's users go next, then [`forget`].
+pub(crate) fn retire(device: &IbDevice) -> Retiring {
+    let record = find(device.as_raw());
+    let pd = record.as_ref().and_then(|r| r.pd.lock().take());
+    Retiring { record, pd }
+}
+
+/// The last step of removal, once nothing uses `device`: frees its PD and
+/// takes its record out of the table.
+pub(crate) fn forget(device: &IbDevice, retiring: Retiring) {
+    let Retiring { record, pd } = retiring;
+    drop(pd);
+    let mut devices = DEVICES.lock();
+    // INVARIANT: the record leaves the table before ib_core lets the device go.
+    devices.retain(|d| d.device != device.as_raw());
+    drop(devices);
+    drop(record);
+    pr_info!("device {} removed\n", device.name());
+}
+
+/// Follows ib_core's rename of `device`.
+pub(crate) fn rename(device: &IbDevice) {
+    let devices = DEVICES.lock();
+    if let Some(record) = devices.iter().find(|d| d.device == device.as_raw()) {
+        *record.name.lock() = device.name();
     }
 }
 

@@ -31,7 +31,13 @@ use kernel::{
     prelude::*, //
 };
 
-use crate::ffi::ib_client::IbClientRegistration;
+use crate::ffi::{
+    ib_client::{
+        IbClientOps,
+        IbClientRegistration, //
+    },
+    ib_device::IbDevice,
+};
 
 static PERNET: ffi::net::PernetOps<socket::NetCleanup> = ffi::net::PernetOps::new();
 
@@ -73,7 +79,7 @@ struct Rrds {
     /// connections and congestion maps go with it.
     _pernet: ffi::net::PernetRegistration<socket::NetCleanup>,
     #[pin]
-    ib_client: IbClientRegistration<device::DeviceClient>,
+    ib_client: IbClientRegistration<DeviceClient>,
     #[pin]
     devices_file: debugfs::File<()>,
     #[pin]
@@ -111,6 +117,36 @@ impl Drop for GlobalTables {
         transport::ib::release_tables();
         xrc::release_table();
         device::release_table();
+    }
+}
+
+/// The `ib_client` operations of rrds: keep the device table in step with
+/// ib_core and tell the layers that keep per-device state.
+struct DeviceClient;
+
+impl IbClientOps for DeviceClient {
+    fn add(device: &IbDevice) -> Result {
+        device::add(device)?;
+        transport::ib::device_added();
+        Ok(())
+    }
+
+    fn remove(device: &IbDevice) {
+        let retiring = device::retire(device);
+        // Connections over the device go down (and may reconnect elsewhere) before
+        // the PD their QPs hang off is freed.
+        transport::ib::device_removed(device.as_raw());
+        // Registered processes get a final event; the target QPs go before the PD.
+        xrc::device_removed(device.as_raw());
+        // Registration QPs and every MR go before the PD they live in.
+        if let Some(record) = retiring.record() {
+            mr::device_removed(record);
+        }
+        device::forget(device, retiring);
+    }
+
+    fn rename(device: &IbDevice) {
+        device::rename(device);
     }
 }
 
