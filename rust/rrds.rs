@@ -15,6 +15,7 @@ mod errno;
 mod ffi;
 mod fifo;
 mod hooks;
+mod incoming;
 mod limits;
 mod message;
 mod mr;

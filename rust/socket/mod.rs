@@ -143,6 +143,7 @@ kernel::sync::global_lock! {
 /// Initialises the socket tables. Call once, in module init.
 pub(crate) fn init() {
     bind::init();
+    crate::incoming::set_bind_table(&recv::BoundSockets);
     // SAFETY: Module init calls this exactly once, before any other use of `SOCKETS`.
     unsafe { SOCKETS.init() };
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The receive path: messages from transports into socket queues
-//! (recv.c `rds_recv_incoming`), and recvmsg (`rds_recvmsg`).
+//! The socket end of the receive path: messages queued on a socket
+//! ([`crate::incoming`] finds the socket), and recvmsg (`rds_recvmsg`).
 
 use kernel::{
     prelude::*,
@@ -15,21 +15,22 @@ use super::{
 };
 use crate::{
     addr::Endpoint,
-    cong,
-    conn::{
-        self,
-        ConnKey,
-        Connection, //
-    },
-    errno,
+    cong, errno,
     ffi::{
         bindings,
         net::{
             MsgHdr,
+            NetRef,
             Sock, //
         },
     },
     fifo::Fifo,
+    incoming::{
+        trace_clock,
+        BindTable,
+        Direction,
+        Receiver, //
+    },
     message::{
         Extension,
         Header,
@@ -44,142 +45,6 @@ use crate::{
 
 /// `struct rds_rdma_notify`: u64 token, s32 status, 4 bytes of padding.
 const RDMA_NOTE_LEN: usize = 16;
-
-/// Messages to port 0 are pings, answered by the RDS stack itself.
-const PING_PORT: u16 = 0;
-
-/// Receive-path trace stamps: monotonic ns (upstream uses `local_clock()`,
-/// whose resolution can be a jiffy where the TSC is not trusted).
-fn trace_clock() -> u64 {
-    // SAFETY: No preconditions.
-    unsafe { bindings::rrds_ktime_get_ns() }
-}
-
-/// Which way a message crossed its connection.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Direction {
-    /// Loopback: the sender's own connection, from its local address to its
-    /// remote one.
-    Loopback,
-    /// From the peer: the receiver's connection, from its remote address to
-    /// its local one.
-    FromPeer,
-}
-
-/// A message arrived on `conn`: check it, answer pings, queue it on the bound
-/// socket. Process context (IB completions run on ib_core's workqueue).
-///
-/// Fails if the socket's receive queue could not grow (`ENOMEM`), or for a
-/// loopback message, is full (`ENOBUFS`, see `RdsSock::deliver`): the
-/// message is then not received, and the transport must offer it again (IB
-/// resets the link, whose peer retransmits what was not acknowledged;
-/// loopback keeps it queued for the watchdog's retry).
-pub(crate) fn incoming(
-    conn: &Connection,
-    dir: Direction,
-    header: Header,
-    message: Arc<Message>,
-) -> Result {
-    let seen_ns = trace_clock();
-    if header.len as usize != message.len() || !conn.wants_sequence(&header) {
-        return Ok(());
-    }
-    let key = conn.key;
-    let (local, remote) = match dir {
-        Direction::Loopback => (key.faddr, key.laddr),
-        Direction::FromPeer => (key.laddr, key.faddr),
-    };
-    if header.dport == PING_PORT {
-        conn.received_sequence(&header);
-        if header.sport != PING_PORT {
-            stats::inc(Stat::RecvPing);
-            match dir {
-                Direction::Loopback => send_pong(conn, header.sport),
-                // The answer goes back on the connection it came in on.
-                Direction::FromPeer => queue_pong(conn, header.sport),
-            }
-        }
-        return Ok(());
-    }
-    let to = Endpoint {
-        addr: local,
-        port: header.dport,
-        scope: key.scope,
-    };
-    let Some(sock) = bind::find(key.net, &to) else {
-        conn.received_sequence(&header);
-        stats::inc(Stat::RecvDropNoSock);
-        return Ok(());
-    };
-    let from = Endpoint {
-        addr: remote,
-        port: header.sport,
-        scope: 0,
-    };
-    for ext in header.extensions() {
-        match ext {
-            // The sender's RDMA to our MR is done (RC ordering): a USE_ONCE MR goes.
-            Extension::Rdma { rkey } => sock.mr_used(rkey),
-            Extension::RdmaBytes { bytes, .. } => stats::add(Stat::RecvRdmaBytes, bytes.into()),
-            _ => {}
-        }
-    }
-    sock.deliver(
-        Incoming {
-            header,
-            from,
-            message,
-            received_ns: None,
-            seen_ns,
-            queued_ns: 0,
-        },
-        dir,
-    )?;
-    conn.received_sequence(&header);
-    Ok(())
-}
-
-/// Answers a ping with an empty message from port 0, on the connection back
-/// to the pinger (upstream's `rds_send_pong`; unlike upstream's loopback, the
-/// pong reaches the pinger whatever address it pinged). A congested pinger
-/// port loses the pong, as upstream.
-fn send_pong(conn: &Connection, dport: u16) {
-    let key = ConnKey {
-        laddr: conn.key.faddr,
-        faddr: conn.key.laddr,
-        ..conn.key
-    };
-    let back = match conn::get(key, conn.transport) {
-        Ok(back) => back,
-        Err(_) => {
-            pr_debug!("pong to port {} not sent\n", dport);
-            return;
-        }
-    };
-    queue_pong(&back, dport);
-    conn::put(back);
-}
-
-/// Queues a pong to `dport` on `conn` and transmits it.
-fn queue_pong(conn: &Connection, dport: u16) {
-    let sent = (|| -> Result {
-        if conn.fcong.is_congested(dport) {
-            return Ok(());
-        }
-        let message = Message::empty()?;
-        let header = Header {
-            dport,
-            ..Header::default()
-        };
-        conn.queue(header, message, None)?;
-        stats::inc(Stat::SendPong);
-        conn.xmit();
-        Ok(())
-    })();
-    if sent.is_err() {
-        pr_debug!("pong to port {} not sent\n", dport);
-    }
-}
 
 /// The least a socket's receive queue may hold, in charged bytes, whatever
 /// its SO_RCVBUF (see [`queue_limit`]).
@@ -204,7 +69,7 @@ impl RdsSock {
     /// not taken and stays with its sender. A peer's message past the limit
     /// is dropped: its sender ignored the congestion map, and refusing it
     /// would reset the link every socket to that peer shares.
-    fn deliver(&self, mut incoming: Incoming, dir: Direction) -> Result {
+    fn queue_incoming(&self, mut incoming: Incoming, dir: Direction) -> Result {
         let charge = crate::message::charge(incoming.header.len as usize);
         let mut rx = self.rx.lock();
         // The sock as of the last look, which the lock has been held since.
@@ -250,6 +115,42 @@ impl RdsSock {
         drop(rx);
         self.wait.notify_all();
         Ok(())
+    }
+}
+
+impl Receiver for RdsSock {
+    fn mr_used(&self, rkey: u32) {
+        RdsSock::mr_used(self, rkey);
+    }
+
+    fn deliver(
+        &self,
+        header: Header,
+        from: Endpoint,
+        message: Arc<Message>,
+        seen_ns: u64,
+        dir: Direction,
+    ) -> Result {
+        self.queue_incoming(
+            Incoming {
+                header,
+                from,
+                message,
+                received_ns: None,
+                seen_ns,
+                queued_ns: 0,
+            },
+            dir,
+        )
+    }
+}
+
+/// The bind table, as the receive path finds sockets in it.
+pub(crate) struct BoundSockets;
+
+impl BindTable for BoundSockets {
+    fn find(&self, net: NetRef, to: &Endpoint) -> Option<Arc<dyn Receiver>> {
+        bind::find(net, to).map(|sock| -> Arc<dyn Receiver> { sock })
     }
 }
 

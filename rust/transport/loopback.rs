@@ -30,13 +30,13 @@ use crate::{
         self,
         Connection, //
     },
+    incoming::{
+        self,
+        Direction, //
+    },
     message::{
         Header,
         Message, //
-    },
-    socket::{
-        self,
-        recv::Direction, //
     },
     stats::{
         self,
@@ -91,8 +91,7 @@ impl Transport for Loopback {
         // from its local address to its remote one.
         match Header::from_wire(&wire) {
             Some(received) => {
-                if socket::recv::incoming(conn, Direction::Loopback, received, message.clone())
-                    .is_err()
+                if incoming::arrived(conn, Direction::Loopback, received, message.clone()).is_err()
                 {
                     // The receiver could not take it (no memory): it stays
                     // queued, and the watchdog tries again.

@@ -95,15 +95,15 @@ use crate::{
         },
         workqueue,
     },
+    incoming::{
+        self,
+        Direction, //
+    },
     message::{
         flags,
         Assembly,
         Header,
         Message, //
-    },
-    socket::recv::{
-        self,
-        Direction, //
     },
     stats::{
         self,
@@ -1373,7 +1373,7 @@ impl IbPath {
         }
         // Acknowledged only once taken: one the socket could not queue fails
         // the link, and the peer retransmits it.
-        recv::incoming(conn, Direction::FromPeer, header, message)?;
+        incoming::arrived(conn, Direction::FromPeer, header, message)?;
         if let Some(rings) = Option::as_mut(&mut *self.rings.lock()) {
             rings.message_received(header.sequence, header.flags & flags::ACK_REQUIRED != 0);
         }
