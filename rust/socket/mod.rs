@@ -318,41 +318,8 @@ impl RdsSock {
         self.state.lock().bound
     }
 
-    /// An XRC event was queued on one of this socket's registrations (any context).
-    pub(crate) fn xrc_event_queued(&self) {
-        self.xrc_pending.add(1, Relaxed);
-        self.wait.notify_all();
-    }
-
-    /// `n` XRC events were read or dropped.
-    pub(crate) fn xrc_events_taken(&self, n: usize) {
-        self.xrc_pending.fetch_sub(n as u32, Relaxed);
-    }
-
     pub(super) fn xrc_has_events(&self) -> bool {
         self.xrc_pending.load(Relaxed) != 0
-    }
-
-    /// Takes a new registration made through this socket, before it is
-    /// attached to its target.
-    pub(crate) fn xrc_adopt(&self, registration: &Arc<xrc::Registration>) -> Result {
-        self.xrc.lock().push(registration.clone(), GFP_KERNEL)?;
-        Ok(())
-    }
-
-    /// Forgets a registration that ended without a final event (its process
-    /// exited, or it unregistered): what it queued is dropped.
-    pub(crate) fn xrc_forget(&self, registration: &Arc<xrc::Registration>) {
-        // Empty first: the pending count never covers a registration that
-        // recvmsg cannot find on the list.
-        registration.discard();
-        let gone = {
-            let mut list = self.xrc.lock();
-            list.iter()
-                .position(|r| Arc::ptr_eq(r, registration))
-                .and_then(|i| list.remove(i).ok())
-        };
-        drop(gone);
     }
 
     /// The oldest XRC event of the first registration that has one.
@@ -940,10 +907,10 @@ fn set_option(state: ArcBorrow<'_, RdsSock>, sk: &Sock, name: u32, value: SockOp
                 }
             })?;
             if name == bindings::RRDS_XRC_REGISTER {
-                xrc::register(state.into(), &device, args.qp_num)?;
+                xrc::register(Arc::<RdsSock>::from(state), &device, args.qp_num)?;
             } else {
                 let registration = xrc::unregister(state.net, &device, args.qp_num)?;
-                registration.sock().xrc_forget(&registration);
+                registration.sink().forget(&registration);
             }
             Ok(())
         }
@@ -1090,7 +1057,7 @@ fn xrc_create(state: ArcBorrow<'_, RdsSock>, value: UserSlice, len: usize) -> Re
         return Err(EINVAL);
     }
     let (device, port) = bound_device(&state)?;
-    let registration = xrc::create(state.into(), device, port)?;
+    let registration = xrc::create(Arc::<RdsSock>::from(state), device, port)?;
     let target = registration.target();
     let (qp_num, backend) = (target.qp_num(), target.backend());
     let mut out = [0u8; LEN];
@@ -1098,7 +1065,7 @@ fn xrc_create(state: ArcBorrow<'_, RdsSock>, value: UserSlice, len: usize) -> Re
     out[4..].copy_from_slice(&backend.uapi().to_ne_bytes());
     if let Err(e) = value.writer().write_slice(&out) {
         if registration.detach() {
-            state.xrc_forget(&registration);
+            xrc::EventSink::forget(&*state, &registration);
         }
         return Err(e);
     }
@@ -1137,4 +1104,37 @@ fn cancel_sent_to(state: &RdsSock, value: SockOptValue) -> Result {
         conn.cancel(Some(state), |h| h.dport == port);
     }
     Ok(())
+}
+
+impl xrc::EventSink for RdsSock {
+    fn net(&self) -> NetRef {
+        self.net
+    }
+
+    fn event_queued(&self) {
+        self.xrc_pending.add(1, Relaxed);
+        self.wait.notify_all();
+    }
+
+    fn events_taken(&self, n: usize) {
+        self.xrc_pending.fetch_sub(n as u32, Relaxed);
+    }
+
+    fn adopt(&self, registration: &Arc<xrc::Registration>) -> Result {
+        self.xrc.lock().push(registration.clone(), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    fn forget(&self, registration: &Arc<xrc::Registration>) {
+        // Empty first: the pending count never covers a registration that
+        // recvmsg cannot find on the list.
+        registration.discard();
+        let gone = {
+            let mut list = self.xrc.lock();
+            list.iter()
+                .position(|r| Arc::ptr_eq(r, registration))
+                .and_then(|i| list.remove(i).ok())
+        };
+        drop(gone);
+    }
 }

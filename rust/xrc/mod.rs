@@ -57,8 +57,24 @@ use crate::{
         workqueue,
     },
     new_irq_spinlock,
-    socket::RdsSock,
 };
+
+/// Where a registration's events are read: the socket the process
+/// registered through (the socket layer's `RdsSock`).
+pub(crate) trait EventSink: Send + Sync {
+    /// The namespace the socket lives in.
+    fn net(&self) -> NetRef;
+    /// An event was queued on one of the socket's registrations. Any context.
+    fn event_queued(&self);
+    /// `n` events were read or dropped.
+    fn events_taken(&self, n: usize);
+    /// Takes a new registration made through the socket, before it is
+    /// attached to its target.
+    fn adopt(&self, registration: &Arc<Registration>) -> Result;
+    /// Forgets a registration that ended without a final event (its process
+    /// exited, or it unregistered); what it queued is dropped.
+    fn forget(&self, registration: &Arc<Registration>);
+}
 
 /// Events a registration holds before it overflows.
 const QUEUE_LEN: usize = bindings::RRDS_XRC_EVENT_QUEUE_LEN as usize;
@@ -292,7 +308,7 @@ pub(crate) struct Registration {
     target: Arc<Target>,
     process: ProcessRef,
     /// The socket events are read from; the socket's release detaches this.
-    sock: Arc<RdsSock>,
+    sink: Arc<dyn EventSink>,
     #[pin]
     ring: IrqSpinLock<EventRing>,
     #[pin]
@@ -312,7 +328,7 @@ impl WorkItem for Registration {
     fn run(this: Arc<Registration>) {
         if this.process.exited() && this.detach() {
             // Nobody is left to read what was queued.
-            this.sock.xrc_forget(&this);
+            this.sink.forget(&this);
         }
     }
 }
@@ -328,13 +344,13 @@ impl ExitHandler for Registration {
 }
 
 impl Registration {
-    fn new(target: Arc<Target>, sock: Arc<RdsSock>) -> Result<Arc<Self>> {
+    fn new(target: Arc<Target>, sink: Arc<dyn EventSink>) -> Result<Arc<Self>> {
         let process = ProcessRef::current()?;
         Arc::pin_init(
             pin_init!(Self {
                 target,
                 process,
-                sock,
+                sink,
                 ring <- new_irq_spinlock!(EventRing {
                     slots: [bindings::rrds_xrc_event::default(); QUEUE_LEN],
                     head: 0,
@@ -366,7 +382,7 @@ impl Registration {
             lost: 0,
         };
         ring.len += 1;
-        self.sock.xrc_event_queued();
+        self.sink.event_queued();
         drop(ring);
         true
     }
@@ -381,7 +397,7 @@ impl Registration {
         if !peek {
             ring.head = (ring.head + 1) % QUEUE_LEN;
             ring.len -= 1;
-            self.sock.xrc_events_taken(1);
+            self.sink.events_taken(1);
         }
         Some(event)
     }
@@ -390,7 +406,7 @@ impl Registration {
     pub(crate) fn discard(&self) {
         let mut ring = self.ring.lock();
         let n = core::mem::take(&mut ring.len);
-        self.sock.xrc_events_taken(n);
+        self.sink.events_taken(n);
     }
 
     /// Ends the registration at its target; retires the target if it was the
@@ -425,8 +441,8 @@ impl Registration {
     }
 
     /// The socket the registration delivers to.
-    pub(crate) fn sock(&self) -> &RdsSock {
-        &self.sock
+    pub(crate) fn sink(&self) -> &dyn EventSink {
+        &*self.sink
     }
 }
 
@@ -483,14 +499,14 @@ fn find(net: NetRef, device: &RdmaDevice, qp_num: u32) -> Result<Arc<Target>> {
 }
 
 /// Creates a target on `device` (port `port`) and registers the calling
-/// process through `sock`. Returns the registration.
+/// process through `sink`. Returns the registration.
 pub(crate) fn create(
-    sock: Arc<RdsSock>,
+    sink: Arc<dyn EventSink>,
     device: Arc<RdmaDevice>,
     port: u32,
 ) -> Result<Arc<Registration>> {
     let backend = Backend::of(&device);
-    let net = sock.net();
+    let net = sink.net();
     let owner_uid = current_euid();
     // Refused before any device resource is spent; checked again, for
     // good, when the target joins the table.
@@ -517,9 +533,9 @@ pub(crate) fn create(
         }),
         GFP_KERNEL,
     )?;
-    let registration = Registration::new(target.clone(), sock)?;
+    let registration = Registration::new(target.clone(), sink)?;
     // On the socket before any event can reach it (see `register`).
-    registration.sock.xrc_adopt(&registration)?;
+    registration.sink.adopt(&registration)?;
     let mut first = KVec::with_capacity(1, GFP_KERNEL)?;
     first.push(registration.clone(), GFP_KERNEL)?;
     // Under the PD lock: device removal (which takes the PD first) either finds
@@ -571,27 +587,27 @@ pub(crate) fn create(
             target.fanout.lock().closed = true;
             registration.exit_watch.disarm();
             target.destroy();
-            registration.sock.xrc_forget(&registration);
+            registration.sink.forget(&registration);
         })?;
     Ok(registration)
 }
 
 /// Registers the calling process with the target `qp_num`.
 pub(crate) fn register(
-    sock: Arc<RdsSock>,
+    sink: Arc<dyn EventSink>,
     device: &RdmaDevice,
     qp_num: u32,
 ) -> Result<Arc<Registration>> {
-    let target = find(sock.net(), device, qp_num)?;
+    let target = find(sink.net(), device, qp_num)?;
     // Another user's target is not ours to keep alive or to listen to.
     // SAFETY: No preconditions.
     if target.owner_uid != current_euid() && !unsafe { bindings::rrds_capable_net_admin() } {
         return Err(EPERM);
     }
-    let registration = Registration::new(target.clone(), sock)?;
+    let registration = Registration::new(target.clone(), sink)?;
     // On the socket before any event can reach it: what poll and recvmsg
     // count is always there to read.
-    registration.sock.xrc_adopt(&registration)?;
+    registration.sink.adopt(&registration)?;
     let attached = (|| {
         let mut fanout = target.fanout.lock();
         if fanout.closed {
@@ -611,7 +627,7 @@ pub(crate) fn register(
         Ok(())
     })();
     if let Err(e) = attached {
-        registration.sock.xrc_forget(&registration);
+        registration.sink.forget(&registration);
         return Err(e);
     }
     Ok(registration)
