@@ -92,6 +92,8 @@ struct Rrds {
     #[pin]
     regqp_connect_fail_file: debugfs::File<()>,
     #[pin]
+    regqp_listen_hold_file: debugfs::File<()>,
+    #[pin]
     xmit_hold_file: debugfs::File<()>,
     #[pin]
     ib_links_file: debugfs::File<()>,
@@ -205,6 +207,12 @@ impl kernel::InPlaceModule for Rrds {
                 (),
                 &|(): &(), f| mr::show_connect_fail(f),
                 &|(): &(), r| mr::store_connect_fail(r),
+            ),
+            regqp_listen_hold_file <- dir.read_write_callback_file(
+                c"regqp_listen_hold",
+                (),
+                &|(): &(), f| mr::show_listen_hold(f),
+                &|(): &(), r| mr::store_listen_hold(r),
             ),
             xmit_hold_file <- dir.read_write_callback_file(
                 c"xmit_hold",

@@ -6,12 +6,13 @@
  * sets, however wrong, and prints what rrds sends back. Runs on rxe and siw
  * (iWARP: plain SENDs only, one SGE each).
  *
- *   hostile_peer --addr A --peer B [--claim C] [--tos T] [--credit N] [--timeout S]
- *                [--send KEY=VALUE,...]... [--recv N] [--expect-disconnect] [--hold]
- *                [--no-ack]
+ *   hostile_peer --addr A --peer B [--port P] [--claim C] [--tos T] [--credit N]
+ *                [--timeout S] [--send KEY=VALUE,...]... [--recv N]
+ *                [--expect-disconnect] [--hold] [--no-ack]
  *
  * --addr is this end's address (the namespace's RDMA address), --peer the
- * rrds end's. --claim names C instead of A as the source address in the
+ * rrds end's; --port connects to rdma_cm port P instead of RDS's 18634 (a
+ * registration QP's listener, say). --claim names C instead of A as the source address in the
  * connect data (another host's, say). --tos is the connect data's type of
  * service (default 0): each TOS is a connection of its own. --credit is the connect data's
  * dp_credit (default 0: no flow control). Each --send is one frame (header
@@ -163,6 +164,8 @@ static bool no_ack;
 static const char *claimed_saddr;
 /* The connect data's type of service (--tos). */
 static uint8_t connect_tos;
+/* The rdma_cm port to connect to (--port). */
+static uint16_t connect_port = RDS_IB_PORT;
 
 static void __attribute__((format(printf, 1, 2))) warnx(const char *fmt, ...)
 {
@@ -495,7 +498,7 @@ static int make_qp(struct peer *p)
 static int connect_to(struct peer *p, const char *addr, const char *peer_addr, uint32_t credit)
 {
 	struct sockaddr_in src = { .sin_family = AF_INET };
-	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(RDS_IB_PORT) };
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(connect_port) };
 	struct connect_private mine = {
 		.major = 3, .minor = 1, .minor_mask = htobe16(0x0003), .credit = htobe32(credit),
 	}, reply = { 0 };
@@ -535,7 +538,7 @@ static int connect_to(struct peer *p, const char *addr, const char *peer_addr, u
 		return rc;
 	if (rdma_resolve_route(p->id, timeout_s * 1000) ||
 	    wait_event(p, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL) || make_qp(p)) {
-		warnx("could not connect to %s:%d", peer_addr, RDS_IB_PORT);
+		warnx("could not connect to %s:%d", peer_addr, connect_port);
 		return -1;
 	}
 	/*
@@ -544,7 +547,7 @@ static int connect_to(struct peer *p, const char *addr, const char *peer_addr, u
 	 * refusal is.
 	 */
 	if (rdma_connect(p->id, &param)) {
-		warnx("rdma_connect to %s:%d: %s", peer_addr, RDS_IB_PORT, strerror(errno));
+		warnx("rdma_connect to %s:%d: %s", peer_addr, connect_port, strerror(errno));
 		return 1;
 	}
 	rc = wait_event(p, RDMA_CM_EVENT_ESTABLISHED, &reply);
@@ -765,9 +768,9 @@ static int play(struct peer *p, const struct frame *frames, unsigned int nframes
 static void __attribute__((noreturn)) usage(void)
 {
 	fprintf(stderr,
-		"usage: hostile_peer --addr A --peer B [--claim C] [--tos T] [--credit N] [--timeout S]\n"
-		"                    [--send KEY=VALUE,...]... [--recv N] [--expect-disconnect]"
-		" [--hold] [--no-ack]\n"
+		"usage: hostile_peer --addr A --peer B [--port P] [--claim C] [--tos T] [--credit N]\n"
+		"                    [--timeout S] [--send KEY=VALUE,...]... [--recv N]"
+		" [--expect-disconnect] [--hold] [--no-ack]\n"
 		"  send keys: seq ack len bytes frag sport dport flags credit seed records badrec"
 		" count csum=good|none|bad\n");
 	exit(2);
@@ -778,6 +781,7 @@ int main(int argc, char **argv)
 	static const struct option options[] = {
 		{ "addr", required_argument, NULL, 'a' },
 		{ "peer", required_argument, NULL, 'p' },
+		{ "port", required_argument, NULL, 'P' },
 		{ "claim", required_argument, NULL, 'C' },
 		{ "tos", required_argument, NULL, 'T' },
 		{ "credit", required_argument, NULL, 'c' },
@@ -806,6 +810,11 @@ int main(int argc, char **argv)
 			break;
 		case 'p':
 			peer_addr = optarg;
+			break;
+		case 'P':
+			if (parse_u64(optarg, UINT16_MAX, &v) || !v)
+				usage();
+			connect_port = v;
 			break;
 		case 'C':
 			claimed_saddr = optarg;

@@ -7,6 +7,8 @@
  * every bad input gets upstream's errno, and closing or many processes
  * registering at once leave nothing pinned, registered or connected.
  */
+#include <libgen.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -1176,6 +1178,78 @@ TEST_F(mr, failed_registration_qp_connect_is_held_down)
 	EXPECT_EQ(held + 1, rds_counter("mr_qp_connect_held_down"));
 	EXPECT_EQ(0, write_verified(a, b, variant->remote, self->buf, remote + 6 * PAGE, cookie, 7));
 	EXPECT_NE(0, sh("echo 2 2>/dev/null > " RRDS_DEBUGFS "/regqp_connect_fail"));
+	close(a);
+	close(b);
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
+}
+
+/*
+ * Child of foreign_connect_to_the_registration_listener_is_refused, in
+ * rrds-a: waits for the held listener's port (debugfs regqp_listen_hold
+ * reads "1 PORT"), connects to it as an RDS peer would (hostile_peer: RDS
+ * connect data, not the QP's token), then lets the registration go on.
+ * Exits 0 if the port appeared and every connect was refused, 1 if not.
+ */
+static void __attribute__((noreturn)) connect_to_held_listener(const FIXTURE_VARIANT(mr) *v)
+{
+	char exe[PATH_MAX], buf[64];
+	int armed, port = 0, refused = 0;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	for (int i = 0; n > 0 && i < 500 && !port; i++) {
+		if (read_file(RRDS_DEBUGFS "/regqp_listen_hold", buf, sizeof(buf)) < 0 ||
+		    sscanf(buf, "%d %d", &armed, &port) != 2)
+			port = 0;
+		if (!port)
+			usleep(10 * 1000);
+	}
+	if (port) {
+		exe[n] = '\0';
+		/* Exit 1: no connection came up within its 5 s of retries. */
+		refused = sh("%s/hostile_peer --addr %s --peer %s --port %d --timeout 5 >/dev/null",
+			     dirname(exe), v->local, v->remote, port) == 1;
+	} else {
+		fprintf(stderr, "# no registration listener held open within 5 s\n");
+	}
+	sh("echo 0 > " RRDS_DEBUGFS "/regqp_listen_hold");
+	_exit(port && refused ? 0 : 1);
+}
+
+/*
+ * While a registration QP connects, its listener waits on the device's own
+ * address, at an ephemeral port anyone who reaches that address can connect
+ * to. A connect that lacks the QP's random token (here an RDS peer's, from
+ * rrds-a, with the listener held open by debugfs regqp_listen_hold) is
+ * refused and counted (mr_qp_foreign_connects); the registration then
+ * connects its own QP, and the peer's RDMA into the region lands.
+ */
+TEST_F(mr, foreign_connect_to_the_registration_listener_is_refused)
+{
+	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
+	char *remote = self->buf + MIB;
+	long long foreign;
+	uint64_t cookie;
+	int status;
+	pid_t pid;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	set_timeouts(a);
+	set_timeouts(b);
+	foreign = rds_counter("mr_qp_foreign_connects");
+	ASSERT_LE(0, foreign);
+	ASSERT_EQ(0, sh("echo 1 > " RRDS_DEBUGFS "/regqp_listen_hold"));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		connect_to_held_listener(variant);
+	/* The first registration connects rrds-b's QP, held at its listener meanwhile. */
+	EXPECT_EQ(0, peer_get_mr(b, remote, PAGE, 0, &cookie));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	EXPECT_LT(foreign, rds_counter("mr_qp_foreign_connects"));
+	EXPECT_EQ(0, sh("grep -qx '0 0' " RRDS_DEBUGFS "/regqp_listen_hold"));
+	EXPECT_EQ(0, write_verified(a, b, variant->remote, self->buf, remote, cookie, 9));
 	close(a);
 	close(b);
 	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));

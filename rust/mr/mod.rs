@@ -102,6 +102,14 @@ const CONNECT_HOLD_DOWN_MS: i64 = 5_000;
 /// connection manager is gone would (debugfs `rrds/regqp_connect_fail`).
 static FAIL_NEXT_CONNECT: Atomic<bool> = Atomic::new(false);
 
+/// The next registration QP holds its listener open before connecting to
+/// it, until this is cleared or [`LISTEN_HOLD_MAX_MS`] pass (debugfs
+/// `rrds/regqp_listen_hold`), so that a test can connect to it first.
+static LISTEN_HOLD: Atomic<bool> = Atomic::new(false);
+/// The port of the listener being held, 0 when none is.
+static HELD_PORT: Atomic<u32> = Atomic::new(0);
+const LISTEN_HOLD_MAX_MS: u32 = 10_000;
+
 const TAG_REG: u32 = 0;
 const TAG_INV: u32 = 1;
 
@@ -1062,6 +1070,40 @@ pub(crate) fn store_regqp_fail(reader: &mut UserSliceReader) -> Result {
 pub(crate) fn store_connect_fail(reader: &mut UserSliceReader) -> Result {
     FAIL_NEXT_CONNECT.store(crate::hooks::read_knob(reader)?, Relaxed);
     Ok(())
+}
+
+/// Holds a registration QP's listener on `port` open while
+/// `rrds/regqp_listen_hold` asks for it (at most [`LISTEN_HOLD_MAX_MS`]),
+/// then disarms the knob. In the connecting user task.
+fn hold_listener(port: u16) {
+    if !LISTEN_HOLD.load(Relaxed) {
+        return;
+    }
+    HELD_PORT.store(u32::from(port), Relaxed);
+    let mut waited = 0;
+    while LISTEN_HOLD.load(Relaxed) && waited < LISTEN_HOLD_MAX_MS {
+        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(10));
+        waited += 10;
+    }
+    LISTEN_HOLD.store(false, Relaxed);
+    HELD_PORT.store(0, Relaxed);
+}
+
+/// debugfs `rrds/regqp_listen_hold` (write): `1` holds the next
+/// registration QP's listener open, `0` lets it go on.
+pub(crate) fn store_listen_hold(reader: &mut UserSliceReader) -> Result {
+    LISTEN_HOLD.store(crate::hooks::read_knob(reader)?, Relaxed);
+    Ok(())
+}
+
+/// debugfs `rrds/regqp_listen_hold` (read): the knob, and the port of the
+/// listener held open (0 while none is).
+pub(crate) fn show_listen_hold(f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    f.write_fmt(fmt!(
+        "{} {}\n",
+        u8::from(LISTEN_HOLD.load(Relaxed)),
+        HELD_PORT.load(Relaxed)
+    ))
 }
 
 /// debugfs `rrds/regqp_connect_fail` (read): whether the next connect fails.
