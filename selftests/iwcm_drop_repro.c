@@ -37,6 +37,8 @@
 #include <unistd.h>
 #include <rdma/rdma_cma.h>
 
+#include "rdmacm_repro.h"
+
 #define SERVER_ADDR	"10.254.2.1"
 #define CLIENT_ADDR	"10.254.2.2"
 #define PORT		18998
@@ -51,46 +53,6 @@ struct outcomes {
 };
 
 static int seconds = 30, connectors = 8;
-
-static void die(const char *what)
-{
-	fprintf(stderr, "iwcm_drop_repro: %s: %s\n", what, strerror(errno));
-	exit(2);
-}
-
-static void enter_ns(const char *ns)
-{
-	char path[64];
-	int fd;
-
-	snprintf(path, sizeof(path), "/run/netns/%s", ns);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || setns(fd, CLONE_NEWNET))
-		die(path);
-	close(fd);
-}
-
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-/* Acks the next event on @ch within @ms and returns its type, or -1. */
-static int take_event(struct rdma_event_channel *ch, int ms)
-{
-	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
-	struct rdma_cm_event *ev;
-	int type;
-
-	if (poll(&p, 1, ms) != 1 || rdma_get_cm_event(ch, &ev))
-		return -1;
-	type = ev->event;
-	rdma_ack_cm_event(ev);
-	return type;
-}
 
 /* Listeners that live up to 2 ms each, until @end; never takes an event. */
 static void __attribute__((noreturn)) server(double end)

@@ -35,6 +35,7 @@
 #include <unistd.h>
 #include <rdma/rdma_cma.h>
 
+#include "rdmacm_repro.h"
 #include "tcp_state.h"
 
 #define SERVER_ADDR	"10.254.2.1"
@@ -54,45 +55,6 @@ struct end {
 	struct ibv_mr *mr;
 	char *buf;
 };
-
-static void die(const char *what)
-{
-	fprintf(stderr, "siw_close_repro: %s: %s\n", what, strerror(errno));
-	exit(2);
-}
-
-static void enter_ns(const char *ns)
-{
-	char path[64];
-	int fd;
-
-	snprintf(path, sizeof(path), "/run/netns/%s", ns);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || setns(fd, CLONE_NEWNET))
-		die(path);
-	close(fd);
-}
-
-/* The next event on @ch within @ms (its type, the event left to ack), or -1. */
-static int next_event(struct rdma_event_channel *ch, int ms, struct rdma_cm_event **ev)
-{
-	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
-
-	if (poll(&p, 1, ms) != 1 || rdma_get_cm_event(ch, ev))
-		return -1;
-	return (*ev)->event;
-}
-
-/* Acks the next event on @ch within @ms and returns its type, or -1. */
-static int take_event(struct rdma_event_channel *ch, int ms)
-{
-	struct rdma_cm_event *ev;
-	int type = next_event(ch, ms, &ev);
-
-	if (type >= 0)
-		rdma_ack_cm_event(ev);
-	return type;
-}
 
 /* PD, CQ, MR and QP for @e->id, with @recvs receives posted; 0 or -1. */
 static int make_qp(struct end *e, int recvs)
@@ -138,14 +100,6 @@ static void tear_down(struct end *e, bool keep_channel)
 	if (!keep_channel && e->channel)
 		rdma_destroy_event_channel(e->channel);
 	*e = (struct end){ .channel = keep_channel ? e->channel : NULL };
-}
-
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
 }
 
 /* Accepts one connection, sends at once, waits for the sends, closes. */
