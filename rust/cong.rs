@@ -31,7 +31,6 @@ use kernel::{
 
 use crate::{
     ffi::{net::NetRef, workqueue},
-    socket::RdsSock,
     stats::{
         self,
         Stat, //
@@ -99,7 +98,7 @@ kernel::sync::global_lock! {
 
 kernel::sync::global_lock! {
     // SAFETY: Initialised by `init()` in module init, before PF_RDS is registered.
-    unsafe(uninit) static MONITORS: SpinLock<KVec<Arc<RdsSock>>> = KVec::new();
+    unsafe(uninit) static MONITORS: SpinLock<KVec<Arc<dyn CongMonitor>>> = KVec::new();
 }
 
 /// Initialises the tables. Call once, in module init.
@@ -283,10 +282,19 @@ impl CongMap {
     }
 }
 
+/// A socket told about congestion updates (`RDS_CONG_MONITOR`).
+pub(crate) trait CongMonitor: Send + Sync {
+    /// The namespace whose updates it hears.
+    fn net(&self) -> NetRef;
+    /// A port of its namespace may have uncongested. Called with the monitor
+    /// list (a spinlock) held.
+    fn cong_notify_all_refused(&self);
+}
+
 /// Adds `sock` to the sockets told about congestion updates (`RDS_CONG_MONITOR`).
-pub(crate) fn add_monitor(sock: Arc<RdsSock>) -> Result {
+pub(crate) fn add_monitor(sock: Arc<dyn CongMonitor>) -> Result {
     let mut monitors = MONITORS.lock();
-    if monitors.iter().any(|s| core::ptr::eq(&**s, &*sock)) {
+    if monitors.iter().any(|s| core::ptr::addr_eq(&**s, &*sock)) {
         return Ok(());
     }
     monitors.push(sock, GFP_ATOMIC)?;
@@ -294,10 +302,10 @@ pub(crate) fn add_monitor(sock: Arc<RdsSock>) -> Result {
 }
 
 /// Removes `sock` from the monitors. Process context.
-pub(crate) fn remove_monitor(sock: &RdsSock) {
+pub(crate) fn remove_monitor(sock: &dyn CongMonitor) {
     let removed = {
         let mut monitors = MONITORS.lock();
-        match monitors.iter().position(|s| core::ptr::eq(&**s, sock)) {
+        match monitors.iter().position(|s| core::ptr::addr_eq(&**s, sock)) {
             Some(i) => monitors.remove(i).ok(),
             None => None,
         }

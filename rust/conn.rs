@@ -41,7 +41,6 @@ use crate::{
         Header,
         Message, //
     },
-    socket::RdsSock,
     stats::{
         self,
         Stat, //
@@ -119,20 +118,26 @@ impl Ord for ConnKey {
     }
 }
 
+/// Whoever a queued message is charged to (a socket's send buffer).
+pub(crate) trait SendOwner: Send + Sync {
+    /// `len` bytes of the owner's are acknowledged or dropped. Process context.
+    fn send_completed(&self, len: usize);
+}
+
 /// A message on a connection's queue.
 pub(crate) struct Outgoing {
     pub(crate) header: Header,
     pub(crate) message: Arc<Message>,
     /// The socket charged for it (`None` for pongs): its send buffer is
     /// credited when the message is acknowledged or cancelled.
-    pub(crate) owner: Option<Arc<RdsSock>>,
+    pub(crate) owner: Option<Arc<dyn SendOwner>>,
 }
 
 impl Outgoing {
-    fn is_owned_by(&self, sock: &RdsSock) -> bool {
+    fn is_owned_by(&self, owner: &dyn SendOwner) -> bool {
         self.owner
             .as_ref()
-            .is_some_and(|o| core::ptr::eq(&**o, sock))
+            .is_some_and(|o| core::ptr::addr_eq(&**o, owner))
     }
 
     /// Returns the send-buffer charge to the owner, or, for a pong, its
@@ -579,7 +584,7 @@ impl Connection {
         &self,
         mut header: Header,
         message: Arc<Message>,
-        owner: Option<Arc<RdsSock>>,
+        owner: Option<Arc<dyn SendOwner>>,
     ) -> Result<Header> {
         let mut st = self.state.lock();
         // Grow the queue outside the spinlock, so a send never fails for want of
@@ -720,7 +725,11 @@ impl Connection {
 
     /// Removes the messages of `owner` (every owner if `None`) for which
     /// `matches` holds, sent or not, releasing their charge. Process context.
-    pub(crate) fn cancel(&self, owner: Option<&RdsSock>, mut matches: impl FnMut(&Header) -> bool) {
+    pub(crate) fn cancel(
+        &self,
+        owner: Option<&dyn SendOwner>,
+        mut matches: impl FnMut(&Header) -> bool,
+    ) {
         while let Some(out) = self
             .remove_first(|out| owner.is_none_or(|o| out.is_owned_by(o)) && matches(&out.header))
         {

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The limits an administrator sets as module parameters, read at use
-//! (Documentation/admin-guide.rst, "Limits and threat model").
+//! rrds's limits: the protocol's fixed ones, and those an administrator sets
+//! as module parameters, read at use (Documentation/admin-guide.rst, "Limits
+//! and threat model").
 
 use crate::module_parameters;
+
+/// Largest message payload (upstream's `RDS_MAX_MSG_SIZE`).
+pub(crate) const MAX_MSG_SIZE: usize = 1 << 20;
 
 pub(crate) fn xrc_max_targets_per_user() -> u64 {
     u64::from(*module_parameters::xrc_max_targets_per_user.value())

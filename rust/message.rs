@@ -22,8 +22,7 @@ use crate::ffi::net::MsgHdr;
 
 /// Size of the wire header.
 pub(crate) const HEADER_LEN: usize = 48;
-/// Largest message payload (upstream's `RDS_MAX_MSG_SIZE`).
-pub(crate) const MAX_MSG_SIZE: usize = 1 << 20;
+pub(crate) use crate::limits::MAX_MSG_SIZE;
 /// Fragment size on the wire.
 pub(crate) const FRAG_SIZE: usize = 4096;
 /// Size of the extension area of the header.

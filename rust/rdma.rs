@@ -48,7 +48,6 @@ use crate::{
         Pinned,
         Sink, //
     },
-    socket::RdsSock,
 };
 
 /// `UIO_MAXIOV`: most local iovecs one operation may have.
@@ -80,9 +79,16 @@ pub(crate) struct SinkRegistration<'a> {
     pub(crate) register: &'a mut dyn FnMut(u64, u64) -> Result<Sink>,
 }
 
+/// A socket that hears how its RDMA operations ended.
+pub(crate) trait RdmaStatusSink: Send + Sync {
+    /// The operation `token` ended with `status` (an `RDS_RDMA_*` status).
+    /// Atomic context.
+    fn rdma_status(&self, token: u64, status: i32);
+}
+
 /// Who hears how the operation ended.
 struct Notify {
-    sock: Arc<RdsSock>,
+    sock: Arc<dyn RdmaStatusSink>,
     token: u64,
     /// `RDS_RDMA_NOTIFY_ME`: every outcome; else (`RDS_RECVERR`) failures only.
     always: bool,
@@ -105,10 +111,15 @@ pub(crate) const ATOMIC_ARGS_LEN: usize = 72;
 impl Notify {
     /// Who hears of an operation with `flags` and `token`: the socket with
     /// `RDS_RDMA_NOTIFY_ME`, or with `RDS_RECVERR` on (failures only).
-    fn wanted(flags: u64, token: u64, sock: &Arc<RdsSock>, recverr: bool) -> Option<Self> {
+    fn wanted(
+        flags: u64,
+        token: u64,
+        sock: Arc<dyn RdmaStatusSink>,
+        recverr: bool,
+    ) -> Option<Self> {
         let always = flags & u64::from(bindings::RDS_RDMA_NOTIFY_ME) != 0;
         (always || recverr).then(|| Notify {
-            sock: sock.clone(),
+            sock,
             token,
             always,
         })
@@ -195,7 +206,7 @@ impl RdmaOp {
     /// registered through `sinks` when given. Process context.
     pub(crate) fn from_args(
         args: &[u8],
-        sock: &Arc<RdsSock>,
+        sock: Arc<dyn RdmaStatusSink>,
         recverr: bool,
         sinks: Option<SinkRegistration<'_>>,
     ) -> Result<Self> {
@@ -322,7 +333,7 @@ impl RdmaOp {
     pub(crate) fn from_atomic(
         kind: u32,
         args: &[u8],
-        sock: &Arc<RdsSock>,
+        sock: Arc<dyn RdmaStatusSink>,
         recverr: bool,
         (atomic, masked): (bool, bool),
     ) -> Result<Self> {

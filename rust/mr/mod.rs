@@ -74,7 +74,7 @@ use crate::{
         net::NetRef,
         workqueue,
     },
-    message::MAX_MSG_SIZE,
+    limits::MAX_MSG_SIZE,
     stats::{
         self,
         Stat, //

@@ -272,10 +272,6 @@ pub(crate) struct RdsSock {
 }
 
 impl RdsSock {
-    pub(crate) fn net(&self) -> NetRef {
-        self.net
-    }
-
     /// Runs `f` on the socket's MR table, locked, then frees the USE_ONCE
     /// MRs the receive path marked used meanwhile. Process context.
     fn with_mrs<R>(&self, f: impl FnOnce(&mut SocketMrs) -> R) -> R {
@@ -325,50 +321,6 @@ impl RdsSock {
     /// The oldest XRC event of the first registration that has one.
     pub(super) fn xrc_take_event(&self, peek: bool) -> Option<bindings::rrds_xrc_event> {
         self.xrc.lock().iter().find_map(|r| r.pop(peek))
-    }
-
-    /// A queued message was acknowledged or cancelled: credit its bytes.
-    /// An RDMA operation of this socket ended with `status` (atomic context).
-    /// Lost only if no memory can be had for the queue, which is counted.
-    pub(crate) fn rdma_status(&self, token: u64, status: i32) {
-        let queued = self
-            .rx
-            .lock()
-            .rdma_notes
-            .push_back((token, status), GFP_ATOMIC);
-        if queued.is_err() {
-            crate::stats::inc(crate::stats::Stat::RdmaNotifyLost);
-        }
-        self.wait.notify_all();
-    }
-
-    /// `len` bytes of this socket's are acknowledged or dropped: its send
-    /// buffer has room for them again.
-    pub(crate) fn send_completed(&self, len: usize) {
-        let mut tx = self.tx.lock();
-        let was = tx.bytes;
-        tx.bytes = tx.bytes.saturating_sub(len);
-        if was != 0 && tx.bytes == 0 {
-            crate::stats::inc(crate::stats::Stat::SendQueueEmpty);
-        }
-        let wake = core::mem::take(&mut tx.space_wanted);
-        drop(tx);
-        if wake {
-            self.wait.notify_all();
-        }
-    }
-
-    /// `RDS_CONG_MONITOR`: a port may have uncongested; report every port this
-    /// socket was refused for. Called with the monitor list locked.
-    pub(crate) fn cong_notify_all_refused(&self) {
-        let mut rx = self.rx.lock();
-        if rx.cong_mask == 0 {
-            return;
-        }
-        rx.cong_notify |= rx.cong_mask;
-        rx.cong_mask = 0;
-        drop(rx);
-        self.wait.notify_all();
     }
 
     /// Sets the bound port's congestion bit from the queue's size (upstream's
@@ -500,7 +452,7 @@ impl SocketFamily for RdsFamily {
 
     fn release(state: Arc<RdsSock>, _sk: &Sock) {
         forget_socket(&state);
-        cong::remove_monitor(&state);
+        cong::remove_monitor(&*state);
         // XRC registrations made through the socket end with it.
         let registrations = core::mem::take(&mut *state.xrc.lock());
         for r in registrations.iter() {
@@ -529,7 +481,7 @@ impl SocketFamily for RdsFamily {
         }
         // Messages still queued for sending are dropped, as upstream's rds_release does.
         for (_, conn) in conns.iter() {
-            conn.cancel(Some(&state), |_| true);
+            conn.cancel(Some(&*state), |_| true);
         }
         let mut conns = conns;
         while let Some(key) = conns.cursor_front().map(|c| *c.current().0) {
@@ -831,10 +783,10 @@ fn set_option(state: ArcBorrow<'_, RdsSock>, sk: &Sock, name: u32, value: SockOp
         bindings::RDS_CONG_MONITOR => {
             let on = read_int(&value)? != 0;
             if on {
-                cong::add_monitor(state.into())?;
+                cong::add_monitor(Arc::<RdsSock>::from(state))?;
                 state.rx.lock().cong_monitor = true;
             } else {
-                cong::remove_monitor(&state);
+                cong::remove_monitor(&*state);
                 let mut rx = state.rx.lock();
                 rx.cong_monitor = false;
                 rx.cong_mask = 0;
@@ -1104,6 +1056,58 @@ fn cancel_sent_to(state: &RdsSock, value: SockOptValue) -> Result {
         conn.cancel(Some(state), |h| h.dport == port);
     }
     Ok(())
+}
+
+impl conn::SendOwner for RdsSock {
+    /// `len` bytes of this socket's are acknowledged or dropped: its send
+    /// buffer has room for them again.
+    fn send_completed(&self, len: usize) {
+        let mut tx = self.tx.lock();
+        let was = tx.bytes;
+        tx.bytes = tx.bytes.saturating_sub(len);
+        if was != 0 && tx.bytes == 0 {
+            crate::stats::inc(crate::stats::Stat::SendQueueEmpty);
+        }
+        let wake = core::mem::take(&mut tx.space_wanted);
+        drop(tx);
+        if wake {
+            self.wait.notify_all();
+        }
+    }
+}
+
+impl crate::rdma::RdmaStatusSink for RdsSock {
+    /// Queues the note for recvmsg. Lost only if no memory can be had for
+    /// the queue, which is counted.
+    fn rdma_status(&self, token: u64, status: i32) {
+        let queued = self
+            .rx
+            .lock()
+            .rdma_notes
+            .push_back((token, status), GFP_ATOMIC);
+        if queued.is_err() {
+            crate::stats::inc(crate::stats::Stat::RdmaNotifyLost);
+        }
+        self.wait.notify_all();
+    }
+}
+
+impl cong::CongMonitor for RdsSock {
+    fn net(&self) -> NetRef {
+        self.net
+    }
+
+    /// `RDS_CONG_MONITOR`: reports every port this socket was refused for.
+    fn cong_notify_all_refused(&self) {
+        let mut rx = self.rx.lock();
+        if rx.cong_mask == 0 {
+            return;
+        }
+        rx.cong_notify |= rx.cong_mask;
+        rx.cong_mask = 0;
+        drop(rx);
+        self.wait.notify_all();
+    }
 }
 
 impl xrc::EventSink for RdsSock {

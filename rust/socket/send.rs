@@ -5,7 +5,10 @@
 
 use kernel::{
     prelude::*,
-    sync::ArcBorrow, //
+    sync::{
+        Arc,
+        ArcBorrow, //
+    },
 };
 
 use super::RdsSock;
@@ -14,7 +17,10 @@ use crate::{
         Endpoint,
         Purpose, //
     },
-    conn::ConnKey,
+    conn::{
+        ConnKey,
+        SendOwner, //
+    },
     errno,
     ffi::{
         bindings,
@@ -207,7 +213,12 @@ pub(super) fn sendmsg(
                 }
                 None => None,
             };
-            Some(RdmaOp::from_args(args, &state.into(), recverr, sinks)?)
+            Some(RdmaOp::from_args(
+                args,
+                Arc::<RdsSock>::from(state),
+                recverr,
+                sinks,
+            )?)
         }
         (None, Some((kind, args))) => {
             // Plain atomics where the device has them; never posted where it has not.
@@ -219,7 +230,7 @@ pub(super) fn sendmsg(
             Some(RdmaOp::from_atomic(
                 kind,
                 args,
-                &state.into(),
+                Arc::<RdsSock>::from(state),
                 recverr,
                 can,
             )?)
@@ -342,7 +353,7 @@ pub(super) fn sendmsg(
             header.flags |= flags::ACK_REQUIRED;
         }
     }
-    if let Err(e) = conn.queue(header, message, Some(state.into())) {
+    if let Err(e) = conn.queue(header, message, Some(Arc::<RdsSock>::from(state))) {
         state.send_completed(charge(len));
         return Err(e);
     }
