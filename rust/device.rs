@@ -4,24 +4,23 @@
 //!
 //! Records are created by the `ib_client` `add` callback and dropped by
 //! `remove` (the crate root's `DeviceClient`, which also tells the layers
-//! above). Later layers (PD, CQs, the registration QP, the XRC manager)
-//! hang their per-device state off [`RdmaDevice`].
+//! above). A record holds what every layer shares: the device's identity,
+//! capabilities, name and PD. The layers above keep their own per-device
+//! state (memory registration's `MrDevice`), keyed by the record.
 
 use kernel::{
-    fmt, impl_has_work,
+    fmt,
     prelude::*,
     sync::{
         Arc,
         Mutex, //
     },
-    workqueue::Work,
 };
 
 use crate::{
     errno,
     ffi::{
         bindings,
-        ib_cq::Cqe,
         ib_device::{
             DeviceCaps,
             DeviceName,
@@ -66,18 +65,6 @@ pub(crate) struct RdmaDevice {
     /// holder of the record can keep it past the device.
     #[pin]
     pd: Mutex<Option<ProtectionDomain>>,
-    /// Registration QPs, the MR pool and the MRs registered on the device.
-    #[pin]
-    mrs: Mutex<crate::mr::DeviceMrs>,
-    /// Completions of READ-response fence markers (rust/mr/fence.rs).
-    fence_cqe: Cqe<RdmaDevice>,
-    /// Releases MRs after a fence round and starts the next one.
-    #[pin]
-    fence_work: Work<RdmaDevice>,
-}
-
-impl_has_work! {
-    impl HasWork<Self> for RdmaDevice { self.fence_work }
 }
 
 // SAFETY: `device` is only compared (identity), never dereferenced through the
@@ -90,14 +77,11 @@ impl RdmaDevice {
     fn new(ib_device: &IbDevice, domain: ProtectionDomain) -> Result<Arc<Self>> {
         // `try_pin_init!` binds each field name as a local: keep the arguments' names apart.
         Arc::pin_init(
-            try_pin_init!(&this in Self {
+            try_pin_init!(Self {
                 device: ib_device.as_raw(),
                 caps: ib_device.caps(),
                 name <- kernel::new_mutex!(ib_device.name()),
                 pd <- kernel::new_mutex!(Some(domain)),
-                mrs <- kernel::new_mutex!(crate::mr::DeviceMrs::default()),
-                fence_cqe: Cqe::new(this, 0),
-                fence_work <- kernel::new_work!("rrds_mr_fence"),
             }),
             GFP_KERNEL,
         )
@@ -122,14 +106,6 @@ impl RdmaDevice {
         self.device == raw
     }
 
-    pub(crate) fn mrs(&self) -> &Mutex<crate::mr::DeviceMrs> {
-        &self.mrs
-    }
-
-    pub(crate) fn fence_cqe(&self) -> &Cqe<RdmaDevice> {
-        &self.fence_cqe
-    }
-
     /// Whether the device is still there (its PD not yet taken by `remove`).
     pub(crate) fn is_present(&self) -> bool {
         self.pd.lock().is_some()
@@ -145,16 +121,6 @@ impl RdmaDevice {
     }
 }
 
-/// Every device rrds serves now.
-pub(crate) fn all() -> Result<KVec<Arc<RdmaDevice>>> {
-    let devices = DEVICES.lock();
-    let mut out = KVec::with_capacity(devices.len(), GFP_KERNEL)?;
-    for d in devices.iter() {
-        out.push(d.clone(), GFP_KERNEL)?;
-    }
-    Ok(out)
-}
-
 /// The record of the device `raw`, if rrds serves it.
 pub(crate) fn find(raw: *mut bindings::ib_device) -> Option<Arc<RdmaDevice>> {
     DEVICES.lock().iter().find(|d| d.is(raw)).cloned()
@@ -165,9 +131,9 @@ pub(crate) fn is_known(raw: *mut bindings::ib_device) -> bool {
     DEVICES.lock().iter().any(|d| d.is(raw))
 }
 
-/// Adds `device` to the table (the `ib_client` `add` callback's first step);
-/// EOPNOTSUPP for a device rdma_cm cannot connect over.
-pub(crate) fn add(device: &IbDevice) -> Result {
+/// Adds `device` to the table (the `ib_client` `add` callback's first step)
+/// and returns its record; EOPNOTSUPP for a device rdma_cm cannot connect over.
+pub(crate) fn add(device: &IbDevice) -> Result<Arc<RdmaDevice>> {
     let caps = device.caps();
     if caps.transport == Transport::Other {
         // Neither IB, RoCE nor iWARP: rdma_cm cannot connect over it.
@@ -175,7 +141,7 @@ pub(crate) fn add(device: &IbDevice) -> Result {
         return Err(errno::eopnotsupp());
     }
     let record = RdmaDevice::new(device, ProtectionDomain::alloc(device)?)?;
-    DEVICES.lock().push(record, GFP_KERNEL)?;
+    DEVICES.lock().push(record.clone(), GFP_KERNEL)?;
     pr_info!(
         "device {} added: {} {}, fast-reg pages {}, atomics {}, xrc {}\n",
         device.name(),
@@ -185,7 +151,7 @@ pub(crate) fn add(device: &IbDevice) -> Result {
         caps.atomic,
         if caps.xrc { "yes" } else { "no" },
     );
-    Ok(())
+    Ok(record)
 }
 
 /// A device being removed: its record, if rrds had one, and its PD, taken

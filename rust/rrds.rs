@@ -119,6 +119,7 @@ impl Drop for GlobalTables {
         conn::release_tables();
         transport::ib::release_tables();
         xrc::release_table();
+        mr::release_table();
         device::release_table();
     }
 }
@@ -129,7 +130,12 @@ struct DeviceClient;
 
 impl IbClientOps for DeviceClient {
     fn add(device: &IbDevice) -> Result {
-        device::add(device)?;
+        let record = device::add(device)?;
+        if let Err(e) = mr::device_added(&record) {
+            // ib_core calls no `remove` for a device whose `add` failed.
+            device::forget(device, device::retire(device));
+            return Err(e);
+        }
         transport::ib::device_added();
         Ok(())
     }
@@ -167,6 +173,7 @@ fn show_objects(f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
 impl kernel::InPlaceModule for Rrds {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         device::init();
+        mr::init();
         socket::init();
         conn::init();
         cong::init();

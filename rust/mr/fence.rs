@@ -37,7 +37,8 @@ use kernel::{
 use super::{
     release,
     DeviceMrs,
-    Mr, //
+    Mr,
+    MrDevice, //
 };
 use crate::{
     device::RdmaDevice,
@@ -112,22 +113,25 @@ pub(super) fn reserve(d: &mut DeviceMrs) -> Result {
 }
 
 /// The data QP `qp` of `device` is up: READ responses may come from it.
-/// Called while the link is built, before any peer can reach it.
-pub(crate) fn qp_added(device: &RdmaDevice, qp: QpRef) -> Result {
+/// Called while the link is built, before any peer can reach it. Returns
+/// the device's MR state where its MRs wait for fences (iWARP): the link
+/// holds it until its QP and CQs are gone, and hands it to [`qp_removed`].
+pub(crate) fn qp_added(device: &RdmaDevice, qp: QpRef) -> Result<Option<Arc<MrDevice>>> {
     if !needed(device) {
-        return Ok(());
+        return Ok(None);
     }
+    let mrs = super::of(device)?;
     let qp = FencedQp { qp, marker: false };
-    device.mrs().lock().fence.qps.push(qp, GFP_KERNEL)?;
-    Ok(())
+    mrs.state.lock().fence.qps.push(qp, GFP_KERNEL)?;
+    Ok(Some(mrs))
 }
 
 /// The data QP `qp` of `device` is in the error state and about to be
 /// drained: it sends nothing more, so the round stops waiting for its
 /// marker, and no marker is posted on it after this.
-pub(crate) fn qp_removed(device: &Arc<RdmaDevice>, qp: QpRef) {
+pub(crate) fn qp_removed(device: &Arc<MrDevice>, qp: QpRef) {
     let round_done = {
-        let mut d = device.mrs().lock();
+        let mut d = device.state.lock();
         let fence = &mut d.fence;
         let Some(i) = fence.qps.iter().position(|q| q.qp.as_raw() == qp.as_raw()) else {
             return;
@@ -149,7 +153,7 @@ pub(crate) fn qp_removed(device: &Arc<RdmaDevice>, qp: QpRef) {
 /// Releases `mr`, whose key is invalid (or was never registered), once no
 /// READ response can still be sending from its pages. Process context.
 pub(super) fn release_after_fence(mr: Arc<Mr>) {
-    if !needed(&mr.device) {
+    if !needed(&mr.device.device) {
         release(mr);
         return;
     }
@@ -158,7 +162,7 @@ pub(super) fn release_after_fence(mr: Arc<Mr>) {
     mr.drop_key_unless_released();
     let device = mr.device.clone();
     {
-        let mut d = device.mrs().lock();
+        let mut d = device.state.lock();
         // `reserve` made room; should it not have, keeping the pages pinned is
         // the safe side.
         if d.fence.waiting.reserve(1, GFP_KERNEL).is_err() {
@@ -173,13 +177,13 @@ pub(super) fn release_after_fence(mr: Arc<Mr>) {
 
 /// The device's fence work: releases what a finished round covered, and
 /// starts the next round while MRs wait. Process context.
-fn run(device: Arc<RdmaDevice>) {
+fn run(device: Arc<MrDevice>) {
     loop {
         // Release what the finished round covered (one at a time: release
         // takes the lock).
         loop {
             let covered = {
-                let mut d = device.mrs().lock();
+                let mut d = device.state.lock();
                 if d.fence.outstanding > 0 {
                     // The round's last marker queues the work again.
                     return;
@@ -196,7 +200,7 @@ fn run(device: Arc<RdmaDevice>) {
                 release(mr);
             }
         }
-        let retry = core::mem::take(&mut device.mrs().lock().fence.retry);
+        let retry = core::mem::take(&mut device.state.lock().fence.retry);
         if retry {
             fsleep(Delta::from_millis(RETRY_MS));
         }
@@ -218,8 +222,8 @@ enum Round {
 }
 
 /// Starts a round covering every waiting MR.
-fn post_round(device: &Arc<RdmaDevice>) -> Round {
-    let mut d = device.mrs().lock();
+fn post_round(device: &MrDevice) -> Round {
+    let mut d = device.state.lock();
     if d.fence.waiting.is_empty() {
         return Round::Idle;
     }
@@ -231,7 +235,7 @@ fn post_round(device: &Arc<RdmaDevice>) -> Round {
         return Round::Finished;
     }
     if d.fence.key.is_none() {
-        match device.with_pd(|pd| FastRegMr::alloc(pd, 1)) {
+        match device.device.with_pd(|pd| FastRegMr::alloc(pd, 1)) {
             Ok(key) => d.fence.key = Some(key),
             Err(_) => {
                 // The device is going: its links drop their QPs from the list.
@@ -246,9 +250,9 @@ fn post_round(device: &Arc<RdmaDevice>) -> Round {
     };
     fence.outstanding = 1;
     for q in fence.qps.iter_mut() {
-        // The device outlives the marker: the link that listed the QP holds it
+        // The record outlives the marker: the link that listed the QP holds it
         // until the QP and its CQs are gone.
-        if q.qp.post_local_inv(device.fence_cqe(), rkey).is_ok() {
+        if q.qp.post_local_inv(&device.fence_cqe, rkey).is_ok() {
             q.marker = true;
             fence.outstanding += 1;
             continue;
@@ -271,13 +275,13 @@ pub(super) fn device_removed(d: &mut DeviceMrs) {
     d.fence.key = None;
 }
 
-impl CompletionHandler for RdmaDevice {
+impl CompletionHandler for MrDevice {
     /// A marker completed: successfully, or flushed (its QP stopped
     /// transmitting when it entered the error state). One whose QP already
     /// left the list was counted then.
     fn completed(&self, _tag: u32, wc: &WorkCompletion<'_>) {
         let round_done = {
-            let mut d = self.mrs().lock();
+            let mut d = self.state.lock();
             let fence = &mut d.fence;
             let listed = fence
                 .qps
@@ -293,19 +297,19 @@ impl CompletionHandler for RdmaDevice {
             listed && fence.outstanding == 0
         };
         if round_done {
-            // SAFETY: Devices only exist inside an `Arc` (`device::add`), and the
-            // link whose QP this completion came from holds one until its QP and
-            // CQs are gone, so `self` is alive for the call.
-            let device: Arc<RdmaDevice> = unsafe { ArcBorrow::from_raw(self) }.into();
+            // SAFETY: Records only exist inside an `Arc`, and the link whose QP this
+            // completion came from holds one until its QP and CQs are gone (type
+            // invariant of `MrDevice`), so `self` is alive for the call.
+            let device: Arc<MrDevice> = unsafe { ArcBorrow::from_raw(self) }.into();
             let _ = workqueue::queue().enqueue(device);
         }
     }
 }
 
-impl WorkItem for RdmaDevice {
-    type Pointer = Arc<RdmaDevice>;
+impl WorkItem for MrDevice {
+    type Pointer = Arc<MrDevice>;
 
-    fn run(this: Arc<RdmaDevice>) {
+    fn run(this: Arc<MrDevice>) {
         run(this);
     }
 }

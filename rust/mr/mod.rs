@@ -148,6 +148,72 @@ pub(crate) struct DeviceMrs {
     fence: fence::TxFence,
 }
 
+kernel::sync::global_lock! {
+    // SAFETY: Initialised by `init()` in module init, before the ib_client (whose
+    // callbacks add and remove records) is registered.
+    unsafe(uninit) static MR_DEVICES: Mutex<KVec<Arc<MrDevice>>> = KVec::new();
+}
+
+/// Initialises the table of devices' MR state. Call once, in module init.
+pub(crate) fn init() {
+    // SAFETY: Module init calls this exactly once, before any other use of `MR_DEVICES`.
+    unsafe { MR_DEVICES.init() };
+}
+
+/// Frees the table's buffer. Call once, at unload, after the client is unregistered.
+pub(crate) fn release_table() {
+    crate::tables::free_table(&mut MR_DEVICES.lock());
+}
+
+/// The memory-registration state of one device: its registration QPs, MR
+/// pool, live MRs and READ-response fences.
+///
+/// # Invariants
+///
+/// Only exists inside an `Arc` ([`device_added`]). A link whose QP is on the
+/// fence list holds one until its QP and CQs are gone, so a marker's
+/// completion finds the record alive.
+#[pin_data]
+pub(crate) struct MrDevice {
+    device: Arc<RdmaDevice>,
+    #[pin]
+    state: Mutex<DeviceMrs>,
+    /// Completions of READ-response fence markers (fence.rs).
+    fence_cqe: Cqe<MrDevice>,
+    /// Releases MRs after a fence round and starts the next one.
+    #[pin]
+    fence_work: Work<MrDevice>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for MrDevice { self.fence_work }
+}
+
+/// A device was added: its MR state starts empty.
+pub(crate) fn device_added(device: &Arc<RdmaDevice>) -> Result {
+    let record = Arc::pin_init(
+        try_pin_init!(&this in MrDevice {
+            device: device.clone(),
+            state <- new_mutex!(DeviceMrs::default()),
+            fence_cqe: Cqe::new(this, 0),
+            fence_work <- new_work!("rrds_mr_fence"),
+        }),
+        GFP_KERNEL,
+    )?;
+    MR_DEVICES.lock().push(record, GFP_KERNEL)?;
+    Ok(())
+}
+
+/// The MR state of `device`; ENODEV once the device is being removed.
+fn of(device: &RdmaDevice) -> Result<Arc<MrDevice>> {
+    MR_DEVICES
+        .lock()
+        .iter()
+        .find(|m| core::ptr::eq(&*m.device, device))
+        .cloned()
+        .ok_or(ENODEV)
+}
+
 /// Where an MR is in its life.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum State {
@@ -227,7 +293,7 @@ pub(crate) struct Owner {
 /// completion).
 #[pin_data]
 pub(crate) struct Mr {
-    device: Arc<RdmaDevice>,
+    device: Arc<MrDevice>,
     owner: Arc<Owner>,
     serial: u64,
     rkey: u32,
@@ -278,7 +344,7 @@ impl Sink {
 
     /// Whether the sink is registered on `device`, whose QPs may use it.
     pub(crate) fn is_on(&self, device: *mut bindings::ib_device) -> bool {
-        self.mr.device.as_raw() == device
+        self.mr.device.device.as_raw() == device
     }
 }
 
@@ -355,7 +421,7 @@ pub(crate) struct SocketMrs {
     /// The keys of `keys`'s USE_ONCE MRs, shared with the receive path.
     use_once: Arc<UseOnce>,
     /// The device and namespace whose registration QP this socket holds a use of.
-    user: Option<(Arc<RdmaDevice>, NetRef)>,
+    user: Option<(Arc<MrDevice>, NetRef)>,
 }
 
 impl SocketMrs {
@@ -464,9 +530,10 @@ impl SocketMrs {
             return Err(EMSGSIZE);
         }
         let offset = (start as usize) % PAGE_SIZE;
+        let mrs = of(device)?;
         let mut retried = false;
         loop {
-            let qp = self.registration_qp(net, device, addr)?;
+            let qp = self.registration_qp(net, &mrs, addr)?;
             let pinned = Pinned::pin(start - offset as u64, pages, true)?;
             let sg = MappedSg::map(
                 device.as_raw(),
@@ -476,7 +543,7 @@ impl SocketMrs {
                 SgDirection::Bidirectional,
             )?;
             let mapping = Mapping { sg, pages: pinned };
-            match Mr::register(device, &self.owner, qp.clone(), mapping, offset, access) {
+            match Mr::register(&mrs, &self.owner, qp.clone(), mapping, offset, access) {
                 Err(_) if !retried && !qp.is_up() => retried = true,
                 other => return other,
             }
@@ -518,7 +585,7 @@ impl SocketMrs {
     pub(crate) fn flush(&mut self) -> Result {
         self.wait_invalid()?;
         if let Some((device, _)) = &self.user {
-            let mut d = device.mrs().lock();
+            let mut d = device.state.lock();
             for class in d.pool.iter_mut() {
                 class.clear();
             }
@@ -559,7 +626,7 @@ impl SocketMrs {
     fn registration_qp(
         &mut self,
         net: NetRef,
-        device: &Arc<RdmaDevice>,
+        device: &Arc<MrDevice>,
         addr: &Endpoint,
     ) -> Result<Arc<RegQp>> {
         if let Some((used, _)) = &self.user {
@@ -569,7 +636,7 @@ impl SocketMrs {
             }
         }
         let joined = self.user.is_some();
-        let mut d = device.mrs().lock();
+        let mut d = device.state.lock();
         if d.gone {
             return Err(ENODEV);
         }
@@ -613,9 +680,9 @@ impl SocketMrs {
         let connected = if FAIL_NEXT_CONNECT.xchg(false, Relaxed) {
             Err(ETIMEDOUT)
         } else {
-            RegQp::connect(net, device.clone(), addr)
+            RegQp::connect(net, device.device.clone(), addr)
         };
-        let mut d = device.mrs().lock();
+        let mut d = device.state.lock();
         let gone = d.gone;
         let slot = d.qps.iter_mut().find(|s| s.net == net);
         let qp = match connected {
@@ -657,7 +724,7 @@ impl SocketMrs {
         let Some((device, net)) = self.user.take() else {
             return;
         };
-        let mut d = device.mrs().lock();
+        let mut d = device.state.lock();
         let Some(i) = d.qps.iter().position(|s| s.net == net) else {
             return;
         };
@@ -707,15 +774,16 @@ pub(crate) fn pages_in(addr: u64, bytes: u64) -> Result<usize> {
 impl Mr {
     /// Registers `sg` (over `pages`) through `qp` and waits for the REG_MR.
     fn register(
-        device: &Arc<RdmaDevice>,
+        mrs: &Arc<MrDevice>,
         owner: &Arc<Owner>,
         qp: Arc<RegQp>,
         mapping: Mapping,
         offset: usize,
         access: Access,
     ) -> Result<Arc<Mr>> {
+        let device = &mrs.device;
         let count = mapping.pages.0.count();
-        let mut d = device.mrs().lock();
+        let mut d = mrs.state.lock();
         if d.gone {
             return Err(ENODEV);
         }
@@ -744,7 +812,7 @@ impl Mr {
         let registered_on = qp.clone();
         let mr = Arc::pin_init(
             try_pin_init!(&this in Mr {
-                device: device.clone(),
+                device: mrs.clone(),
                 owner: owner.clone(),
                 serial,
                 rkey,
@@ -901,7 +969,7 @@ fn class_pages(device: &RdmaDevice, pages: usize) -> u32 {
 /// pool is empty, after it otherwise (off the path of the owner's FREE_MR).
 fn release(mr: Arc<Mr>) {
     let (state, hw, pages) = {
-        let mut d = mr.device.mrs().lock();
+        let mut d = mr.device.state.lock();
         let taken = {
             let mut inner = mr.inner.lock();
             inner.qp = None;
@@ -919,7 +987,7 @@ fn release(mr: Arc<Mr>) {
         let class = pages.and_then(|p| CLASSES.iter().position(|&c| c as u32 >= p));
         // A key not invalidated cleanly may still be valid: it is
         // deregistered before its pages are unmapped, never after.
-        let fast = if fence::deregisters(&mr.device) || state != State::Released {
+        let fast = if fence::deregisters(&mr.device.device) || state != State::Released {
             // Waits for copies the device has in progress from the pages.
             drop(fast);
             None
@@ -929,10 +997,10 @@ fn release(mr: Arc<Mr>) {
         drop(sg);
         if let (Some(c), Some(p), State::Released) = (class, pages, state) {
             match fast {
-                Some(fast) => pool_put(&mut mr.device.mrs().lock(), c, fast),
+                Some(fast) => pool_put(&mut mr.device.state.lock(), c, fast),
                 // An empty pool is refilled before the owner hears back, so its
                 // next GET_MR finds one; a fuller one after, off its path.
-                None if mr.device.mrs().lock().pool[c].is_empty() => refill(&mr.device, c, p),
+                None if mr.device.state.lock().pool[c].is_empty() => refill(&mr.device, c, p),
                 None => replace = Some((c, p)),
             }
         }
@@ -956,11 +1024,11 @@ fn release(mr: Arc<Mr>) {
 
 /// Puts a fresh fast-reg MR of `pages` in `device`'s pool `class`, in place
 /// of one deregistered, unless the pool is full or the device is going.
-fn refill(device: &RdmaDevice, class: usize, pages: u32) {
-    let mut d = device.mrs().lock();
+fn refill(device: &MrDevice, class: usize, pages: u32) {
+    let mut d = device.state.lock();
     if !d.gone && d.pool[class].len() < POOL_KEEP {
         // Under the lock: `device_removed` cannot free the PD meanwhile.
-        if let Ok(fast) = device.with_pd(|pd| FastRegMr::alloc(pd, pages)) {
+        if let Ok(fast) = device.device.with_pd(|pd| FastRegMr::alloc(pd, pages)) {
             pool_put(&mut d, class, fast);
         }
     }
@@ -1039,9 +1107,16 @@ impl WorkItem for Mr {
     }
 }
 
-/// The device is going: shuts down its registration QPs (flushing every
-/// outstanding request), then unmaps and deregisters every MR on it. The
-/// sockets keep their MRs (stale, pages pinned) until they free them.
+/// Every device's MR state now.
+fn all() -> Result<KVec<Arc<MrDevice>>> {
+    let devices = MR_DEVICES.lock();
+    let mut out = KVec::with_capacity(devices.len(), GFP_KERNEL)?;
+    for d in devices.iter() {
+        out.push(d.clone(), GFP_KERNEL)?;
+    }
+    Ok(out)
+}
+
 /// debugfs `rrds/regqp_fail` (write): moves every registration QP to the
 /// error state, as a device fault would.
 pub(crate) fn store_regqp_fail(reader: &mut UserSliceReader) -> Result {
@@ -1049,9 +1124,9 @@ pub(crate) fn store_regqp_fail(reader: &mut UserSliceReader) -> Result {
     if !crate::hooks::read_knob(reader)? {
         return Err(EINVAL);
     }
-    for device in crate::device::all()?.iter() {
+    for device in all()?.iter() {
         let qps = {
-            let d = device.mrs().lock();
+            let d = device.state.lock();
             let mut qps = KVec::with_capacity(d.qps.len(), GFP_KERNEL)?;
             for qp in d.qps.iter().filter_map(|s| s.qp.clone()) {
                 qps.push(qp, GFP_KERNEL)?;
@@ -1114,24 +1189,36 @@ pub(crate) fn show_connect_fail(f: &mut fmt::Formatter<'_>) -> fmt::Result {
 /// debugfs `rrds/regqp_fail` (read): registration QPs that can post, per
 /// device and in all.
 pub(crate) fn show_regqps(f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let Ok(devices) = crate::device::all() else {
+    let Ok(devices) = all() else {
         return Ok(());
     };
     for device in devices.iter() {
-        let d = device.mrs().lock();
+        let d = device.state.lock();
         let up = d
             .qps
             .iter()
             .filter(|s| s.qp.as_ref().is_some_and(|q| q.is_up()))
             .count();
-        f.write_fmt(fmt!("{} {}\n", device.name(), up))?;
+        f.write_fmt(fmt!("{} {}\n", device.device.name(), up))?;
     }
     Ok(())
 }
 
-pub(crate) fn device_removed(device: &Arc<RdmaDevice>) {
+/// The device is going: shuts down its registration QPs (flushing every
+/// outstanding request), then unmaps and deregisters every MR on it. The
+/// sockets keep their MRs (stale, pages pinned) until they free them.
+pub(crate) fn device_removed(device: &RdmaDevice) {
+    let Some(device) = ({
+        let mut devices = MR_DEVICES.lock();
+        let i = devices
+            .iter()
+            .position(|m| core::ptr::eq(&*m.device, device));
+        i.and_then(|i| devices.remove(i).ok())
+    }) else {
+        return;
+    };
     let qps = {
-        let mut d = device.mrs().lock();
+        let mut d = device.state.lock();
         d.gone = true;
         core::mem::take(&mut d.qps)
     };
@@ -1140,7 +1227,7 @@ pub(crate) fn device_removed(device: &Arc<RdmaDevice>) {
             qp.shut_down();
         }
     }
-    let mut d = device.mrs().lock();
+    let mut d = device.state.lock();
     for mr in d.live.iter() {
         let mut inner = mr.inner.lock();
         if inner.hw.take().is_some() {

@@ -147,6 +147,9 @@ struct Link {
     cm_id: CmId,
     cqs: Option<(CompletionQueue, CompletionQueue)>,
     device: Option<Arc<RdmaDevice>>,
+    /// The device's MR fences, which list this link's QP (iWARP): held
+    /// until the QP and its CQs are gone.
+    fence: Option<Arc<crate::mr::MrDevice>>,
     /// We sent the connect request.
     active: bool,
 }
@@ -265,11 +268,11 @@ fn tear_down(retired: Retired) {
     link.cm_id.disconnect();
     // SAFETY: The QP, if any, lives until `link` drops below.
     if let Some(qp) = unsafe { QpRef::from_raw(link.cm_id.qp()) } {
-        if let Some(device) = link.device.as_ref().filter(|_| link.is_iwarp()) {
+        if let Some(fence) = &link.fence {
             // Stopped sending READ responses before MR fences stop waiting for
             // it, and taken off their list before the drain (no marker after).
             let _ = qp.force_error();
-            crate::mr::fence_qp_removed(device, qp);
+            crate::mr::fence_qp_removed(fence, qp);
         }
         qp.drain();
     }
@@ -980,7 +983,7 @@ impl IbPath {
         *self.rings.lock() = Some(rings);
         if let Some(device) = &link.device {
             // Before the peer can send READs: MR fences wait for the QP (iWARP).
-            crate::mr::fence_qp_added(device, qp)?;
+            link.fence = crate::mr::fence_qp_added(device, qp)?;
         }
         Ok(())
     }
@@ -1064,6 +1067,7 @@ impl IbPath {
             cm_id: id,
             cqs: None,
             device: None,
+            fence: None,
             active: true,
         });
         c.state = State::Connecting;
@@ -1134,6 +1138,7 @@ impl IbPath {
             cm_id: id,
             cqs: None,
             device: None,
+            fence: None,
             active: false,
         };
         let mut buf: PrivateBuf = [0; 56];
