@@ -198,12 +198,12 @@ pub(super) fn sendmsg(
     let rdma = match (cmsgs.rdma_args, cmsgs.atomic) {
         (Some(args), _) => {
             // iWARP: a READ's local memory is registered (`read_sink_device`).
-            let sink_device = super::read_sink_device(&state);
+            let sink_device = super::memory::read_sink_device(&state);
             let mut register;
             let sinks = match &sink_device {
                 Some(on) => {
                     register = |start: u64, bytes: u64| {
-                        super::register_read_sink(&state, on, start, bytes)
+                        super::memory::register_read_sink(&state, on, start, bytes)
                     };
                     Some(SinkRegistration {
                         max_pages: (on.0.caps().max_fast_reg_page_list_len as usize)
@@ -222,7 +222,7 @@ pub(super) fn sendmsg(
         }
         (None, Some((kind, args))) => {
             // Plain atomics where the device has them; never posted where it has not.
-            let caps = *super::bound_device(&state)?.0.caps();
+            let caps = *super::memory::bound_device(&state)?.0.caps();
             let can = (
                 caps.atomic != AtomicCap::None,
                 caps.masked_atomic != AtomicCap::None,
@@ -381,7 +381,7 @@ impl<'a> MappedCookie<'a> {
             bytes: ne_u64(args, 8),
             flags: ne_u64(args, 24),
         };
-        let cookie = match super::register_mr(state, &req, ne_u64(args, 16)) {
+        let cookie = match super::memory::register_mr(state, &req, ne_u64(args, 16)) {
             // Upstream's answer when the device went meanwhile: try again.
             Err(e) if e == ENODEV => return Err(EAGAIN),
             other => other?,
