@@ -152,7 +152,7 @@ impl RegQp {
         listener.listen(1)?;
         let port = listener.src_port();
         own.listener = Some(listener);
-        super::hold_listener(port);
+        super::knobs::hold_listener(port);
 
         let active = CmId::create::<RegCm>(self.net, self.context())?;
         self.link.lock().active_id = core::ptr::from_ref::<CmIdRef>(&active) as usize;

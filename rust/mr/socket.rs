@@ -1,0 +1,461 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A socket's MRs: its table of keys, the `RDS_RDMA_USE_ONCE` keys the
+//! receive path marks used, and its use of its namespace's registration QP.
+
+use kernel::{
+    new_condvar, new_mutex, new_spinlock,
+    page::PAGE_SIZE,
+    prelude::*,
+    rbtree::{
+        RBTree,
+        RBTreeNode,
+        RBTreeNodeReservation, //
+    },
+    sync::{
+        atomic::Relaxed,
+        Arc,
+        SpinLock, //
+    },
+    time::{
+        msecs_to_jiffies,
+        Instant, //
+    },
+};
+
+use super::{
+    cookie_key,
+    knobs,
+    make_cookie,
+    of,
+    pages_in,
+    regqp::RegQp,
+    Access,
+    Mapping,
+    Mr,
+    MrDevice,
+    MrRequest,
+    Owner,
+    Pinned,
+    QpSlot,
+    Sink,
+    COMPLETION_TIMEOUT_MS,
+    CONNECT_HOLD_DOWN_MS, //
+};
+use crate::{
+    addr::Endpoint,
+    device::RdmaDevice,
+    ffi::{
+        bindings,
+        ib_mr::{
+            MappedSg,
+            SgDirection, //
+        },
+        net::NetRef,
+    },
+    stats::{
+        self,
+        Stat, //
+    },
+    wait::wait_until,
+};
+
+/// The keys of a socket's `RDS_RDMA_USE_ONCE` MRs, live and used.
+///
+/// The receive path learns that a peer's RDMA to one of them is done (the
+/// RDMA extension of its message) and must not wait for [`SocketMrs`]'s
+/// lock, which is held across user memory access and device waits: it only
+/// moves the key from `live` to `used` here, under a spinlock, and whoever
+/// holds the `SocketMrs` lock next frees the MR ([`SocketMrs::free_used`]).
+/// Nothing is allocated on the receive path: the node moves between trees.
+#[derive(Default)]
+struct UseOnceKeys {
+    live: RBTree<u32, ()>,
+    used: RBTree<u32, ()>,
+}
+
+/// See [`UseOnceKeys`].
+#[pin_data]
+pub(crate) struct UseOnce {
+    #[pin]
+    keys: SpinLock<UseOnceKeys>,
+}
+
+impl UseOnce {
+    /// The receive path: the peer's RDMA to `rkey` completed. Returns
+    /// whether a USE_ONCE MR now waits to be freed. Any context.
+    pub(crate) fn mark_used(&self, rkey: u32) -> bool {
+        let mut keys = self.keys.lock();
+        if let Some(node) = keys.live.remove_node(&rkey) {
+            keys.used.insert(node);
+        }
+        !keys.used.is_empty()
+    }
+
+    /// Whether a used key waits for [`SocketMrs::free_used`].
+    pub(crate) fn has_used(&self) -> bool {
+        !self.keys.lock().used.is_empty()
+    }
+
+    fn take_used(&self) -> Option<u32> {
+        let mut keys = self.keys.lock();
+        let key = *keys.used.cursor_front()?.current().0;
+        let node = keys.used.remove_node(&key);
+        drop(keys);
+        drop(node);
+        Some(key)
+    }
+
+    /// `rkey`'s MR is gone: forget it, live or used.
+    fn forget(&self, rkey: u32) {
+        let mut keys = self.keys.lock();
+        let nodes = (keys.live.remove_node(&rkey), keys.used.remove_node(&rkey));
+        drop(keys);
+        drop(nodes);
+    }
+
+    fn add(&self, node: RBTreeNode<u32, ()>) {
+        let old = self.keys.lock().live.insert(node);
+        drop(old);
+    }
+}
+
+/// The MRs of one socket, by rkey, and the registration QP they use.
+pub(crate) struct SocketMrs {
+    owner: Arc<Owner>,
+    keys: RBTree<u32, Arc<Mr>>,
+    /// The keys of `keys`'s USE_ONCE MRs, shared with the receive path.
+    use_once: Arc<UseOnce>,
+    /// The device and namespace whose registration QP this socket holds a use of.
+    user: Option<(Arc<MrDevice>, NetRef)>,
+}
+
+impl SocketMrs {
+    pub(crate) fn new() -> Result<Self> {
+        let owner = Arc::pin_init(
+            pin_init!(Owner {
+                pending <- new_mutex!(0),
+                changed <- new_condvar!("rrds_mr_owner"),
+            }),
+            GFP_KERNEL,
+        )?;
+        let use_once = Arc::pin_init(
+            pin_init!(UseOnce {
+                keys <- new_spinlock!(UseOnceKeys::default()),
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Self {
+            owner,
+            keys: RBTree::new(),
+            use_once,
+            user: None,
+        })
+    }
+
+    /// The USE_ONCE keys, for the receive path to mark used without this lock.
+    pub(crate) fn use_once(&self) -> Arc<UseOnce> {
+        self.use_once.clone()
+    }
+
+    /// Frees the USE_ONCE MRs the receive path marked used.
+    pub(crate) fn free_used(&mut self) {
+        while let Some(rkey) = self.use_once.take_used() {
+            self.used(rkey);
+        }
+    }
+
+    /// Takes `rkey`'s MR out of the socket's table.
+    fn remove(&mut self, rkey: u32) -> Option<Arc<Mr>> {
+        let mr = self.keys.remove(&rkey)?;
+        self.use_once.forget(rkey);
+        Some(mr)
+    }
+
+    /// `RDS_GET_MR`: registers `req` on `device` (the bound address `addr`
+    /// of `net` is on it) and returns the cookie, which `publish` hands to
+    /// the user before the MR becomes known (upstream's order: if that
+    /// fails, the MR is freed again).
+    pub(crate) fn get(
+        &mut self,
+        net: NetRef,
+        device: &Arc<RdmaDevice>,
+        addr: &Endpoint,
+        req: &MrRequest,
+        publish: impl FnOnce(u64) -> Result,
+    ) -> Result<u64> {
+        // Allocated first: once the MR is registered, only a fault in
+        // `publish` can fail the call, and its pages stay pinned until the
+        // invalidation (and on iWARP the fence round) completes.
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let once_node = if req.flags & u64::from(bindings::RDS_RDMA_USE_ONCE) != 0 {
+            Some(RBTreeNodeReservation::new(GFP_KERNEL)?)
+        } else {
+            None
+        };
+        let mr = self.register(
+            net,
+            device,
+            addr,
+            req.addr,
+            req.bytes,
+            Access::Peer(req.flags),
+        )?;
+        let cookie = make_cookie(mr.rkey, mr.offset);
+        if let Err(e) = publish(cookie) {
+            Mr::free(&mr);
+            return Err(e);
+        }
+        // Keys of live MRs are distinct; a stale one with this key goes.
+        let rkey = mr.rkey;
+        if let Some(old) = self.remove(rkey) {
+            Mr::free(&old);
+        }
+        self.keys.insert(node.into_node(rkey, mr));
+        if let Some(once_node) = once_node {
+            self.use_once.add(once_node.into_node(rkey, ()));
+        }
+        Ok(cookie)
+    }
+
+    /// Registers the `start`, `bytes` range of user memory on `device`
+    /// through the registration QP, retrying once on a new QP when the one
+    /// it was posted on failed meanwhile (a flushed REG_MR is not the
+    /// caller's fault).
+    fn register(
+        &mut self,
+        net: NetRef,
+        device: &Arc<RdmaDevice>,
+        addr: &Endpoint,
+        start: u64,
+        bytes: u64,
+        access: Access,
+    ) -> Result<Arc<Mr>> {
+        let pages = pages_in(start, bytes)?;
+        if pages > device.caps().max_fast_reg_page_list_len as usize {
+            return Err(EMSGSIZE);
+        }
+        let offset = (start as usize) % PAGE_SIZE;
+        let mrs = of(device)?;
+        let mut retried = false;
+        loop {
+            let qp = self.registration_qp(net, &mrs, addr)?;
+            let pinned = Pinned::pin(start - offset as u64, pages, true)?;
+            let sg = MappedSg::map(
+                device.as_raw(),
+                &pinned.0,
+                offset,
+                bytes as usize,
+                SgDirection::Bidirectional,
+            )?;
+            let mapping = Mapping { sg, pages: pinned };
+            match Mr::register(&mrs, &self.owner, qp.clone(), mapping, offset, access) {
+                Err(_) if !retried && !qp.is_up() => retried = true,
+                other => return other,
+            }
+        }
+    }
+
+    /// Registers the local sink of an RDMA READ (`start`, `bytes`) on an
+    /// iWARP `device`, whose READ responses are placed like WRITEs: only
+    /// an STag with remote write access may receive them. The MR is the
+    /// operation's, never the user's (no cookie); dropping the `Sink`
+    /// invalidates it.
+    pub(crate) fn register_sink(
+        &mut self,
+        net: NetRef,
+        device: &Arc<RdmaDevice>,
+        addr: &Endpoint,
+        start: u64,
+        bytes: u64,
+    ) -> Result<Sink> {
+        let mr = self.register(net, device, addr, start, bytes, Access::ReadSink)?;
+        stats::inc(Stat::RdmaReadSinks);
+        Ok(Sink { mr })
+    }
+
+    /// `RDS_FREE_MR` of `cookie` (non-zero): EINVAL for an unknown one. With
+    /// `invalidate` (or an MR registered with `RDS_RDMA_INVALIDATE`), returns
+    /// once every MR the socket freed is invalid.
+    pub(crate) fn free(&mut self, cookie: u64, invalidate: bool) -> Result {
+        let mr = self.remove(cookie_key(cookie)).ok_or(EINVAL)?;
+        Mr::free(&mr);
+        if invalidate || mr.invalidate {
+            self.wait_invalid()?;
+        }
+        Ok(())
+    }
+
+    /// `RDS_FREE_MR` of cookie 0: waits until every MR the socket freed is
+    /// invalid, and releases the free MRs pooled on the socket's device.
+    pub(crate) fn flush(&mut self) -> Result {
+        self.wait_invalid()?;
+        if let Some((device, _)) = &self.user {
+            let mut d = device.state.lock();
+            for class in d.pool.iter_mut() {
+                class.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// The peer's RDMA to `rkey` completed (its message arrived): an MR
+    /// registered with `RDS_RDMA_USE_ONCE` is freed now, as upstream's
+    /// `rds_rdma_unuse`.
+    pub(crate) fn used(&mut self, rkey: u32) {
+        if self.keys.get(&rkey).is_some_and(|mr| mr.use_once) {
+            self.discard(rkey);
+        }
+    }
+
+    /// Whether the socket has a live MR with `rkey` (`RDS_CMSG_RDMA_DEST`).
+    pub(crate) fn contains(&self, rkey: u32) -> bool {
+        self.keys.get(&rkey).is_some()
+    }
+
+    /// Frees the MR with `rkey`, if any, without waiting for it to be
+    /// invalid: a send that registered it failed.
+    pub(crate) fn discard(&mut self, rkey: u32) {
+        if let Some(mr) = self.remove(rkey) {
+            Mr::free(&mr);
+        }
+    }
+
+    fn wait_invalid(&self) -> Result {
+        let mut timeo = msecs_to_jiffies(COMPLETION_TIMEOUT_MS) as isize;
+        let mut pending = self.owner.pending.lock();
+        wait_until(&self.owner.changed, &mut pending, &mut timeo, |p| *p == 0)
+    }
+
+    /// The registration QP of `device` in `net`, connected if needed; the
+    /// socket holds a use of it until it closes.
+    fn registration_qp(
+        &mut self,
+        net: NetRef,
+        device: &Arc<MrDevice>,
+        addr: &Endpoint,
+    ) -> Result<Arc<RegQp>> {
+        if let Some((used, _)) = &self.user {
+            if !Arc::ptr_eq(used, device) {
+                // The bound address moved to another device: leave the old one.
+                self.leave();
+            }
+        }
+        let joined = self.user.is_some();
+        let mut d = device.state.lock();
+        if d.gone {
+            return Err(ENODEV);
+        }
+        let i = match d.qps.iter().position(|s| s.net == net) {
+            Some(i) => i,
+            None => {
+                d.qps.push(
+                    QpSlot {
+                        net,
+                        users: 0,
+                        qp: None,
+                        connect_failed: None,
+                    },
+                    GFP_KERNEL,
+                )?;
+                d.qps.len() - 1
+            }
+        };
+        if !joined {
+            d.qps[i].users += 1;
+            self.user = Some((device.clone(), net));
+        }
+        if let Some(qp) = d.qps[i].qp.as_ref().filter(|qp| qp.is_up()) {
+            return Ok(qp.clone());
+        }
+        if let Some((e, at)) = d.qps[i].connect_failed {
+            if at.elapsed().as_millis() < CONNECT_HOLD_DOWN_MS {
+                stats::inc(Stat::MrQpConnectHeldDown);
+                return Err(e);
+            }
+        }
+        // Connect (or reconnect after a failure) with the device lock dropped:
+        // the connection's handlers take it. Sockets racing here may each
+        // connect; the first to finish is kept.
+        let failed = d.qps[i].qp.take();
+        drop(d);
+        if let Some(failed) = failed {
+            stats::inc(Stat::MrQpRecreated);
+            failed.shut_down();
+        }
+        let connected = if knobs::FAIL_NEXT_CONNECT.xchg(false, Relaxed) {
+            Err(ETIMEDOUT)
+        } else {
+            RegQp::connect(net, device.device.clone(), addr)
+        };
+        let mut d = device.state.lock();
+        let gone = d.gone;
+        let slot = d.qps.iter_mut().find(|s| s.net == net);
+        let qp = match connected {
+            Ok(qp) => qp,
+            Err(e) => {
+                // A connect cut short by a signal says nothing of the device,
+                // and its error is for the interrupted caller alone.
+                if let Some(slot) = slot.filter(|_| e != ERESTARTSYS && e != EINTR) {
+                    slot.connect_failed = Some((e, Instant::now()));
+                }
+                return Err(e);
+            }
+        };
+        // One lookup for both outcomes; a QP that has no slot to go to is
+        // shut down too.
+        let Some(slot) = slot.filter(|_| !gone) else {
+            drop(d);
+            qp.shut_down();
+            return Err(ENODEV);
+        };
+        slot.connect_failed = None;
+        if let Some(other) = slot.qp.as_ref().filter(|q| q.is_up()) {
+            let other = other.clone();
+            drop(d);
+            qp.shut_down();
+            return Ok(other);
+        }
+        let stale = slot.qp.replace(qp.clone());
+        drop(d);
+        if let Some(stale) = stale {
+            stale.shut_down();
+        }
+        Ok(qp)
+    }
+
+    /// Gives up the socket's use of its registration QP; the last user of a
+    /// namespace's QP shuts it down.
+    fn leave(&mut self) {
+        let Some((device, net)) = self.user.take() else {
+            return;
+        };
+        let mut d = device.state.lock();
+        let Some(i) = d.qps.iter().position(|s| s.net == net) else {
+            return;
+        };
+        d.qps[i].users -= 1;
+        if d.qps[i].users > 0 {
+            return;
+        }
+        let Ok(slot) = d.qps.remove(i) else {
+            return;
+        };
+        drop(d);
+        if let Some(qp) = slot.qp {
+            qp.shut_down();
+        }
+    }
+
+    /// The socket closes: frees every MR, waits (bounded) for their
+    /// invalidation, then leaves the registration QP.
+    pub(crate) fn release(&mut self) {
+        while let Some(key) = self.keys.cursor_front().map(|c| *c.current().0) {
+            if let Some(mr) = self.remove(key) {
+                Mr::free(&mr);
+            }
+        }
+        let _ = self.wait_invalid();
+        self.leave();
+    }
+}
