@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! An IB path's connection manager side: building a link's QP and
+//! rings, connecting and accepting, and the rdma_cm event handler.
+
+// The rest of `IbPath`: path.rs's types and imports.
+use super::*;
+
+impl IbPath {
+    /// Applies the peer's connect data to the connection (no path lock
+    /// held): if it `restarted`, what was handed to its earlier incarnation
+    /// went with that incarnation's sockets, so it is dropped (as upstream
+    /// does when a peer's generation number changes) rather than delivered to
+    /// a new socket; otherwise what it acknowledged in `ack_seq` is dropped
+    /// before retransmission.
+    fn peer_connected(&self, restarted: bool, ack_seq: u64) {
+        if let Some(conn) = self.conn() {
+            if restarted {
+                conn.peer_restarted();
+            } else {
+                conn.drop_acked(ack_seq);
+            }
+        }
+    }
+
+    /// Creates the CQs, QP and rings of `link` and posts every receive.
+    fn build(&self, link: &mut Link) -> Result {
+        let raw = link.cm_id.device();
+        let device = device::find(raw).ok_or(ENODEV)?;
+        let send_cq = CompletionQueue::alloc(raw, (SEND_SLOTS + 3) as u32)?;
+        let recv_cq = CompletionQueue::alloc(raw, (RECV_SLOTS + 1) as u32)?;
+        let rdma_sges = RdmaSges::for_device(device.caps());
+        let mut attr = bindings::ib_qp_init_attr {
+            send_cq: send_cq.as_raw(),
+            recv_cq: recv_cq.as_raw(),
+            cap: bindings::ib_qp_cap {
+                // Data slots, the ack, an MR fence marker and the drain marker.
+                max_send_wr: (SEND_SLOTS + 3) as u32,
+                max_recv_wr: (RECV_SLOTS + 1) as u32,
+                max_send_sge: rdma_sges.qp_send_sges(),
+                // A header and `FRAME_PAGES` pages.
+                max_recv_sge: 1 + FRAME_PAGES as u32,
+                ..Default::default()
+            },
+            sq_sig_type: bindings::ib_sig_type_IB_SIGNAL_REQ_WR,
+            qp_type: bindings::ib_qp_type_IB_QPT_RC,
+            ..Default::default()
+        };
+        let lkey = device.with_pd(|pd| {
+            link.cm_id.create_qp(pd, &mut attr)?;
+            Ok(pd.local_dma_lkey())
+        })?;
+        link.cqs = Some((send_cq, recv_cq));
+        link.device = Some(device);
+        // SAFETY: The QP was just created on `id`, which `link` owns; the rings are
+        // dropped before the link (teardown order).
+        let qp = unsafe { QpRef::from_raw(link.cm_id.qp()) }.ok_or(ENOMEM)?;
+        let mut rings = Rings::new(qp, raw, lkey, rdma_sges)?;
+        *self.generation.lock() += 1;
+        rings.post_all_receives(self)?;
+        *self.rings.lock() = Some(rings);
+        if let Some(device) = &link.device {
+            // Before the peer can send READs: MR fences wait for the QP (iWARP).
+            link.fence = crate::mr::fence_qp_added(device, qp)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn private_data(&self, buf: &mut PrivateBuf) -> usize {
+        // What we received in order so far: the peer drops it before retransmitting.
+        let ack_seq = self
+            .conn()
+            .map_or(0, |c| c.snapshot().next_rx_seq.saturating_sub(1));
+        let p = ConnectPrivate::new(
+            self.key.laddr,
+            self.key.faddr,
+            self.key.tos,
+            ack_seq,
+            RECV_SLOTS as u32,
+            self.incarnation.load(Relaxed),
+            FEATURE_PACKED | FEATURE_LARGE_FRAMES,
+        );
+        p.encode(buf)
+    }
+
+    /// The parameters of a connect (`request`: None) or of the accept of a
+    /// request offering `(responder_resources, initiator_depth)`: as many
+    /// RDMA READs and atomics at a time as the device of `id` allows, up to
+    /// [`RD_ATOMIC_MAX`], and on accept no more than the peer offered (as
+    /// upstream's `rds_ib_cm_fill_conn_param`).
+    pub(super) fn conn_param<'a>(
+        &self,
+        private: &'a [u8],
+        id: &CmIdRef,
+        request: Option<(u8, u8)>,
+    ) -> ConnParam<'a> {
+        let clamp = |n: i32| n.clamp(1, i32::from(RD_ATOMIC_MAX)) as u8;
+        let (mut responder, mut initiator) = device::find(id.device()).map_or((1, 1), |d| {
+            (
+                clamp(d.caps().max_qp_rd_atom),
+                clamp(d.caps().max_qp_init_rd_atom),
+            )
+        });
+        if let Some((their_responder, their_initiator)) = request {
+            responder = responder.min(their_initiator);
+            initiator = initiator.min(their_responder);
+        }
+        ConnParam {
+            private_data: private,
+            responder_resources: responder,
+            initiator_depth: initiator,
+            retry_count: RETRY_COUNT,
+            rnr_retry_count: RNR_RETRY_COUNT,
+            flow_control: 0,
+        }
+    }
+
+    /// Starts an active connect. Called by the work item with `ctl` held.
+    ///
+    /// An id whose address resolution failed is handed back with the error:
+    /// the caller destroys it after unlocking `ctl`, which handlers take under
+    /// rdma_cm's handler mutex (`rdma_destroy_id` takes that mutex).
+    pub(super) fn connect_locked(
+        self: &Arc<Self>,
+        c: &mut Control,
+    ) -> core::result::Result<(), (Error, Option<CmId>)> {
+        // Room to retire the link (`Control::retiring`).
+        c.retiring
+            .reserve(1, GFP_KERNEL)
+            .map_err(|e| (e.into(), None))?;
+        let id =
+            CmId::create::<Cm>(self.key.net, Arc::as_ptr(self).cast()).map_err(|e| (e, None))?;
+        let v4 = Endpoint {
+            addr: self.key.laddr,
+            ..Endpoint::default()
+        }
+        .is_v4();
+        let port = if v4 { PORT_V4 } else { PORT_V6 };
+        let src = sockaddr(self.key.laddr, 0, self.key.scope);
+        let dst = sockaddr(self.key.faddr, port, self.key.scope);
+        if let Err(e) = id.resolve_addr(&src, &dst, ADDR_TIMEOUT_MS) {
+            return Err((e, Some(id)));
+        }
+        c.link = Some(Link {
+            cm_id: id,
+            cqs: None,
+            device: None,
+            fence: None,
+            active: true,
+        });
+        c.state = State::Connecting;
+        (c.link_events, c.last_link_event) = (0, 0);
+        c.step(Trail::Connecting);
+        Ok(())
+    }
+
+    /// A peer asks to connect (passive side, in the listener's handler).
+    /// Keeps `id` or gives it back to be rejected and destroyed.
+    pub(in crate::transport::ib) fn accept(
+        self: &Arc<Self>,
+        id: CmId,
+        peer: &ConnectPrivate,
+        rd_atomic: (u8, u8),
+    ) -> core::result::Result<(), CmId> {
+        let mut c = self.ctl.lock();
+        if c.dead {
+            id.reject(&REJECT_RETRY);
+            return Err(id);
+        }
+        match c.state {
+            State::Up => {
+                // The peer lost the link we still think is up: drop ours; it retries.
+                c.step(Trail::RefusedUp);
+                let overflow = self.retire_locked(&mut c);
+                drop(c);
+                if let Some(r) = overflow {
+                    self.tear_down_now(r);
+                }
+                self.enqueue();
+                id.reject(&REJECT_RETRY);
+                return Err(id);
+            }
+            State::Connecting => {
+                let ours_active = c.link.as_ref().is_some_and(|l| l.active);
+                // Simultaneous connects: the side with the higher address gives up its
+                // own attempt, so exactly one connection is made (upstream rejects
+                // both and relies on random backoff).
+                if ours_active && self.key.laddr < self.key.faddr {
+                    c.step(Trail::RefusedRace);
+                    id.reject(&REJECT_RETRY);
+                    return Err(id);
+                }
+                // A passive attempt still connecting was abandoned by the peer, which
+                // sends a new request only once its earlier one failed (ib_cm absorbs
+                // retransmitted ones): replace it. Rejecting would refuse the peer for
+                // as long as the stale attempt lasts, which is forever when its RTU was
+                // lost (rxe raises no COMM_EST to establish it otherwise).
+                if let Some(r) = self.retire_locked(&mut c) {
+                    // Our own attempt: its handler does not wait for `ctl` while we
+                    // are in the listener's handler of another id.
+                    drop(c);
+                    self.tear_down_now(r);
+                    c = self.ctl.lock();
+                }
+                c.connect_wanted = false;
+            }
+            State::Down => {}
+        }
+        // Room to retire the link we make (`Control::retiring`).
+        if c.retiring.reserve(1, GFP_KERNEL).is_err() {
+            id.reject(&REJECT_RETRY);
+            return Err(id);
+        }
+        id.set_context(Arc::as_ptr(self).cast());
+        let mut link = Link {
+            cm_id: id,
+            cqs: None,
+            device: None,
+            fence: None,
+            active: false,
+        };
+        let mut buf: PrivateBuf = [0; 56];
+        let len = self.private_data(&mut buf);
+        let built = self.build(&mut link).and_then(|()| {
+            link.cm_id
+                .accept(&self.conn_param(&buf[..len], &link.cm_id, Some(rd_atomic)))
+        });
+        c.peer_request = *peer;
+        c.link = Some(link);
+        c.state = State::Connecting;
+        (c.link_events, c.last_link_event) = (0, 0);
+        c.step(Trail::Accepted);
+        let mut overflow = None;
+        if built.is_err() {
+            if let Some(link) = &c.link {
+                link.cm_id.reject(&REJECT_RETRY);
+            }
+            overflow = self.retire_locked(&mut c);
+        }
+        drop(c);
+        if let Some(r) = overflow {
+            self.tear_down_now(r);
+        }
+        self.enqueue();
+        Ok(())
+    }
+
+    /// An rdma_cm event of one of this path's ids.
+    pub(in crate::transport::ib) fn cm_event(self: &Arc<Self>, id: &CmIdRef, event: &CmEvent<'_>) {
+        {
+            let mut c = self.ctl.lock();
+            let live_link = c.link.as_ref().is_some_and(|l| l.is(id));
+            if live_link {
+                // Diagnostics counters: they wrap rather than overflow.
+                c.link_events = c.link_events.wrapping_add(1);
+                c.last_link_event = event.number();
+            } else {
+                c.other_events = c.other_events.wrapping_add(1);
+            }
+            c.step_event(event.number(), live_link);
+        }
+        match event.kind() {
+            CmEventKind::AddrResolved => {
+                let c = self.ctl.lock();
+                if !c.link.as_ref().is_some_and(|l| l.is(id)) {
+                    return;
+                }
+                // The connection's TOS becomes the traffic class (RoCE), the
+                // service level (IB) or the TCP TOS (iWARP), as upstream.
+                id.set_service_type(self.key.tos);
+                if id.resolve_route(ROUTE_TIMEOUT_MS).is_err() {
+                    drop(c);
+                    self.fail(Some(id), "route resolution");
+                }
+            }
+            CmEventKind::RouteResolved => {
+                let mut c = self.ctl.lock();
+                let Some(mut link) = c.link.take_if(|l| l.is(id)) else {
+                    return;
+                };
+                let mut buf: PrivateBuf = [0; 56];
+                let len = self.private_data(&mut buf);
+                let result = self.build(&mut link).and_then(|()| {
+                    if link.is_iwarp() {
+                        // siw opens its TCP socket in the calling task's namespace.
+                        let task = self.connect_from_task(id)?;
+                        c.task_connect = Some((core::ptr::from_ref(id) as usize, task, 0));
+                        Ok(())
+                    } else {
+                        id.connect(&self.conn_param(&buf[..len], id, None))
+                    }
+                });
+                c.link = Some(link);
+                if let Err(e) = result {
+                    drop(c);
+                    pr_debug!("connect: {:?}\n", e);
+                    self.fail(Some(id), "connect");
+                }
+            }
+            CmEventKind::Established => {
+                let mut c = self.ctl.lock();
+                let Some(active) = c.link.as_ref().filter(|l| l.is(id)).map(|l| l.active) else {
+                    return;
+                };
+                if c.state == State::Up {
+                    // Established already by its first receive (`receive_before_established`).
+                    return;
+                }
+                if !active && c.link.as_ref().is_some_and(Link::is_iwarp) {
+                    // The responder speaks second: its first receive, or the
+                    // watchdog, starts it (`IWARP_RESPONDER_WAIT_TICKS`).
+                    c.responder_waiting = Some(0);
+                    c.step(Trail::ResponderWaits);
+                    return;
+                }
+                let peer = if active {
+                    let v6 = !Endpoint {
+                        addr: self.key.laddr,
+                        ..Endpoint::default()
+                    }
+                    .is_v4();
+                    ConnectPrivate::decode(event.private_data(), v6)
+                        .filter(|p| p.major != 0)
+                        .unwrap_or_default()
+                } else {
+                    c.peer_request
+                };
+                self.link_up(c, peer);
+            }
+            CmEventKind::Failed
+            | CmEventKind::Disconnected
+            | CmEventKind::DeviceRemoval
+            | CmEventKind::AddrChange => {
+                pr_debug!(
+                    "rdma_cm event {} status {}\n",
+                    event.number(),
+                    event.status()
+                );
+                self.fail(Some(id), "rdma_cm event");
+            }
+            _ => {}
+        }
+    }
+
+    /// The live link is established, `peer` what the peer's connect data
+    /// said: start the rings, retransmit what the peer lacks, send.
+    pub(super) fn link_up(self: &Arc<Self>, mut c: MutexGuard<'_, Control>, peer: ConnectPrivate) {
+        if let Some(rings) = Option::as_mut(&mut *self.rings.lock()) {
+            rings.start(
+                peer.credit,
+                peer.features & FEATURE_PACKED != 0,
+                peer.features & FEATURE_LARGE_FRAMES != 0,
+            );
+        }
+        c.state = State::Up;
+        c.responder_waiting = None;
+        c.backoff_ms = 0;
+        c.connect_wanted = false;
+        let restarted = peer_restarted(&mut c, &peer);
+        drop(c);
+        self.peer_connected(restarted, peer.ack_seq);
+        if let Some(conn) = self.conn() {
+            // Our congestion map first, as upstream does on a new connection.
+            if let Some(map) = cong::find(conn.key.net, &conn.key.laddr, cong::Side::Local) {
+                if let Ok(wire) = cong_message(&map) {
+                    self.send_cong_map(wire);
+                }
+            }
+            conn.xmit();
+        }
+    }
+}

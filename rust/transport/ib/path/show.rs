@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What an IB path shows: its RDS_INFO record and its debugfs `ib_links`
+//! line.
+
+// The rest of `IbPath`: path.rs's types and imports.
+use super::*;
+
+/// `task_connect` in debugfs `ib_links`: ticks waited, or `-`.
+struct TaskConnectWait(Option<u32>);
+
+impl core::fmt::Display for TaskConnectWait {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        match self.0 {
+            Some(ticks) => write!(f, "{}", ticks),
+            None => f.write_str("-"),
+        }
+    }
+}
+
+impl IbPath {
+    /// What RDS_INFO_IB_CONNECTIONS reports of an up connection: `None`
+    /// while it is not up (upstream then reports only the addresses).
+    pub(crate) fn info(&self) -> Option<IbInfo> {
+        let c = self.ctl.lock();
+        if c.state != State::Up {
+            return None;
+        }
+        let link = c.link.as_ref()?;
+        let (src_gid, dst_gid) = link.cm_id.gids();
+        Some(IbInfo {
+            src_gid,
+            dst_gid,
+            sl: link.cm_id.service_level(),
+            max_send_wr: SEND_SLOTS as u32 + 1,
+            max_recv_wr: RECV_SLOTS as u32,
+            max_send_sge: link
+                .device
+                .as_ref()
+                .map_or(0, |d| u32::try_from(d.caps().max_send_sge).unwrap_or(0)),
+        })
+    }
+
+    /// debugfs `rrds/ib_links`: the control state and ring counters.
+    pub(crate) fn show(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let c = self.ctl.lock();
+        let state = match c.state {
+            State::Down => "down",
+            State::Connecting => "connecting",
+            State::Up => "up",
+        };
+        write!(
+            f,
+            " state {} side {} ctx {} retiring {} backoff_ms {} cm_events {} last {} other {} trail {:#x} task_connect {}",
+            state,
+            match &c.link {
+                Some(l) if l.active => "active",
+                Some(_) => "passive",
+                None => "-",
+            },
+            // Whether the live link's events reach this path.
+            match c.link.as_ref().map(|l| l.cm_id.context()) {
+                Some(ctx) if core::ptr::eq(ctx, core::ptr::from_ref(self).cast()) => "ok",
+                Some(ctx) if ctx.is_null() => "null",
+                Some(_) => "other",
+                None => "-",
+            },
+            c.retiring.len(),
+            c.backoff_ms,
+            c.link_events,
+            c.last_link_event,
+            c.other_events,
+            c.trail,
+            // Seconds an iWARP connect has waited for its task to run it (-: none).
+            TaskConnectWait(c.task_connect.map(|(_, _, waited)| waited)),
+        )?;
+        match Option::as_ref(&*self.rings.lock()) {
+            Some(rings) => rings.show(f),
+            None => Ok(()),
+        }
+    }
+}
