@@ -10,6 +10,19 @@
 //! calls these methods with it held, so nothing here sleeps or allocates
 //! with anything but `GFP_ATOMIC`. Completions arrive in posting order per
 //! queue (RC), which is how slots are matched to completions.
+//!
+//! This file holds the rings, credits and the send side; the receive side
+//! is in ring/receive.rs, packed frames in ring/pack.rs.
+
+mod pack;
+mod receive;
+
+pub(super) use pack::unpack;
+use pack::Pack;
+pub(super) use receive::{
+    pages_filled,
+    Payload, //
+};
 
 use kernel::{
     page::{
@@ -195,14 +208,6 @@ struct SendSlot {
     packed: Option<DmaPage>,
 }
 
-/// Small messages gathered for one packed frame (`FLAG_PACKED`), in sequence
-/// order: nothing else is posted until the frame is.
-struct Pack {
-    /// The records, at most a page.
-    records: KVec<u8>,
-    messages: u64,
-}
-
 impl SendSlot {
     /// Unmaps the slot's pages and hands back its message (with `rdma`), for
     /// the caller to drop. Dropped under the ring lock only for a silently
@@ -215,55 +220,6 @@ impl SendSlot {
         drop(self.packed);
         self.message.map(|m| (m, self.rdma))
     }
-}
-
-impl Pack {
-    /// A record for a message of `len` bytes fits.
-    fn fits(&self, len: usize) -> bool {
-        self.records.len() + record_len(len) <= PAGE_SIZE
-    }
-
-    /// Appends `header`'s record with `message`'s payload; on failure the
-    /// records are as they were (a partial record would go out as garbage).
-    fn push(&mut self, header: &Header, message: &Message) -> Result {
-        let at = self.records.len();
-        let len = message.len();
-        self.records.resize(at + record_len(len), 0, GFP_ATOMIC)?;
-        self.records[at..at + HEADER_LEN].copy_from_slice(&header.to_wire());
-        let copied =
-            message.copy_to_kernel(&mut self.records[at + HEADER_LEN..at + HEADER_LEN + len]);
-        if copied.is_err() {
-            self.records.truncate(at);
-            return copied;
-        }
-        self.messages += 1;
-        Ok(())
-    }
-}
-
-/// Bytes a message of `len` bytes takes in a packed frame.
-fn record_len(len: usize) -> usize {
-    HEADER_LEN + len.next_multiple_of(PACK_ALIGN)
-}
-
-/// The messages of a packed frame's records, each its header and payload;
-/// `None` if the records are malformed.
-pub(super) fn unpack(records: &[u8]) -> Option<KVec<(Header, &[u8])>> {
-    let mut out = KVec::new();
-    let mut at = 0;
-    while at < records.len() {
-        let raw: &[u8; HEADER_LEN] = records.get(at..at + HEADER_LEN)?.try_into().ok()?;
-        let header = Header::from_wire(raw)?;
-        let len = header.len as usize;
-        // Only whole messages of their own: no fragments, maps or packs.
-        if len > PAGE_SIZE || header.flags & (FLAG_CONG_BITMAP | FLAG_PACKED) != 0 {
-            return None;
-        }
-        let payload = records.get(at + HEADER_LEN..at + HEADER_LEN + len)?;
-        out.push((header, payload), GFP_KERNEL).ok()?;
-        at = at.checked_add(record_len(len))?;
-    }
-    Some(out)
 }
 
 /// A message whose fragments are partly posted.
@@ -308,36 +264,6 @@ impl Credits {
         }
         (got, advertise as u8)
     }
-}
-
-/// A frame's payload: its pages in order, each with the bytes it holds.
-pub(super) type Payload = [Option<(Page, usize)>; FRAME_PAGES];
-
-/// The pages of a receive buffer a completion of `byte_len` bytes filled:
-/// they go up with the frame and fresh ones take their place.
-pub(super) fn pages_filled(byte_len: usize) -> usize {
-    byte_len
-        .saturating_sub(HEADER_LEN)
-        .div_ceil(PAGE_SIZE)
-        .min(FRAME_PAGES)
-}
-
-/// What a receive completion produced, for the caller to act on once it has
-/// dropped the lock.
-#[derive(Default)]
-pub(super) struct Received {
-    /// The peer acknowledged every message up to this sequence.
-    pub(super) acked: Option<u64>,
-    /// A frame of a message (not an explicit ack): its header and payload
-    /// pages with the bytes each holds, in order (none for a header-only
-    /// frame).
-    pub(super) frame: Option<(Header, Payload)>,
-    /// A packed frame: the page of its records and their length.
-    pub(super) packed: Option<(Page, usize)>,
-    /// The link is broken (protocol error); reset it.
-    pub(super) error: bool,
-    /// Credits came in: blocked sends may go on.
-    pub(super) credits_added: bool,
 }
 
 /// The data path state of one link.
@@ -460,43 +386,6 @@ impl Rings {
         })
     }
 
-    /// Posts every receive buffer (before connect/accept, so the peer never
-    /// meets an empty queue). Process context.
-    pub(super) fn post_all_receives(&mut self, path: &IbPath) -> Result {
-        while self.recv_posted - self.recv_done < RECV_SLOTS {
-            let buffer = [self.new_buffer_page()?, self.new_buffer_page()?];
-            self.post_receive(path, buffer)?;
-        }
-        // They are advertised by the connection's private data.
-        self.credits.posted = 0;
-        Ok(())
-    }
-
-    fn new_buffer_page(&self) -> Result<DmaPage> {
-        DmaPage::map(
-            self.device,
-            Page::alloc_page(GFP_KERNEL)?,
-            DmaDirection::FromDevice,
-        )
-    }
-
-    fn post_receive(&mut self, path: &IbPath, buffer: [DmaPage; FRAME_PAGES]) -> Result {
-        let i = self.recv_posted % RECV_SLOTS;
-        let mut sges = [
-            self.recv_headers.sge(i, self.lkey),
-            sge(buffer[0].addr(), PAGE_SIZE, self.lkey),
-            sge(buffer[1].addr(), PAGE_SIZE, self.lkey),
-        ];
-        self.qp.post_recv(path.cqe(TAG_RECV), &mut sges)?;
-        self.recv_slots[i] = Some(buffer);
-        self.recv_posted += 1;
-        // Never more than the ring: without flow control nothing advertises
-        // them, and the peer cannot hold credits for more buffers than
-        // there are (so the count is right if flow control starts later).
-        self.credits.posted = (self.credits.posted + 1).min(RECV_SLOTS as u32);
-        Ok(())
-    }
-
     /// Turns flow control on with the peer's initial credits (its private
     /// data), if it asked for it; `peer_packs` and `peer_large` if it offered
     /// to take packed and large frames.
@@ -598,88 +487,6 @@ impl Rings {
             rdma_next: 0,
         });
         self.finish_own(path)
-    }
-
-    /// Copies `message` into the pack (posting the pack first if it has no
-    /// room): `true` once it is in, and so handed over.
-    fn pack_message(&mut self, path: &IbPath, header: &Header, message: &Message) -> bool {
-        if self.pack.as_ref().is_some_and(|p| !p.fits(message.len())) && !self.post_pack(path) {
-            return false;
-        }
-        if self.pack.is_none() {
-            let Ok(records) = KVec::with_capacity(PAGE_SIZE, GFP_ATOMIC) else {
-                return false;
-            };
-            self.pack = Some(Pack {
-                records,
-                messages: 0,
-            });
-        }
-        // The frame carries the ack and credits; records only what is their own.
-        let header = Header {
-            ack: 0,
-            credit: 0,
-            ..*header
-        };
-        self.pack
-            .as_mut()
-            .is_some_and(|p| p.push(&header, message).is_ok())
-    }
-
-    /// Posts the pack, if there is one, as one frame: `true` unless it still
-    /// waits for a send slot or credit (or its post failed: a completion, a
-    /// credit update or the watchdog tries again).
-    pub(super) fn post_pack(&mut self, path: &IbPath) -> bool {
-        let Some(pack) = &self.pack else {
-            return true;
-        };
-        if !self.has_send_slot() {
-            return false;
-        }
-        let (got, advertise) = self.credits.grab(1);
-        if got == 0 {
-            return false;
-        }
-        let header = Header {
-            ack: self.last_received,
-            credit: advertise,
-            len: pack.records.len() as u32,
-            flags: FLAG_PACKED,
-            ..Header::default()
-        };
-        let messages = pack.messages;
-        if self.post_packed_frame(path, &header).is_err() {
-            self.credits.send += got;
-            self.credits.posted += u32::from(advertise);
-            return false;
-        }
-        stats::inc(Stat::IbTxPackedFrames);
-        stats::add(Stat::IbTxPackedMessages, messages);
-        self.pack = None;
-        self.ack_wanted = false;
-        true
-    }
-
-    fn post_packed_frame(&mut self, path: &IbPath, header: &Header) -> Result {
-        let records = &self.pack.as_ref().ok_or(EINVAL)?.records;
-        let page = Page::alloc_page(GFP_ATOMIC)?;
-        // SAFETY: `records` is valid for reads of its length, at most a page; the
-        // page is new and ours alone.
-        unsafe { page.write_raw(records.as_ptr(), 0, records.len())? };
-        let page = DmaPage::map(self.device, page, DmaDirection::ToDevice)?;
-        let i = self.send_posted % SEND_SLOTS;
-        self.send_headers.write(i, &header.to_wire());
-        let mut sges = [
-            self.send_headers.sge(i, self.lkey),
-            sge(page.addr(), records.len(), self.lkey),
-        ];
-        self.qp.post_send(path.cqe(TAG_SEND), &mut sges, true)?;
-        self.send_slots[i] = SendSlot {
-            packed: Some(page),
-            ..SendSlot::default()
-        };
-        self.posted(true);
-        Ok(())
     }
 
     /// Frames a message of `len` bytes takes on this link (one if empty).
@@ -1099,132 +906,5 @@ impl Rings {
         self.ack_wanted = false;
         self.ack_covers = self.send_posted;
         Ok(())
-    }
-
-    /// A receive completed successfully with `byte_len` bytes; `fresh` is the
-    /// page to post in its place (allocated by the caller before locking).
-    pub(super) fn receive_completed(
-        &mut self,
-        path: &IbPath,
-        byte_len: usize,
-        fresh: [Option<Page>; FRAME_PAGES],
-    ) -> Received {
-        let mut out = Received::default();
-        if self.recv_done == self.recv_posted {
-            return out;
-        }
-        let i = self.recv_done % RECV_SLOTS;
-        self.recv_done += 1;
-        let mut pages = match self.recv_slots[i].take() {
-            Some(buffer) => buffer.map(Some),
-            None => [None, None],
-        };
-        let raw = self.recv_headers.read(i);
-        let data_len = byte_len.saturating_sub(HEADER_LEN);
-        // The pages the frame filled go up with it; fresh ones take their place,
-        // and those it left empty are posted again as they are.
-        let mut filled: [Option<DmaPage>; FRAME_PAGES] = [None, None];
-        let used = pages_filled(byte_len);
-        for (slot, page) in filled.iter_mut().zip(pages.iter_mut()).take(used) {
-            *slot = page.take();
-        }
-        let mut fresh = fresh.into_iter().flatten();
-        for page in pages.iter_mut().filter(|p| p.is_none()) {
-            *page = fresh
-                .next()
-                .and_then(|p| DmaPage::map(self.device, p, DmaDirection::FromDevice).ok());
-        }
-        let reposted = match pages {
-            [Some(a), Some(b)] => self.post_receive(path, [a, b]),
-            _ => Err(ENOMEM),
-        };
-        if reposted.is_err() {
-            // One buffer short; the credits the peer has account for it.
-            out.error = true;
-        }
-        if byte_len < HEADER_LEN {
-            out.error = true;
-            return out;
-        }
-        let Some(header) = Header::from_wire(&raw) else {
-            out.error = true;
-            return out;
-        };
-        if header.credit != 0 {
-            if !self.credits.enabled {
-                // A peer that offered no credits but advertises some does flow
-                // control on the credits we offered: in-tree RDS with
-                // `flow_control` set offers none, its receives not yet posted
-                // when it connects. Its sends stop unless ours advertise the
-                // buffers we post, and its grants are all our sends may use.
-                self.credits.enabled = true;
-                self.credits.send = 0;
-            }
-            self.credits.send = self
-                .credits
-                .send
-                .saturating_add(u32::from(header.credit))
-                .min(MAX_SEND_CREDITS);
-            out.credits_added = true;
-        }
-        if header.ack != 0 {
-            out.acked = Some(header.ack);
-        }
-        if header.flags & FLAG_PACKED != 0 {
-            // We offer packed frames to every peer.
-            let framed = header.sequence == 0
-                && header.sport == 0
-                && header.dport == 0
-                && header.len as usize == data_len
-                && (1..=PAGE_SIZE).contains(&data_len);
-            match filled[0].take() {
-                Some(b) if framed => out.packed = Some((b.unmap(), data_len)),
-                _ => out.error = true,
-            }
-            return out;
-        }
-        if header.sport == 0 && header.dport == 0 && data_len == 0 && header.len == 0 {
-            // An explicit ack (or credit update).
-            return out;
-        }
-        // We offer large frames to every peer; the buffer bounds the rest.
-        if data_len > FRAME_PAGES * PAGE_SIZE {
-            out.error = true;
-            return out;
-        }
-        if used > 1 && header.flags != FLAG_CONG_BITMAP {
-            stats::inc(Stat::IbRxLargeFrames);
-        }
-        let mut payload: Payload = [None, None];
-        for (n, (slot, page)) in payload.iter_mut().zip(filled).enumerate().take(used) {
-            match page {
-                Some(b) => *slot = Some((b.unmap(), (data_len - n * PAGE_SIZE).min(PAGE_SIZE))),
-                None => {
-                    out.error = true;
-                    return out;
-                }
-            }
-        }
-        out.frame = Some((header, payload));
-        out
-    }
-
-    /// A whole message `sequence` arrived: acks from now on cover it.
-    pub(super) fn message_received(&mut self, sequence: u64, ack_required: bool) {
-        self.last_received = sequence;
-        if ack_required {
-            stats::inc(Stat::RecvAckRequired);
-            self.ack_wanted = true;
-        }
-    }
-
-    /// A receive completed in error (flush): forget its buffer.
-    pub(super) fn receive_failed(&mut self) {
-        if self.recv_done == self.recv_posted {
-            return;
-        }
-        let i = self.recv_done % RECV_SLOTS;
-        self.recv_done += 1;
-        self.recv_slots[i] = None;
     }
 }

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Packed frames (`FLAG_PACKED`): small messages gathered into one
+//! frame's page as records, and taken apart on receipt.
+
+// The rest of `Rings`: ring.rs's types and imports.
+use super::*;
+
+/// Small messages gathered for one packed frame (`FLAG_PACKED`), in sequence
+/// order: nothing else is posted until the frame is.
+pub(super) struct Pack {
+    /// The records, at most a page.
+    records: KVec<u8>,
+    messages: u64,
+}
+
+impl Pack {
+    /// A record for a message of `len` bytes fits.
+    fn fits(&self, len: usize) -> bool {
+        self.records.len() + record_len(len) <= PAGE_SIZE
+    }
+
+    /// Appends `header`'s record with `message`'s payload; on failure the
+    /// records are as they were (a partial record would go out as garbage).
+    fn push(&mut self, header: &Header, message: &Message) -> Result {
+        let at = self.records.len();
+        let len = message.len();
+        self.records.resize(at + record_len(len), 0, GFP_ATOMIC)?;
+        self.records[at..at + HEADER_LEN].copy_from_slice(&header.to_wire());
+        let copied =
+            message.copy_to_kernel(&mut self.records[at + HEADER_LEN..at + HEADER_LEN + len]);
+        if copied.is_err() {
+            self.records.truncate(at);
+            return copied;
+        }
+        self.messages += 1;
+        Ok(())
+    }
+}
+
+/// Bytes a message of `len` bytes takes in a packed frame.
+fn record_len(len: usize) -> usize {
+    HEADER_LEN + len.next_multiple_of(PACK_ALIGN)
+}
+
+/// The messages of a packed frame's records, each its header and payload;
+/// `None` if the records are malformed.
+pub(in crate::transport::ib) fn unpack(records: &[u8]) -> Option<KVec<(Header, &[u8])>> {
+    let mut out = KVec::new();
+    let mut at = 0;
+    while at < records.len() {
+        let raw: &[u8; HEADER_LEN] = records.get(at..at + HEADER_LEN)?.try_into().ok()?;
+        let header = Header::from_wire(raw)?;
+        let len = header.len as usize;
+        // Only whole messages of their own: no fragments, maps or packs.
+        if len > PAGE_SIZE || header.flags & (FLAG_CONG_BITMAP | FLAG_PACKED) != 0 {
+            return None;
+        }
+        let payload = records.get(at + HEADER_LEN..at + HEADER_LEN + len)?;
+        out.push((header, payload), GFP_KERNEL).ok()?;
+        at = at.checked_add(record_len(len))?;
+    }
+    Some(out)
+}
+
+impl Rings {
+    /// Copies `message` into the pack (posting the pack first if it has no
+    /// room): `true` once it is in, and so handed over.
+    pub(super) fn pack_message(
+        &mut self,
+        path: &IbPath,
+        header: &Header,
+        message: &Message,
+    ) -> bool {
+        if self.pack.as_ref().is_some_and(|p| !p.fits(message.len())) && !self.post_pack(path) {
+            return false;
+        }
+        if self.pack.is_none() {
+            let Ok(records) = KVec::with_capacity(PAGE_SIZE, GFP_ATOMIC) else {
+                return false;
+            };
+            self.pack = Some(Pack {
+                records,
+                messages: 0,
+            });
+        }
+        // The frame carries the ack and credits; records only what is their own.
+        let header = Header {
+            ack: 0,
+            credit: 0,
+            ..*header
+        };
+        self.pack
+            .as_mut()
+            .is_some_and(|p| p.push(&header, message).is_ok())
+    }
+
+    /// Posts the pack, if there is one, as one frame: `true` unless it still
+    /// waits for a send slot or credit (or its post failed: a completion, a
+    /// credit update or the watchdog tries again).
+    pub(in crate::transport::ib) fn post_pack(&mut self, path: &IbPath) -> bool {
+        let Some(pack) = &self.pack else {
+            return true;
+        };
+        if !self.has_send_slot() {
+            return false;
+        }
+        let (got, advertise) = self.credits.grab(1);
+        if got == 0 {
+            return false;
+        }
+        let header = Header {
+            ack: self.last_received,
+            credit: advertise,
+            len: pack.records.len() as u32,
+            flags: FLAG_PACKED,
+            ..Header::default()
+        };
+        let messages = pack.messages;
+        if self.post_packed_frame(path, &header).is_err() {
+            self.credits.send += got;
+            self.credits.posted += u32::from(advertise);
+            return false;
+        }
+        stats::inc(Stat::IbTxPackedFrames);
+        stats::add(Stat::IbTxPackedMessages, messages);
+        self.pack = None;
+        self.ack_wanted = false;
+        true
+    }
+
+    fn post_packed_frame(&mut self, path: &IbPath, header: &Header) -> Result {
+        let records = &self.pack.as_ref().ok_or(EINVAL)?.records;
+        let page = Page::alloc_page(GFP_ATOMIC)?;
+        // SAFETY: `records` is valid for reads of its length, at most a page; the
+        // page is new and ours alone.
+        unsafe { page.write_raw(records.as_ptr(), 0, records.len())? };
+        let page = DmaPage::map(self.device, page, DmaDirection::ToDevice)?;
+        let i = self.send_posted % SEND_SLOTS;
+        self.send_headers.write(i, &header.to_wire());
+        let mut sges = [
+            self.send_headers.sge(i, self.lkey),
+            sge(page.addr(), records.len(), self.lkey),
+        ];
+        self.qp.post_send(path.cqe(TAG_SEND), &mut sges, true)?;
+        self.send_slots[i] = SendSlot {
+            packed: Some(page),
+            ..SendSlot::default()
+        };
+        self.posted(true);
+        Ok(())
+    }
+}

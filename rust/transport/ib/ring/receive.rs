@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The receive ring: posting receive buffers, receive completions
+//! (credits, acks, frames) and the acknowledgements they owe.
+
+// The rest of `Rings`: ring.rs's types and imports.
+use super::*;
+
+/// A frame's payload: its pages in order, each with the bytes it holds.
+pub(in crate::transport::ib) type Payload = [Option<(Page, usize)>; FRAME_PAGES];
+
+/// The pages of a receive buffer a completion of `byte_len` bytes filled:
+/// they go up with the frame and fresh ones take their place.
+pub(in crate::transport::ib) fn pages_filled(byte_len: usize) -> usize {
+    byte_len
+        .saturating_sub(HEADER_LEN)
+        .div_ceil(PAGE_SIZE)
+        .min(FRAME_PAGES)
+}
+
+/// What a receive completion produced, for the caller to act on once it has
+/// dropped the lock.
+#[derive(Default)]
+pub(in crate::transport::ib) struct Received {
+    /// The peer acknowledged every message up to this sequence.
+    pub(in crate::transport::ib) acked: Option<u64>,
+    /// A frame of a message (not an explicit ack): its header and payload
+    /// pages with the bytes each holds, in order (none for a header-only
+    /// frame).
+    pub(in crate::transport::ib) frame: Option<(Header, Payload)>,
+    /// A packed frame: the page of its records and their length.
+    pub(in crate::transport::ib) packed: Option<(Page, usize)>,
+    /// The link is broken (protocol error); reset it.
+    pub(in crate::transport::ib) error: bool,
+    /// Credits came in: blocked sends may go on.
+    pub(in crate::transport::ib) credits_added: bool,
+}
+
+impl Rings {
+    /// Posts every receive buffer (before connect/accept, so the peer never
+    /// meets an empty queue). Process context.
+    pub(in crate::transport::ib) fn post_all_receives(&mut self, path: &IbPath) -> Result {
+        while self.recv_posted - self.recv_done < RECV_SLOTS {
+            let buffer = [self.new_buffer_page()?, self.new_buffer_page()?];
+            self.post_receive(path, buffer)?;
+        }
+        // They are advertised by the connection's private data.
+        self.credits.posted = 0;
+        Ok(())
+    }
+
+    fn new_buffer_page(&self) -> Result<DmaPage> {
+        DmaPage::map(
+            self.device,
+            Page::alloc_page(GFP_KERNEL)?,
+            DmaDirection::FromDevice,
+        )
+    }
+
+    fn post_receive(&mut self, path: &IbPath, buffer: [DmaPage; FRAME_PAGES]) -> Result {
+        let i = self.recv_posted % RECV_SLOTS;
+        let mut sges = [
+            self.recv_headers.sge(i, self.lkey),
+            sge(buffer[0].addr(), PAGE_SIZE, self.lkey),
+            sge(buffer[1].addr(), PAGE_SIZE, self.lkey),
+        ];
+        self.qp.post_recv(path.cqe(TAG_RECV), &mut sges)?;
+        self.recv_slots[i] = Some(buffer);
+        self.recv_posted += 1;
+        // Never more than the ring: without flow control nothing advertises
+        // them, and the peer cannot hold credits for more buffers than
+        // there are (so the count is right if flow control starts later).
+        self.credits.posted = (self.credits.posted + 1).min(RECV_SLOTS as u32);
+        Ok(())
+    }
+
+    /// A receive completed successfully with `byte_len` bytes; `fresh` is the
+    /// page to post in its place (allocated by the caller before locking).
+    pub(in crate::transport::ib) fn receive_completed(
+        &mut self,
+        path: &IbPath,
+        byte_len: usize,
+        fresh: [Option<Page>; FRAME_PAGES],
+    ) -> Received {
+        let mut out = Received::default();
+        if self.recv_done == self.recv_posted {
+            return out;
+        }
+        let i = self.recv_done % RECV_SLOTS;
+        self.recv_done += 1;
+        let mut pages = match self.recv_slots[i].take() {
+            Some(buffer) => buffer.map(Some),
+            None => [None, None],
+        };
+        let raw = self.recv_headers.read(i);
+        let data_len = byte_len.saturating_sub(HEADER_LEN);
+        // The pages the frame filled go up with it; fresh ones take their place,
+        // and those it left empty are posted again as they are.
+        let mut filled: [Option<DmaPage>; FRAME_PAGES] = [None, None];
+        let used = pages_filled(byte_len);
+        for (slot, page) in filled.iter_mut().zip(pages.iter_mut()).take(used) {
+            *slot = page.take();
+        }
+        let mut fresh = fresh.into_iter().flatten();
+        for page in pages.iter_mut().filter(|p| p.is_none()) {
+            *page = fresh
+                .next()
+                .and_then(|p| DmaPage::map(self.device, p, DmaDirection::FromDevice).ok());
+        }
+        let reposted = match pages {
+            [Some(a), Some(b)] => self.post_receive(path, [a, b]),
+            _ => Err(ENOMEM),
+        };
+        if reposted.is_err() {
+            // One buffer short; the credits the peer has account for it.
+            out.error = true;
+        }
+        if byte_len < HEADER_LEN {
+            out.error = true;
+            return out;
+        }
+        let Some(header) = Header::from_wire(&raw) else {
+            out.error = true;
+            return out;
+        };
+        if header.credit != 0 {
+            if !self.credits.enabled {
+                // A peer that offered no credits but advertises some does flow
+                // control on the credits we offered: in-tree RDS with
+                // `flow_control` set offers none, its receives not yet posted
+                // when it connects. Its sends stop unless ours advertise the
+                // buffers we post, and its grants are all our sends may use.
+                self.credits.enabled = true;
+                self.credits.send = 0;
+            }
+            self.credits.send = self
+                .credits
+                .send
+                .saturating_add(u32::from(header.credit))
+                .min(MAX_SEND_CREDITS);
+            out.credits_added = true;
+        }
+        if header.ack != 0 {
+            out.acked = Some(header.ack);
+        }
+        if header.flags & FLAG_PACKED != 0 {
+            // We offer packed frames to every peer.
+            let framed = header.sequence == 0
+                && header.sport == 0
+                && header.dport == 0
+                && header.len as usize == data_len
+                && (1..=PAGE_SIZE).contains(&data_len);
+            match filled[0].take() {
+                Some(b) if framed => out.packed = Some((b.unmap(), data_len)),
+                _ => out.error = true,
+            }
+            return out;
+        }
+        if header.sport == 0 && header.dport == 0 && data_len == 0 && header.len == 0 {
+            // An explicit ack (or credit update).
+            return out;
+        }
+        // We offer large frames to every peer; the buffer bounds the rest.
+        if data_len > FRAME_PAGES * PAGE_SIZE {
+            out.error = true;
+            return out;
+        }
+        if used > 1 && header.flags != FLAG_CONG_BITMAP {
+            stats::inc(Stat::IbRxLargeFrames);
+        }
+        let mut payload: Payload = [None, None];
+        for (n, (slot, page)) in payload.iter_mut().zip(filled).enumerate().take(used) {
+            match page {
+                Some(b) => *slot = Some((b.unmap(), (data_len - n * PAGE_SIZE).min(PAGE_SIZE))),
+                None => {
+                    out.error = true;
+                    return out;
+                }
+            }
+        }
+        out.frame = Some((header, payload));
+        out
+    }
+
+    /// A whole message `sequence` arrived: acks from now on cover it.
+    pub(in crate::transport::ib) fn message_received(&mut self, sequence: u64, ack_required: bool) {
+        self.last_received = sequence;
+        if ack_required {
+            stats::inc(Stat::RecvAckRequired);
+            self.ack_wanted = true;
+        }
+    }
+
+    /// A receive completed in error (flush): forget its buffer.
+    pub(in crate::transport::ib) fn receive_failed(&mut self) {
+        if self.recv_done == self.recv_posted {
+            return;
+        }
+        let i = self.recv_done % RECV_SLOTS;
+        self.recv_done += 1;
+        self.recv_slots[i] = None;
+    }
+}
