@@ -276,7 +276,8 @@ TEST_F(ib_tools, bench_register_cycles)
 	EXPECT_EQ(NULL, strstr(out, "\"lat_p50_us\":null"));
 	/*
 	 * Every cycle freed what it registered: nothing pinned is left once the
-	 * last invalidations complete (FREE_MR without INVALIDATE does not wait).
+	 * last invalidations complete (the cycles' FREE_MR waits for them, with
+	 * RDS_RDMA_INVALIDATE; the probes' too).
 	 */
 	EXPECT_EQ(0, sh("for i in $(seq 50); do %s info counters | "
 			"awk '$1 == \"mr_pages_pinned\" { p = $2 } "
@@ -398,8 +399,9 @@ TEST_F(ib_tools, mr_registers_and_frees)
 /*
  * The crate's own integration tests (tools/rrds/tests/kernel.rs, ignored
  * by a plain cargo test), built by make check's cargo test: memory mapped
- * in a send reaches the peer in rrds-b as its cookie, and bad mappings
- * fail with the kernel's errno.
+ * in a send reaches the peer in rrds-b as its cookie, bad mappings fail
+ * with the kernel's errno, atomics change the peer's memory, and a dropped
+ * region's cookie no longer reaches its memory.
  */
 TEST_F(ib_tools, crate_integration_tests)
 {
@@ -408,10 +410,12 @@ TEST_F(ib_tools, crate_integration_tests)
 	ASSERT_EQ(0, sh_out(out, sizeof(out),
 			    "bin=$(ls -t %s/../tools/target/release/deps/kernel-* | grep -v '[.]d$' | head -1) && "
 			    "RRDS_TEST_LOCAL=%s RRDS_TEST_REMOTE=%s RRDS_TEST_PEER_NETNS=rrds-b "
-			    "RRDS_TEST_ATOMICS=%d $bin --ignored --test-threads=1 2>&1",
-			    selftests_dir(), variant->local, variant->remote, variant->atomics))
+			    "RRDS_TEST_DEVICE=%s RRDS_TEST_ATOMICS=%d $bin --ignored "
+			    "--test-threads=1 2>&1",
+			    selftests_dir(), variant->local, variant->remote, variant->kind,
+			    variant->atomics))
 		TH_LOG("%s", out);
-	EXPECT_NE(NULL, strstr(out, "test result: ok. 3 passed; 0 failed")) TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "test result: ok. 4 passed; 0 failed")) TH_LOG("%s", out);
 }
 
 /* rrds ping gets pongs from the other namespace; rrds info shows the connection. */

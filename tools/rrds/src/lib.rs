@@ -38,6 +38,7 @@ pub use info::MessageInfo;
 pub use info::SocketInfo;
 pub use mr::MemoryRegion;
 pub use mr::RdmaStatus;
+pub use mr::RegisterError;
 pub use rdma::Atomic;
 pub use rdma::AtomicInFlight;
 pub use rdma::AtomicOp;

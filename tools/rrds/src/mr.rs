@@ -1,12 +1,23 @@
 //! Memory regions: user memory registered for the peer's RDMA
 //! (`RDS_GET_MR` / `RDS_FREE_MR`).
 //!
-//! A [`MemoryRegion`] borrows its buffer mutably for as long as it is
-//! registered, so the buffer can be neither freed nor moved while the peer
-//! may still reach it; dropping the region frees it.
+//! A [`MemoryRegion`] owns its buffer (a `Vec<u8>`) for as long as the peer
+//! may reach it, and frees the registration with `RDS_RDMA_INVALIDATE`
+//! before it lets the memory go: [`MemoryRegion::free`] hands the buffer
+//! back only once the kernel has said the key is invalid on the device, and
+//! dropping the region does the same and then frees the buffer. When the
+//! kernel cannot say so, the buffer is leaked rather than reused while the
+//! device may still write it (as [`RdmaInFlight`](crate::RdmaInFlight)
+//! does). Nothing in safe code, `mem::forget` included, can give the
+//! memory back to the allocator while a peer holding the cookie could
+//! write it.
+//!
+//! A failed registration returns a [`RegisterError`], which carries the
+//! buffer back.
 
+use std::fmt;
 use std::io;
-use std::marker::PhantomData;
+use std::ops::Range;
 
 use crate::socket::RdsSocket;
 use crate::sys;
@@ -44,41 +55,163 @@ impl RdmaStatus {
     }
 }
 
-/// A registered buffer; dropping it frees the registration.
-#[derive(Debug)]
+/// A buffer registered for the peer's RDMA, owned until it is freed.
+///
+/// The region owns its `Vec<u8>`, so the memory stays allocated, and is
+/// used by nothing else, for as long as the registration may be valid. It
+/// never makes a `&[u8]` or `&mut [u8]` of that memory while the peer may
+/// write it: [`copy_out`](Self::copy_out) copies with raw pointers.
+///
+/// Freeing always invalidates: [`free`](Self::free) and `Drop` send
+/// `RDS_FREE_MR` with `RDS_RDMA_INVALIDATE`, which returns once every
+/// region the socket freed is invalid on the device. If that fails (the
+/// kernel already dropped the region: an `RDS_RDMA_USE_ONCE` region the
+/// peer used, or a socket error), they flush (`RDS_FREE_MR` of cookie 0,
+/// which waits for the same). Only then does the buffer go back to the
+/// caller ([`free`](Self::free)) or to the allocator (`Drop`); if the flush
+/// fails too, the buffer is leaked: the device may still write it.
+///
+/// `mem::forget` (or a reference cycle) is sound: the buffer is forgotten
+/// with the region, so its memory is never freed or reused, and the device
+/// can write it for as long as the key stays valid (until the socket is
+/// closed) without touching anything else. Only the memory leaks.
+#[must_use = "dropping a region frees it at once"]
 pub struct MemoryRegion<'a> {
     sock: &'a RdsSocket,
     cookie: u64,
-    active: bool,
-    /// The registered buffer (address and length), borrowed for `'a`.
-    addr: usize,
+    /// The buffer; `None` only while [`free`](Self::free) runs (then the
+    /// buffer is handed back or leaked, and `Drop` has nothing to do).
+    buf: Option<Vec<u8>>,
+    /// The registered bytes: `len` of them from `start` in `buf`.
+    start: usize,
     len: usize,
-    _buf: PhantomData<&'a mut [u8]>,
 }
 
-/// The `struct rds_get_mr_args` registering `buf` with `flags`; the kernel
-/// writes the cookie to `cookie`.
-fn get_mr_args(buf: &mut [u8], cookie: &mut u64, flags: u64) -> sys::rds_get_mr_args {
+// Not derived: a derived `Debug` would print the buffer through a `&[u8]`
+// the device may be writing.
+impl fmt::Debug for MemoryRegion<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryRegion")
+            .field("cookie", &format_args!("{:#x}", self.cookie))
+            .field("start", &self.start)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A registration that failed, with the buffer it was given.
+///
+/// The buffer is `None` only where a send that mapped it
+/// ([`RdsSocket::send_to_mapped`]) failed after the kernel registered it,
+/// and the kernel could not confirm that registration invalid: the buffer
+/// is leaked then, as a region's would be.
+#[derive(Debug)]
+pub struct RegisterError {
+    error: io::Error,
+    buf: Option<Vec<u8>>,
+}
+
+impl RegisterError {
+    /// The kernel's error (or `InvalidInput` for a range outside the
+    /// buffer).
+    pub fn error(&self) -> &io::Error {
+        &self.error
+    }
+
+    /// The buffer back, unless it had to be leaked.
+    pub fn into_buf(self) -> Option<Vec<u8>> {
+        self.buf
+    }
+
+    /// The error and the buffer.
+    pub fn into_parts(self) -> (io::Error, Option<Vec<u8>>) {
+        (self.error, self.buf)
+    }
+}
+
+impl fmt::Display for RegisterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for RegisterError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
+}
+
+/// The error alone; the buffer, which nothing can reach, is freed.
+impl From<RegisterError> for io::Error {
+    fn from(err: RegisterError) -> Self {
+        err.error
+    }
+}
+
+/// The `InvalidInput` error for a `range` that is not within `len` bytes.
+fn check_range(range: &Range<usize>, len: usize) -> io::Result<()> {
+    if range.start > range.end || range.end > len {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("range {range:?} is not within the {len}-byte buffer"),
+        ));
+    }
+    Ok(())
+}
+
+/// The `struct rds_get_mr_args` registering `range` of `buf` with `flags`;
+/// the kernel writes the cookie to `cookie`. `range` is within `buf`.
+fn get_mr_args(
+    buf: &mut Vec<u8>,
+    range: &Range<usize>,
+    cookie: &mut u64,
+    flags: u64,
+) -> sys::rds_get_mr_args {
     sys::rds_get_mr_args {
         vec: sys::rds_iovec {
-            addr: buf.as_mut_ptr() as u64,
-            bytes: buf.len() as u64,
+            // Not a slice: the Vec's pointer, without a reference to its bytes.
+            addr: buf.as_mut_ptr().wrapping_add(range.start) as u64,
+            bytes: range.len() as u64,
         },
         cookie_addr: cookie as *mut u64 as u64,
         flags,
     }
 }
 
+/// No cookie: an offset in the first page is below 4096, so a real cookie
+/// never has all of its high bits set.
+const NO_COOKIE: u64 = u64::MAX;
+
+/// Frees `cookie` with `free_mr` (`RdsSocket::free_mr`) so that the device
+/// can no longer reach its memory: `RDS_FREE_MR` with
+/// `RDS_RDMA_INVALIDATE`, and if that fails, a flush (cookie 0), which
+/// waits for every region the socket freed to be invalid. The error is the
+/// first call's if both fail.
+fn invalidate(cookie: u64, mut free_mr: impl FnMut(u64, u64) -> io::Result<()>) -> io::Result<()> {
+    free_mr(cookie, sys::RDS_RDMA_INVALIDATE).or_else(|err| free_mr(0, 0).map_err(|_| err))
+}
+
+/// `buf` back if `invalidated` succeeded; leaked otherwise, since the
+/// device may still write it.
+fn give_back(buf: Vec<u8>, invalidated: io::Result<()>) -> io::Result<Vec<u8>> {
+    match invalidated {
+        Ok(()) => Ok(buf),
+        Err(err) => {
+            std::mem::forget(buf);
+            Err(err)
+        }
+    }
+}
+
 impl<'a> MemoryRegion<'a> {
-    /// The region the kernel registered over `buf` as `cookie`.
-    fn new(sock: &'a RdsSocket, cookie: u64, buf: &'a mut [u8]) -> Self {
+    /// The region the kernel registered over `range` of `buf` as `cookie`.
+    fn new(sock: &'a RdsSocket, cookie: u64, buf: Vec<u8>, range: Range<usize>) -> Self {
         Self {
             sock,
             cookie,
-            active: true,
-            addr: buf.as_mut_ptr() as usize,
-            len: buf.len(),
-            _buf: PhantomData,
+            buf: Some(buf),
+            start: range.start,
+            len: range.len(),
         }
     }
 }
@@ -106,12 +239,15 @@ impl MemoryRegion<'_> {
         if end > self.len {
             return None;
         }
-        // SAFETY: [addr + offset, addr + end) lies in the buffer this region
-        // borrows mutably for its whole life, so no Rust reference aliases
-        // it; only the device writes it meanwhile, and `out` is distinct.
+        // Not a slice: the Vec's pointer, without a reference to its bytes.
+        let base = self.buf.as_ref()?.as_ptr();
+        // SAFETY: [start + offset, start + end) lies in the buffer this
+        // region owns (the registered range is within it), which no Rust
+        // reference covers while the region lives; only the device writes
+        // it meanwhile, and `out` is distinct memory.
         unsafe {
             std::ptr::copy_nonoverlapping(
-                (self.addr + offset) as *const u8,
+                base.add(self.start + offset),
                 out.as_mut_ptr(),
                 out.len(),
             );
@@ -119,61 +255,134 @@ impl MemoryRegion<'_> {
         Some(())
     }
 
-    /// Frees the registration now; with `invalidate`
-    /// (`RDS_RDMA_INVALIDATE`), returns once every region the socket freed
-    /// is invalid on the device.
-    pub fn free(mut self, invalidate: bool) -> io::Result<()> {
-        self.active = false;
-        let flags = if invalidate {
-            sys::RDS_RDMA_INVALIDATE
-        } else {
-            0
-        };
-        self.sock.free_mr(self.cookie, flags)
+    /// Frees the registration and hands the buffer back (the whole `Vec`
+    /// given to the registration, with what the peer wrote): once
+    /// `RDS_FREE_MR` with `RDS_RDMA_INVALIDATE` returned, or, if it failed
+    /// (`EINVAL` once the kernel dropped a used `RDS_RDMA_USE_ONCE`
+    /// region), once a flush did. If the flush fails too, the buffer is
+    /// leaked and the error is `RDS_FREE_MR`'s.
+    pub fn free(mut self) -> io::Result<Vec<u8>> {
+        let buf = self.buf.take().unwrap_or_default();
+        give_back(buf, self.invalidate())
+    }
+
+    fn invalidate(&self) -> io::Result<()> {
+        invalidate(self.cookie, |cookie, flags| {
+            self.sock.free_mr(cookie, flags)
+        })
     }
 }
 
 impl Drop for MemoryRegion<'_> {
+    /// Frees the registration as [`free`](Self::free) does, then the
+    /// buffer; leaks the buffer if the kernel could not invalidate it.
     fn drop(&mut self) {
-        if self.active {
-            // Nothing to report to: a failure means the socket already lost it.
-            let _ = self.sock.free_mr(self.cookie, 0);
+        if let Some(buf) = self.buf.take() {
+            // Nothing to report to: the buffer leaks if this failed.
+            let _ = give_back(buf, self.invalidate());
         }
     }
 }
 
 impl RdsSocket {
-    /// Registers `buf` for the peer's RDMA READ and WRITE (`RDS_GET_MR`)
-    /// with `flags` (`RDS_RDMA_USE_ONCE`, `RDS_RDMA_INVALIDATE`, ...). The
-    /// socket must be bound to an RDMA address (`ENOTCONN` unbound,
-    /// `EOPNOTSUPP` on loopback).
-    pub fn register_memory<'a>(
-        &'a self,
-        buf: &'a mut [u8],
+    /// Registers all of `buf` for the peer's RDMA READ and WRITE
+    /// (`RDS_GET_MR`) with `flags` (`RDS_RDMA_USE_ONCE`, ...); the region
+    /// owns `buf` until it is freed. The socket must be bound to an RDMA
+    /// address (`ENOTCONN` unbound, `EOPNOTSUPP` on loopback). On failure
+    /// nothing is registered and the error carries `buf` back.
+    pub fn register_memory(
+        &self,
+        buf: Vec<u8>,
         flags: u64,
-    ) -> io::Result<MemoryRegion<'a>> {
+    ) -> Result<MemoryRegion<'_>, RegisterError> {
+        let all = 0..buf.len();
+        self.register_memory_range(buf, all, flags)
+    }
+
+    /// Registers `range` of `buf`, as [`register_memory`](Self::register_memory)
+    /// does all of it: for a region at a chosen place in its pages, e.g.
+    /// page-aligned in a buffer a page larger than the region. The region
+    /// owns all of `buf`; offsets ([`copy_out`](MemoryRegion::copy_out),
+    /// the peer's) count from `range.start`. A `range` outside `buf` is
+    /// `InvalidInput`.
+    pub fn register_memory_range(
+        &self,
+        mut buf: Vec<u8>,
+        range: Range<usize>,
+        flags: u64,
+    ) -> Result<MemoryRegion<'_>, RegisterError> {
+        if let Err(error) = check_range(&range, buf.len()) {
+            return Err(RegisterError {
+                error,
+                buf: Some(buf),
+            });
+        }
         let mut cookie = 0u64;
-        let args = get_mr_args(buf, &mut cookie, flags);
-        self.setsockopt_value(sys::SOL_RDS, sys::RDS_GET_MR, &args)?;
-        Ok(MemoryRegion::new(self, cookie, buf))
+        let args = get_mr_args(&mut buf, &range, &mut cookie, flags);
+        match self.setsockopt_value(sys::SOL_RDS, sys::RDS_GET_MR, &args) {
+            Ok(()) => Ok(MemoryRegion::new(self, cookie, buf, range)),
+            // A failed RDS_GET_MR leaves nothing registered.
+            Err(error) => Err(RegisterError {
+                error,
+                buf: Some(buf),
+            }),
+        }
     }
 
     /// Registers `buf` as [`register_memory`](Self::register_memory) does
     /// and sends its cookie with `data` to `addr` in the same call
     /// (`RDS_CMSG_RDMA_MAP`): the peer finds it in
-    /// [`Received::rdma_dest`](crate::socket::Received::rdma_dest). If the
-    /// send fails, nothing stays registered.
-    pub fn send_to_mapped<'a>(
-        &'a self,
+    /// [`Received::rdma_dest`](crate::socket::Received::rdma_dest).
+    ///
+    /// If the send fails, no region is left: one the kernel registered
+    /// before the send failed is freed with `RDS_RDMA_INVALIDATE` (rrds has
+    /// freed it already; then a flush waits for its invalidation) before
+    /// the error carries `buf` back. If that cannot be confirmed, `buf` is
+    /// leaked (the error's buffer is `None`).
+    pub fn send_to_mapped(
+        &self,
         data: &[u8],
         addr: std::net::SocketAddr,
-        buf: &'a mut [u8],
+        buf: Vec<u8>,
         flags: u64,
-    ) -> io::Result<MemoryRegion<'a>> {
-        let mut cookie = 0u64;
-        let args = get_mr_args(buf, &mut cookie, flags);
-        self.send_to_cmsg(data, addr, sys::RDS_CMSG_RDMA_MAP, &args)?;
-        Ok(MemoryRegion::new(self, cookie, buf))
+    ) -> Result<MemoryRegion<'_>, RegisterError> {
+        let all = 0..buf.len();
+        self.send_to_mapped_range(data, addr, buf, all, flags)
+    }
+
+    /// Maps `range` of `buf` in a send, as [`send_to_mapped`](Self::send_to_mapped)
+    /// does all of it; `range` as for
+    /// [`register_memory_range`](Self::register_memory_range).
+    pub fn send_to_mapped_range(
+        &self,
+        data: &[u8],
+        addr: std::net::SocketAddr,
+        mut buf: Vec<u8>,
+        range: Range<usize>,
+        flags: u64,
+    ) -> Result<MemoryRegion<'_>, RegisterError> {
+        if let Err(error) = check_range(&range, buf.len()) {
+            return Err(RegisterError {
+                error,
+                buf: Some(buf),
+            });
+        }
+        let mut cookie = NO_COOKIE;
+        let args = get_mr_args(&mut buf, &range, &mut cookie, flags);
+        let error = match self.send_to_cmsg(data, addr, sys::RDS_CMSG_RDMA_MAP, &args) {
+            Ok(_) => return Ok(MemoryRegion::new(self, cookie, buf, range)),
+            Err(error) => error,
+        };
+        // The kernel writes the cookie once it registered the memory: the
+        // send failed after that (rrds frees the region then, in-tree RDS
+        // keeps it), so it is freed here and waited for.
+        let buf = if cookie == NO_COOKIE {
+            Some(buf)
+        } else {
+            let invalidated = invalidate(cookie, |cookie, flags| self.free_mr(cookie, flags));
+            give_back(buf, invalidated).ok()
+        };
+        Err(RegisterError { error, buf })
     }
 
     /// Sends `data` to `addr` with the cookie of `region`, one of this
@@ -216,5 +425,93 @@ mod tests {
         let cookie = 0x0000_0123_89ab_cdefu64;
         assert_eq!(cookie_rkey(cookie), 0x89ab_cdef);
         assert_eq!(cookie_offset(cookie), 0x123);
+    }
+
+    /// The `RDS_FREE_MR` calls `invalidate` makes, each answered by `answer`.
+    fn free_calls(answers: &[Option<i32>]) -> (io::Result<()>, Vec<(u64, u64)>) {
+        let mut calls = Vec::new();
+        let outcome = invalidate(0x1234, |cookie, flags| {
+            calls.push((cookie, flags));
+            match answers.get(calls.len() - 1).copied().flatten() {
+                None => Ok(()),
+                Some(errno) => Err(io::Error::from_raw_os_error(errno)),
+            }
+        });
+        (outcome, calls)
+    }
+
+    #[test]
+    fn freeing_invalidates_then_flushes_if_that_fails() {
+        let inv = (0x1234, sys::RDS_RDMA_INVALIDATE);
+        let (outcome, calls) = free_calls(&[None]);
+        assert!(outcome.is_ok());
+        assert_eq!(calls, [inv]);
+        // A USE_ONCE region the kernel already dropped: the flush waits.
+        let (outcome, calls) = free_calls(&[Some(libc::EINVAL), None]);
+        assert!(outcome.is_ok());
+        assert_eq!(calls, [inv, (0, 0)]);
+        let (outcome, calls) = free_calls(&[Some(libc::EINVAL), Some(libc::ETIMEDOUT)]);
+        assert_eq!(
+            outcome.err().and_then(|e| e.raw_os_error()),
+            Some(libc::EINVAL)
+        );
+        assert_eq!(calls, [inv, (0, 0)]);
+    }
+
+    #[test]
+    fn the_buffer_comes_back_only_once_invalid() {
+        assert_eq!(
+            give_back(vec![1, 2, 3], Ok(())).expect("invalid"),
+            [1, 2, 3]
+        );
+        // Leaked: 3 bytes of this test's memory.
+        let err = give_back(vec![4, 5, 6], Err(io::Error::from_raw_os_error(libc::EIO)));
+        assert_eq!(err.err().and_then(|e| e.raw_os_error()), Some(libc::EIO));
+    }
+
+    #[test]
+    fn ranges_must_lie_in_the_buffer() {
+        assert!(check_range(&(0..0), 0).is_ok());
+        assert!(check_range(&(5..4101), 8192).is_ok());
+        assert!(check_range(&(0..8192), 8192).is_ok());
+        let err = check_range(&(4097..8193), 8192).expect_err("past the end");
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        #[allow(clippy::reversed_empty_ranges)]
+        let backwards = 9..3;
+        assert!(check_range(&backwards, 8192).is_err());
+    }
+
+    #[test]
+    fn the_sentinel_is_never_a_cookie() {
+        // A cookie's offset is within its first page.
+        assert!(cookie_offset(NO_COOKIE) as usize >= 4096);
+    }
+
+    #[test]
+    fn a_failed_registration_carries_the_buffer_back() {
+        let failed = RegisterError {
+            error: io::Error::from_raw_os_error(libc::ENOTCONN),
+            buf: Some(vec![7; 4]),
+        };
+        assert_eq!(failed.error().raw_os_error(), Some(libc::ENOTCONN));
+        assert_eq!(
+            failed.to_string(),
+            io::Error::from_raw_os_error(libc::ENOTCONN).to_string()
+        );
+        let (error, buf) = failed.into_parts();
+        assert_eq!(buf, Some(vec![7; 4]));
+        let failed = RegisterError { error, buf: None };
+        assert_eq!(io::Error::from(failed).raw_os_error(), Some(libc::ENOTCONN));
+    }
+
+    #[test]
+    fn get_mr_args_describe_the_range() {
+        let mut buf = vec![0u8; 64];
+        let mut cookie = 0u64;
+        let base = buf.as_ptr() as u64;
+        let args = get_mr_args(&mut buf, &(5..21), &mut cookie, sys::RDS_RDMA_USE_ONCE);
+        assert_eq!((args.vec.addr, args.vec.bytes), (base + 5, 16));
+        assert_eq!(args.cookie_addr, &cookie as *const u64 as u64);
+        assert_eq!(args.flags, sys::RDS_RDMA_USE_ONCE);
     }
 }

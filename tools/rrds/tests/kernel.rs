@@ -2,7 +2,8 @@
 //! an RDMA device pair. Ignored by a plain `cargo test`: they need the
 //! kernel. `selftests/tools_test.c` runs them in the test VM on rxe and on
 //! siw, with `RRDS_TEST_LOCAL` (an address of this namespace),
-//! `RRDS_TEST_REMOTE` and `RRDS_TEST_PEER_NETNS` (the peer's namespace).
+//! `RRDS_TEST_REMOTE`, `RRDS_TEST_PEER_NETNS` (the peer's namespace),
+//! `RRDS_TEST_DEVICE` (`rxe` or `siw`) and `RRDS_TEST_ATOMICS`.
 
 use std::fs::File;
 use std::io;
@@ -11,7 +12,9 @@ use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use rrds::mr::cookie_offset;
-use rrds::{Atomic, AtomicOp, RdsSocket, Received};
+use rrds::rdma::Direction;
+use rrds::sys::RDS_RDMA_USE_ONCE;
+use rrds::{Atomic, AtomicOp, RdmaOp, RdmaStatus, RdsSocket, Received};
 
 struct Pair {
     local: IpAddr,
@@ -81,14 +84,17 @@ fn receive(sock: &RdsSocket, buf: &mut [u8]) -> Received {
 fn mapped_region_is_announced_to_the_peer() {
     let p = pair();
     let (a, b, to) = p.sockets(4201);
-    let mut memory = vec![0u8; 4 * 4096];
-    let region_buf = &mut memory[5..5 + 3 * 4096];
-    let offset = (region_buf.as_ptr() as usize % 4096) as u32;
+    // The region starts 5 bytes into the buffer: a non-zero offset in its
+    // page, since the allocator aligns the buffer to more than 5 bytes.
+    let memory = vec![0u8; 4 * 4096];
+    let offset = ((memory.as_ptr() as usize + 5) % 4096) as u32;
+    assert_ne!(offset, 0, "the buffer starts 5 bytes before a page");
     let mut got = [0u8; 16];
 
     let region = a
-        .send_to_mapped(b"m", to, region_buf, 0)
+        .send_to_mapped_range(b"m", to, memory, 5..5 + 3 * 4096, 0)
         .expect("RDS_CMSG_RDMA_MAP");
+    assert_eq!(region.len(), 3 * 4096);
     assert_eq!(cookie_offset(region.cookie()), offset);
     let first = receive(&b, &mut got);
     assert_eq!((first.len, got[0]), (1, b'm'));
@@ -102,13 +108,14 @@ fn mapped_region_is_announced_to_the_peer() {
     assert_eq!((got[0], plain.rdma_dest), (b'p', None));
 
     let cookie = region.cookie();
-    region.free(true).expect("RDS_FREE_MR");
+    let memory = region.free().expect("RDS_FREE_MR");
+    assert_eq!(memory.len(), 4 * 4096, "the whole buffer back");
     let err = a.free_mr(cookie, 0).expect_err("freed twice");
     assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
 }
 
 /// Mapping memory that is not there fails with the kernel's errno and
-/// leaves no region behind.
+/// leaves no region behind; the error hands the buffer back.
 #[test]
 #[ignore]
 fn mapping_fails_cleanly() {
@@ -116,18 +123,18 @@ fn mapping_fails_cleanly() {
     let a = RdsSocket::new().expect("socket");
     a.bind(SocketAddr::new(p.local, 4203)).expect("bind");
     let to = SocketAddr::new(p.remote, 4204);
-    let mut empty: [u8; 0] = [];
     let err = a
-        .send_to_mapped(b"x", to, &mut empty, 0)
+        .send_to_mapped(b"x", to, Vec::new(), 0)
         .expect_err("0 bytes");
-    assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
+    assert_eq!(err.error().raw_os_error(), Some(libc::EINVAL));
+    assert_eq!(err.into_buf(), Some(Vec::new()));
     // Unbound: ENOTCONN, as every send.
     let unbound = RdsSocket::new().expect("socket");
-    let mut buf = [0u8; 64];
     let err = unbound
-        .send_to_mapped(b"x", to, &mut buf, 0)
+        .send_to_mapped(b"x", to, vec![7u8; 64], 0)
         .expect_err("unbound");
-    assert_eq!(err.raw_os_error(), Some(libc::ENOTCONN));
+    assert_eq!(err.error().raw_os_error(), Some(libc::ENOTCONN));
+    assert_eq!(err.into_buf(), Some(vec![7u8; 64]));
 }
 
 /// Fetch-and-add and compare-and-swap change the peer's memory and return
@@ -142,10 +149,12 @@ fn atomics_change_the_peers_memory() {
     let (a, b, to) = p.sockets(4205);
     let mut memory = vec![0u8; 2 * 4096];
     let skip = memory.as_ptr().align_offset(4096);
-    let word = &mut memory[skip..skip + 4096];
-    word[..8].copy_from_slice(&5u64.to_ne_bytes());
+    memory[skip..skip + 8].copy_from_slice(&5u64.to_ne_bytes());
     // siw connects the registration QP from the registering task's namespace.
-    let region = in_netns(&p.peer_netns, || b.register_memory(word, 0)).expect("RDS_GET_MR");
+    let region = in_netns(&p.peer_netns, || {
+        Ok(b.register_memory_range(memory, skip..skip + 4096, 0)?)
+    })
+    .expect("RDS_GET_MR");
     let peer_value = || {
         let mut v = [0u8; 8];
         region.copy_out(0, &mut v).expect("in the region");
@@ -204,4 +213,88 @@ fn atomics_change_the_peers_memory() {
         assert_eq!(in_flight.finish(&status).expect("its outcome"), Some(old));
         assert_eq!(peer_value(), now, "after {atomic:?}");
     }
+}
+
+/// A region's cookie reaches its memory while the region lives, and
+/// nothing once the region is dropped: dropping frees it with
+/// `RDS_RDMA_INVALIDATE` before the buffer goes back to the allocator, so
+/// the peer's RDMA with the old cookie fails, right after. A WRITE's
+/// outcome is the peer's answer on rxe; on iWARP (siw) a WRITE completes
+/// once its data is sent and a refusal only resets the connection, so
+/// there the stale cookie is tried with a READ only, whose outcome is the
+/// peer's answer on both. A `USE_ONCE` region, which the kernel drops on
+/// its first use, is freed through the flush: `free` still hands the
+/// buffer back, with the peer's bytes.
+#[test]
+#[ignore]
+fn dropped_region_refuses_the_peers_rdma() {
+    let p = pair();
+    let iwarp = std::env::var("RRDS_TEST_DEVICE").expect("RRDS_TEST_DEVICE") == "siw";
+    let (a, b, to) = p.sockets(4207);
+    // An RDMA of 100 bytes of 0x5a with `cookie`, carried by `msg`; its outcome.
+    let rdma = |direction, cookie, token, msg: &[u8]| -> RdmaStatus {
+        let op = RdmaOp {
+            direction,
+            cookie,
+            remote_offset: 0,
+            buf: vec![0x5a; 100],
+            token,
+            flags: 0,
+        };
+        let in_flight = a.send_rdma(msg, to, op).expect("send_rdma");
+        let mut note = [0u8; 16];
+        let status = receive(&a, &mut note).rdma_status.expect("an outcome");
+        assert_eq!(status.token, token);
+        in_flight.finish(&status).expect("its outcome");
+        status
+    };
+    let mut got = [0u8; 16];
+    // siw connects the registration QP from the registering task's namespace.
+    let region =
+        in_netns(&p.peer_netns, || Ok(b.register_memory(vec![0u8; 4096], 0)?)).expect("RDS_GET_MR");
+    let cookie = region.cookie();
+    let status = rdma(Direction::Write, cookie, 1, b"w");
+    assert!(status.is_success(), "{status:?}");
+    let written = receive(&b, &mut got);
+    assert_eq!((written.len, got[0]), (1, b'w'));
+    let mut peer_bytes = [0u8; 100];
+    region.copy_out(0, &mut peer_bytes).expect("in the region");
+    assert_eq!(peer_bytes, [0x5a; 100]);
+
+    drop(region);
+    let stale: &[(Direction, u64, &[u8])] = if iwarp {
+        &[(Direction::Read, 3, b"r")]
+    } else {
+        &[(Direction::Write, 2, b"s"), (Direction::Read, 3, b"r")]
+    };
+    for &(direction, token, msg) in stale {
+        let status = rdma(direction, cookie, token, msg);
+        // The peer's NAK gives REMOTE_ERROR; if the peer's disconnect
+        // flushes our QP first, the operation ends DROPPED. Never success.
+        assert!(
+            !status.is_success(),
+            "{direction:?} after the drop: {status:?}"
+        );
+        // Messages flow again once the connection recovers; the failed
+        // operation's own message is dropped, never delivered.
+        a.send_to(b"ok", to).expect("send_to");
+        let next = receive(&b, &mut got);
+        assert_eq!(&got[..next.len], b"ok", "after the {direction:?}");
+    }
+
+    let once = in_netns(&p.peer_netns, || {
+        Ok(b.register_memory(vec![0u8; 4096], RDS_RDMA_USE_ONCE)?)
+    })
+    .expect("RDS_GET_MR USE_ONCE");
+    let status = rdma(Direction::Write, once.cookie(), 4, b"u");
+    assert!(status.is_success(), "{status:?}");
+    let used = receive(&b, &mut got);
+    assert_eq!((used.len, got[0]), (1, b'u'));
+    // Gone with its use: RDS_FREE_MR of its cookie is EINVAL, so `free`
+    // waits for the invalidation with a flush.
+    let err = b.free_mr(once.cookie(), 0).expect_err("used once");
+    assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
+    let memory = once.free().expect("flushed");
+    assert_eq!(memory.len(), 4096);
+    assert_eq!(memory[..100], [0x5a; 100]);
 }

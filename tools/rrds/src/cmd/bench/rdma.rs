@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -82,18 +83,14 @@ impl<'a> Flow<'a> {
         self.cfg.depth
     }
 
-    /// Memory for the receiver's regions, one per slot, with room to align.
-    pub(super) fn slot_memory(&self) -> Vec<Vec<u8>> {
-        (0..self.slots())
-            .map(|_| vec![0u8; self.size + PAGE])
-            .collect()
-    }
-
-    /// Registers a page-aligned region per slot of `memory` on `rx` (siw
-    /// registers at most 256 pages, which an unaligned 1 MiB would
-    /// exceed), holding the slot's pattern for READs. siw connects the
-    /// registration QP from the registering task's namespace: `netns` is
-    /// the receiver's, if not ours.
+    /// Registers a page-aligned region of `size` bytes per slot on `rx`,
+    /// holding the slot's pattern for READs. siw registers at most 256
+    /// pages, which an unaligned 1 MiB would exceed, and a `Vec` is not
+    /// page-aligned in general (glibc puts its chunk header in front of a
+    /// large allocation), so each region owns a buffer a page larger and
+    /// registers the aligned `size` bytes in it ([`page_aligned`]). siw
+    /// connects the registration QP from the registering task's namespace:
+    /// `netns` is the receiver's, if not ours.
     ///
     /// In-tree RDS/IB has no `RDS_GET_MR` on FRWR devices (rxe, siw: ENODEV
     /// or EOPNOTSUPP), only `RDS_CMSG_RDMA_MAP` on a connection that is up,
@@ -101,39 +98,35 @@ impl<'a> Flow<'a> {
     /// EOPNOTSUPP, the regions are mapped by messages to `sender` instead
     /// (their cookies reach it as `RDS_CMSG_RDMA_DEST`, which
     /// [`drain_mapped`] takes): `Registered::Map`.
-    pub(super) fn register<'m>(
+    pub(super) fn register<'s>(
         &self,
-        rx: &'m RdsSocket,
-        memory: &'m mut [Vec<u8>],
+        rx: &'s RdsSocket,
         netns: Option<&Path>,
         sender: SocketAddr,
-    ) -> io::Result<(Vec<MemoryRegion<'m>>, Registered)> {
-        let aligned: Vec<&mut [u8]> = memory
-            .iter_mut()
-            .enumerate()
-            .map(|(slot, b)| {
-                let skip = b.as_ptr().align_offset(PAGE);
-                let region = &mut b[skip..skip + self.size];
+    ) -> io::Result<(Vec<MemoryRegion<'s>>, Registered)> {
+        let slots: Vec<(Vec<u8>, Range<usize>)> = (0..self.slots())
+            .map(|slot| {
+                let (mut buf, range) = page_aligned(self.size);
                 if self.direction == Direction::Read {
-                    self.pattern.fill(slot as u64, region);
+                    self.pattern.fill(slot, &mut buf[range.clone()]);
                 }
-                region
+                (buf, range)
             })
             .collect();
-        if aligned.is_empty() {
+        if slots.is_empty() {
             return Ok((Vec::new(), Registered::GetMr));
         }
-        let register = || -> io::Result<(Vec<MemoryRegion<'m>>, Registered)> {
+        let register = || -> io::Result<(Vec<MemoryRegion<'s>>, Registered)> {
             let registered = Registered::probe(self.cfg, rx, sender)?;
-            let regions = aligned
+            let regions = slots
                 .into_iter()
-                .map(|b| match registered {
+                .map(|(buf, range)| match registered {
                     Registered::GetMr => rx
-                        .register_memory(b, 0)
-                        .map_err(|err| context(err, "receiver: RDS_GET_MR")),
+                        .register_memory_range(buf, range, 0)
+                        .map_err(|err| context(err.into(), "receiver: RDS_GET_MR")),
                     Registered::Map => rx
-                        .send_to_mapped(MAPPED, sender, b, 0)
-                        .map_err(|err| context(err, "receiver: RDS_CMSG_RDMA_MAP")),
+                        .send_to_mapped_range(MAPPED, sender, buf, range, 0)
+                        .map_err(|err| context(err.into(), "receiver: RDS_CMSG_RDMA_MAP")),
                 })
                 .collect::<io::Result<Vec<MemoryRegion<'_>>>>()?;
             Ok((regions, registered))
@@ -145,14 +138,26 @@ impl<'a> Flow<'a> {
     }
 }
 
+/// A buffer of `size` bytes and a page more, and the range of `size` bytes
+/// in it that starts on a page: the regions are registered there (see
+/// [`Flow::register`]).
+pub(super) fn page_aligned(size: usize) -> (Vec<u8>, Range<usize>) {
+    let buf = vec![0u8; size + PAGE];
+    let skip = buf.as_ptr().align_offset(PAGE).min(PAGE);
+    (buf, skip..skip + size)
+}
+
 /// Maps a probe region in a message to `sender` until that works:
 /// in-tree RDS/IB answers ENODEV until the connection (which the first
 /// attempt starts) is up.
 fn wait_until_mappable(cfg: &Config, rx: &RdsSocket, sender: SocketAddr) -> io::Result<()> {
     let since = Instant::now();
-    let mut probe = vec![0u8; PAGE];
     loop {
-        match rx.send_to_mapped(MAPPED, sender, &mut probe, 0) {
+        // The probe region is freed again at once.
+        match rx
+            .send_to_mapped(MAPPED, sender, vec![0u8; PAGE], 0)
+            .map_err(io::Error::from)
+        {
             Ok(_) => return Ok(()),
             // ENODEV until the connection is up; EOPNOTSUPP (no RDMA transport) stays.
             Err(err) if err.raw_os_error() == Some(libc::ENODEV) || is_transient(&err) => {
@@ -186,9 +191,11 @@ impl Registered {
     /// or EOPNOTSUPP: in-tree RDS/IB on an FRWR device) `Map`, once a probe
     /// map to `sender` shows the connection is up.
     pub(super) fn probe(cfg: &Config, rx: &RdsSocket, sender: SocketAddr) -> io::Result<Self> {
-        let mut probe = vec![0u8; PAGE];
         // The probe region is freed again at once.
-        let refused = rx.register_memory(&mut probe, 0).err();
+        let refused = rx
+            .register_memory(vec![0u8; PAGE], 0)
+            .err()
+            .map(io::Error::from);
         match refused {
             None => Ok(Self::GetMr),
             Some(err) if no_get_mr(&err) => {
@@ -259,9 +266,7 @@ fn one_pair(cfg: &Config, size: usize, direction: Direction) -> io::Result<Count
     let (rx_addr, tx_addr) = (rx.local_addr()?, tx.local_addr()?);
     let stop = AtomicBool::new(false);
     let flow = Flow::new(cfg, size, direction, &stop);
-    let mut memory = flow.slot_memory();
-    let (regions, registered) =
-        flow.register(&rx, &mut memory, cfg.peer_netns.as_deref(), tx_addr)?;
+    let (regions, registered) = flow.register(&rx, cfg.peer_netns.as_deref(), tx_addr)?;
     let cookies: Vec<u64> = regions.iter().map(MemoryRegion::cookie).collect();
     if let (Registered::Map, Some(&last)) = (registered, cookies.last()) {
         drain_mapped(&tx, last, cfg.timeout)?;
@@ -460,4 +465,23 @@ pub(super) fn receive(
             }
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_start_on_a_page_of_their_own_buffer() {
+        for size in [1, 4096, 65536, 1 << 20] {
+            let (buf, range) = page_aligned(size);
+            assert_eq!(range.len(), size);
+            assert!(range.end <= buf.len(), "size {size}");
+            assert_eq!(
+                (buf.as_ptr() as usize + range.start) % PAGE,
+                0,
+                "size {size}"
+            );
+        }
+    }
 }

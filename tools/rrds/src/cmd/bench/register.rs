@@ -1,12 +1,14 @@
 //! Register mode: how long it takes to register `size` bytes for the peer
-//! and free them again (`RDS_FREE_MR`, no flags), cycle after cycle for
-//! `--duration`. The registration is `RDS_GET_MR` where the implementation
-//! has it (rrds) and, where it has not (in-tree RDS/IB on FRWR devices,
-//! rxe and siw), `RDS_CMSG_RDMA_MAP` in a 1-byte message to the peer on a
-//! connection that is up, upstream's only way there. The registering socket
-//! is the receiver's (`--peer-addr`, in `--peer-netns`); the sender's socket
-//! takes the mapping messages. Latencies are per cycle; the rate is cycles
-//! per second.
+//! and free them again, cycle after cycle for `--duration`. The free is
+//! `RDS_FREE_MR` with `RDS_RDMA_INVALIDATE`, as the crate's regions always
+//! free, so a cycle includes the invalidation. The registration is
+//! `RDS_GET_MR` where the implementation has it (rrds) and, where it has
+//! not (in-tree RDS/IB on FRWR devices, rxe and siw), `RDS_CMSG_RDMA_MAP`
+//! in a 1-byte message to the peer on a connection that is up, upstream's
+//! only way there. The registering socket is the receiver's
+//! (`--peer-addr`, in `--peer-netns`); the sender's socket takes the
+//! mapping messages. Latencies are per cycle; the rate is cycles per
+//! second.
 
 use std::io;
 use std::net::SocketAddr;
@@ -24,10 +26,10 @@ use super::latency;
 use super::latency::Measured;
 use super::open_peer_socket;
 use super::open_socket;
+use super::rdma::page_aligned;
 use super::rdma::Registered;
 use super::rdma::MAPPED;
 use super::rdma::MESSAGE;
-use super::rdma::PAGE;
 use super::run_pair;
 use super::Config;
 use super::Kind;
@@ -46,11 +48,8 @@ fn one_pair(cfg: &Config, size: usize) -> io::Result<Measured> {
     let tx = open_socket(cfg, cfg.addr, MESSAGE)?;
     let peer = tx.local_addr()?;
     let stop = AtomicBool::new(false);
-    let mut memory = vec![0u8; size + PAGE];
-    let skip = memory.as_ptr().align_offset(PAGE);
-    let region = &mut memory[skip..skip + size];
     // siw connects the registration QP from the registering task's namespace.
-    let mut measure = || cycles(cfg, &rx, peer, region, &stop);
+    let measure = || cycles(cfg, &rx, peer, size, &stop);
     let (drained, measured) = run_pair(
         &stop,
         || discard(&tx, &stop),
@@ -63,12 +62,16 @@ fn one_pair(cfg: &Config, size: usize) -> io::Result<Measured> {
     measured
 }
 
-/// Registers and frees `region` on `rx` for `--duration`, timing each cycle.
+/// Registers and frees `size` page-aligned bytes on `rx` for
+/// `--duration`, timing each cycle. The region owns its buffer while
+/// registered, and the free (with `RDS_RDMA_INVALIDATE`) hands it back for
+/// the next cycle; a page larger than `size`, it holds the region on a page
+/// boundary (siw registers at most 256 pages: an unaligned 1 MiB is 257).
 fn cycles(
     cfg: &Config,
     rx: &RdsSocket,
     peer: SocketAddr,
-    region: &mut [u8],
+    size: usize,
     stop: &AtomicBool,
 ) -> io::Result<Measured> {
     let registered = Registered::probe(cfg, rx, peer)?;
@@ -77,25 +80,33 @@ fn cycles(
         secs: 0.0,
         errors: 0,
     };
+    let mut memory = None;
     let start = Instant::now();
     while start.elapsed() < cfg.duration && !stop.load(Ordering::Relaxed) {
+        // Allocated outside the cycle's time, and only again if a failed
+        // map could not hand the buffer back.
+        let (buf, range) = match memory.take() {
+            Some(kept) => kept,
+            None => page_aligned(size),
+        };
         let began = Instant::now();
-        if registered == Registered::Map {
-            match rx.send_to_mapped(MAPPED, peer, region, 0) {
-                Ok(mapped) => drop(mapped),
+        let region = if registered == Registered::Map {
+            match rx.send_to_mapped_range(MAPPED, peer, buf, range.clone(), 0) {
+                Ok(mapped) => mapped,
                 // The peer's receive queue is full: not part of a cycle.
-                Err(err) if is_transient(&err) => {
+                Err(err) if is_transient(err.error()) => {
+                    memory = err.into_buf().map(|buf| (buf, range));
                     rx.wait_writable(SLICE)?;
                     continue;
                 }
-                Err(err) => return Err(context(err, "RDS_CMSG_RDMA_MAP")),
+                Err(err) => return Err(context(err.into(), "RDS_CMSG_RDMA_MAP")),
             }
         } else {
-            drop(
-                rx.register_memory(region, 0)
-                    .map_err(|err| context(err, "RDS_GET_MR"))?,
-            );
-        }
+            rx.register_memory_range(buf, range.clone(), 0)
+                .map_err(|err| context(err.into(), "RDS_GET_MR"))?
+        };
+        let buf = region.free().map_err(|err| context(err, "RDS_FREE_MR"))?;
+        memory = Some((buf, range));
         measured.rtt_ns.push(began.elapsed().as_nanos() as u64);
     }
     measured.secs = start.elapsed().as_secs_f64();

@@ -515,25 +515,18 @@ fn serve_run(base: &Config, ctl: &RdsSocket, client: SocketAddr, hello: &Hello) 
         .collect::<io::Result<Vec<RdsSocket>>>()?;
     let stop = AtomicBool::new(false);
     let rdma_flow = rdma::Flow::new(cfg, hello.size, direction(kind), &stop);
-    let mut memory: Vec<Vec<Vec<u8>>> = socks
-        .iter()
-        .map(|_| {
-            if is_rdma(kind) {
-                rdma_flow.slot_memory()
-            } else {
-                Vec::new()
-            }
-        })
-        .collect();
-    // Mapped regions' messages (in-tree RDS) go to the client's senders,
-    // which take only their credit messages.
+    // RDMA: each socket's regions, which own their memory. Mapped regions'
+    // messages (in-tree RDS) go to the client's senders, which take only
+    // their credit messages.
     let regions = socks
         .iter()
-        .zip(memory.iter_mut())
         .zip(&senders)
-        .map(|((sock, memory), &sender)| {
+        .map(|(sock, &sender)| {
+            if !is_rdma(kind) {
+                return Ok(Vec::new());
+            }
             rdma_flow
-                .register(sock, memory, None, sender)
+                .register(sock, None, sender)
                 .map(|(regions, _)| regions)
         })
         .collect::<io::Result<Vec<Vec<MemoryRegion<'_>>>>>()?;
