@@ -20,10 +20,10 @@ use kernel::{
 use crate::{
     errno,
     ffi::{
-        bindings,
         ib_device::{
             DeviceCaps,
             DeviceName,
+            DeviceRef,
             IbDevice,
             Transport, //
         },
@@ -52,11 +52,11 @@ pub(crate) fn release_table() {
 ///
 /// # Invariants
 ///
-/// `device` points to a registered `ib_device` while the record is in `DEVICES`:
-/// the `ib_client` `remove` callback takes the record out before it returns.
+/// `device` is registered while the record is in `DEVICES`: the `ib_client`
+/// `remove` callback takes the record out before it returns.
 #[pin_data]
 pub(crate) struct RdmaDevice {
-    device: *mut bindings::ib_device,
+    device: DeviceRef,
     caps: DeviceCaps,
     /// Kept in step with ib_core's renames by the `rename` callback.
     #[pin]
@@ -67,18 +67,12 @@ pub(crate) struct RdmaDevice {
     pd: Mutex<Option<ProtectionDomain>>,
 }
 
-// SAFETY: `device` is only compared (identity), never dereferenced through the
-// record; the other fields are `Send`/`Sync` themselves.
-unsafe impl Send for RdmaDevice {}
-// SAFETY: See `Send`.
-unsafe impl Sync for RdmaDevice {}
-
 impl RdmaDevice {
     fn new(ib_device: &IbDevice, domain: ProtectionDomain) -> Result<Arc<Self>> {
         // `try_pin_init!` binds each field name as a local: keep the arguments' names apart.
         Arc::pin_init(
             try_pin_init!(Self {
-                device: ib_device.as_raw(),
+                device: ib_device.handle(),
                 caps: ib_device.caps(),
                 name <- kernel::new_mutex!(ib_device.name()),
                 pd <- kernel::new_mutex!(Some(domain)),
@@ -97,13 +91,13 @@ impl RdmaDevice {
 
     /// The device, for verbs calls made while its PD is held (`with_pd`):
     /// `remove` takes the PD before the device goes.
-    pub(crate) fn as_raw(&self) -> *mut bindings::ib_device {
+    pub(crate) fn handle(&self) -> DeviceRef {
         self.device
     }
 
-    /// Whether this is the record of `raw`.
-    pub(crate) fn is(&self, raw: *mut bindings::ib_device) -> bool {
-        self.device == raw
+    /// Whether this is the record of `device`.
+    pub(crate) fn is(&self, device: DeviceRef) -> bool {
+        self.device == device
     }
 
     /// Whether the device is still there (its PD not yet taken by `remove`).
@@ -121,14 +115,14 @@ impl RdmaDevice {
     }
 }
 
-/// The record of the device `raw`, if rrds serves it.
-pub(crate) fn find(raw: *mut bindings::ib_device) -> Option<Arc<RdmaDevice>> {
-    DEVICES.lock().iter().find(|d| d.is(raw)).cloned()
+/// The record of `device`, if rrds serves it.
+pub(crate) fn find(device: DeviceRef) -> Option<Arc<RdmaDevice>> {
+    DEVICES.lock().iter().find(|d| d.is(device)).cloned()
 }
 
-/// Whether `raw` is a device rrds has (its `add` ran, its `remove` has not).
-pub(crate) fn is_known(raw: *mut bindings::ib_device) -> bool {
-    DEVICES.lock().iter().any(|d| d.is(raw))
+/// Whether `device` is one rrds has (its `add` ran, its `remove` has not).
+pub(crate) fn is_known(device: DeviceRef) -> bool {
+    DEVICES.lock().iter().any(|d| d.is(device))
 }
 
 /// Adds `device` to the table (the `ib_client` `add` callback's first step)
@@ -170,7 +164,7 @@ impl Retiring {
 /// The `ib_client` `remove` callback's first step: from here on no QP can be
 /// created on `device`. The device's users go next, then [`forget`].
 pub(crate) fn retire(device: &IbDevice) -> Retiring {
-    let record = find(device.as_raw());
+    let record = find(device.handle());
     let pd = record.as_ref().and_then(|r| r.pd.lock().take());
     Retiring { record, pd }
 }
@@ -182,7 +176,7 @@ pub(crate) fn forget(device: &IbDevice, retiring: Retiring) {
     drop(pd);
     let mut devices = DEVICES.lock();
     // INVARIANT: the record leaves the table before ib_core lets the device go.
-    devices.retain(|d| d.device != device.as_raw());
+    devices.retain(|d| !d.is(device.handle()));
     drop(devices);
     drop(record);
     pr_info!("device {} removed\n", device.name());
@@ -191,7 +185,7 @@ pub(crate) fn forget(device: &IbDevice, retiring: Retiring) {
 /// Follows ib_core's rename of `device`.
 pub(crate) fn rename(device: &IbDevice) {
     let devices = DEVICES.lock();
-    if let Some(record) = devices.iter().find(|d| d.device == device.as_raw()) {
+    if let Some(record) = devices.iter().find(|d| d.is(device.handle())) {
         *record.name.lock() = device.name();
     }
 }

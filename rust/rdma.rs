@@ -39,6 +39,7 @@ use kernel::{
 use crate::{
     ffi::{
         bindings,
+        ib_device::DeviceRef,
         net::ne_u64,
         workqueue, //
     },
@@ -492,7 +493,7 @@ impl RdmaOp {
 
     /// Whether a QP of `device` can post the operation: its sinks, if any,
     /// are registered there.
-    pub(crate) fn usable_on(&self, device: *mut bindings::ib_device) -> bool {
+    pub(crate) fn usable_on(&self, device: DeviceRef) -> bool {
         self.sinks.iter().all(|sink| sink.is_on(device))
     }
 

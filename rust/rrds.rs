@@ -144,9 +144,9 @@ impl IbClientOps for DeviceClient {
         let retiring = device::retire(device);
         // Connections over the device go down (and may reconnect elsewhere) before
         // the PD their QPs hang off is freed.
-        transport::ib::device_removed(device.as_raw());
+        transport::ib::device_removed(device.handle());
         // Registered processes get a final event; the target QPs go before the PD.
-        xrc::device_removed(device.as_raw());
+        xrc::device_removed(device.handle());
         // Registration QPs and every MR go before the PD they live in.
         if let Some(record) = retiring.record() {
             mr::device_removed(record);

@@ -19,7 +19,10 @@ use kernel::{
     types::Opaque,
 };
 
-use super::bindings;
+use super::{
+    bindings,
+    ib_device::DeviceRef, //
+};
 
 /// What a work request's completion is handed to.
 pub(crate) trait CompletionHandler {
@@ -117,7 +120,8 @@ unsafe impl Sync for CompletionQueue {}
 
 impl CompletionQueue {
     /// A CQ of `entries` on `device`, polled from ib_core's workqueue.
-    pub(crate) fn alloc(device: *mut bindings::ib_device, entries: u32) -> Result<Self> {
+    pub(crate) fn alloc(device: DeviceRef, entries: u32) -> Result<Self> {
+        let device = device.as_ptr();
         // SAFETY: `device` is a registered device (the caller holds an rdma_cm id bound
         // to it, or is inside its ib_client callbacks).
         let cq = unsafe {
@@ -175,11 +179,7 @@ impl DmaDirection {
 
 impl DmaPage {
     /// Maps `page` for `direction` on `device`.
-    pub(crate) fn map(
-        device: *mut bindings::ib_device,
-        page: Page,
-        direction: DmaDirection,
-    ) -> Result<Self> {
+    pub(crate) fn map(device: DeviceRef, page: Page, direction: DmaDirection) -> Result<Self> {
         let mapping = DmaMapping::map(device, &page, direction)?;
         Ok(Self { mapping, page })
     }
@@ -235,11 +235,8 @@ unsafe impl Sync for DmaMapping {}
 impl DmaMapping {
     /// Maps `page` on `device`; the caller keeps the page alive until the
     /// mapping is dropped.
-    pub(crate) fn map(
-        device: *mut bindings::ib_device,
-        page: &Page,
-        direction: DmaDirection,
-    ) -> Result<Self> {
+    pub(crate) fn map(device: DeviceRef, page: &Page, direction: DmaDirection) -> Result<Self> {
+        let device = device.as_ptr();
         let direction = direction.raw();
         // SAFETY: `device` is registered and `page` is a valid page.
         let addr = unsafe {
@@ -265,12 +262,13 @@ impl DmaMapping {
     ///
     /// `page` must be a valid page that stays allocated while the mapping exists.
     pub(crate) unsafe fn map_pinned(
-        device: *mut bindings::ib_device,
+        device: DeviceRef,
         page: *mut bindings::page,
         offset: usize,
         len: usize,
         direction: DmaDirection,
     ) -> Result<Self> {
+        let device = device.as_ptr();
         let direction = direction.raw();
         // SAFETY: `device` is registered; `page` is valid (the caller's guarantee).
         let addr = unsafe {

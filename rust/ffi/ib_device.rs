@@ -20,6 +20,41 @@ use super::bindings;
 #[repr(transparent)]
 pub(crate) struct IbDevice(Opaque<bindings::ib_device>);
 
+/// A registered `ib_device` as the layers above `ffi` hold it: compared
+/// for identity, and handed back to the `ffi` wrappers for verbs calls.
+///
+/// # Invariants
+///
+/// Points to a registered `ib_device`. Handles come from an [`IbDevice`]
+/// (inside ib_client callbacks) or from a live object bound to the device
+/// (an rdma_cm id); rrds's ib_client `remove` callback destroys everything
+/// it made on the device and drops its record before it returns, so verbs
+/// calls through a handle only happen while the device is registered.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeviceRef(core::ptr::NonNull<bindings::ib_device>);
+
+// SAFETY: The handle is an identity and a pointer ib_core accepts from any thread.
+unsafe impl Send for DeviceRef {}
+// SAFETY: See `Send`.
+unsafe impl Sync for DeviceRef {}
+
+impl DeviceRef {
+    /// The handle of the device behind `ptr`; `None` for NULL.
+    ///
+    /// # Safety
+    ///
+    /// A non-NULL `ptr` points to a registered `ib_device`.
+    pub(super) unsafe fn from_raw(ptr: *mut bindings::ib_device) -> Option<Self> {
+        // INVARIANT: registered, by the caller's guarantee.
+        core::ptr::NonNull::new(ptr).map(Self)
+    }
+
+    /// The pointer, for the `ffi` wrappers' C calls.
+    pub(super) fn as_ptr(self) -> *mut bindings::ib_device {
+        self.0.as_ptr()
+    }
+}
+
 /// Node type of a device (`enum rdma_node_type`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NodeType {
@@ -94,9 +129,15 @@ impl IbDevice {
         unsafe { &*ptr.cast() }
     }
 
-    /// The raw pointer, for identity comparisons and for the other `ffi` wrappers.
-    pub(crate) fn as_raw(&self) -> *mut bindings::ib_device {
+    /// The raw pointer, for the other `ffi` wrappers.
+    pub(super) fn as_raw(&self) -> *mut bindings::ib_device {
         self.0.get()
+    }
+
+    /// The device's handle, for the layers above (identity and verbs calls).
+    pub(crate) fn handle(&self) -> DeviceRef {
+        // INVARIANT: `self` is registered (type invariant); `Opaque::get` is never NULL.
+        DeviceRef(core::ptr::NonNull::from(&self.0).cast())
     }
 
     fn raw_ref(&self) -> &bindings::ib_device {

@@ -25,6 +25,7 @@ use super::{
         Cqe,
         QpRef, //
     },
+    ib_device::DeviceRef,
     ib_pd::ProtectionDomain,
 };
 
@@ -179,12 +180,13 @@ unsafe impl Sync for MappedSg {}
 impl MappedSg {
     /// Maps `len` bytes from `offset` (< PAGE_SIZE) into the first of `pages`.
     pub(crate) fn map(
-        device: *mut bindings::ib_device,
+        device: DeviceRef,
         pages: &PinnedPages,
         offset: usize,
         len: usize,
         direction: SgDirection,
     ) -> Result<Self> {
+        let device = device.as_ptr();
         let count = pages.count();
         if len == 0 || offset >= PAGE_SIZE || offset + len > count * PAGE_SIZE {
             return Err(EINVAL);

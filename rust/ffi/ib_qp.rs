@@ -15,6 +15,7 @@ use kernel::{
 use super::{
     bindings,
     ib_cq::CompletionQueue,
+    ib_device::DeviceRef,
     ib_pd::ProtectionDomain, //
 };
 
@@ -84,7 +85,8 @@ unsafe impl Send for XrcDomain {}
 unsafe impl Sync for XrcDomain {}
 
 impl XrcDomain {
-    pub(crate) fn alloc(device: *mut bindings::ib_device) -> Result<Self> {
+    pub(crate) fn alloc(device: DeviceRef) -> Result<Self> {
+        let device = device.as_ptr();
         // SAFETY: `device` is registered (the caller holds its PD, taken away before
         // removal); a kernel XRCD has no inode and no udata.
         let xrcd = from_err_ptr(unsafe {

@@ -25,6 +25,7 @@ use kernel::{
 
 use super::{
     bindings,
+    ib_device::DeviceRef,
     ib_pd::ProtectionDomain,
     net::NetRef, //
 };
@@ -280,10 +281,11 @@ impl CmIdRef {
     }
 
     /// The device the id is bound to, once its address is resolved.
-    pub(crate) fn device(&self) -> *mut bindings::ib_device {
+    pub(crate) fn device(&self) -> Option<DeviceRef> {
         // SAFETY: `raw()` is a live id; rdma_cm sets `device` once, when it binds the id,
-        // before the calls of rrds that read it (after address resolution or a request).
-        unsafe { (*self.raw()).device }
+        // before the calls of rrds that read it (after address resolution or a request),
+        // and a device stays registered while an id is bound to it.
+        unsafe { DeviceRef::from_raw((*self.raw()).device) }
     }
 
     /// The port the id is bound to (0 when unbound).
@@ -296,14 +298,13 @@ impl CmIdRef {
     /// ACTIVE). `false` when unbound or when the port cannot be queried.
     /// May sleep.
     pub(crate) fn port_down(&self) -> bool {
-        let device = self.device();
-        if device.is_null() {
+        let Some(device) = self.device() else {
             return false;
-        }
+        };
         let mut attr = bindings::ib_port_attr::default();
         // SAFETY: `device` is the registered device the live id is bound to (it
         // stays registered while the id exists); `attr` is valid for writes.
-        let ret = unsafe { bindings::ib_query_port(device, self.port(), &mut attr) };
+        let ret = unsafe { bindings::ib_query_port(device.as_ptr(), self.port(), &mut attr) };
         ret == 0 && attr.state != bindings::ib_port_state_IB_PORT_ACTIVE
     }
 

@@ -67,7 +67,10 @@ use crate::{
             Cqe,
             WorkCompletion, //
         },
-        ib_device::AtomicCap,
+        ib_device::{
+            AtomicCap,
+            DeviceRef, //
+        },
         ib_mr::{
             FastRegMr,
             MappedSg,
@@ -336,8 +339,8 @@ impl Sink {
     }
 
     /// Whether the sink is registered on `device`, whose QPs may use it.
-    pub(crate) fn is_on(&self, device: *mut bindings::ib_device) -> bool {
-        self.mr.device.device.as_raw() == device
+    pub(crate) fn is_on(&self, device: DeviceRef) -> bool {
+        self.mr.device.device.is(device)
     }
 }
 

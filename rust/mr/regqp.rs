@@ -162,7 +162,7 @@ impl RegQp {
         self.wait_for(Phase::RouteResolved)?;
 
         let cq = own.cq.insert(CompletionQueue::alloc(
-            self.device.as_raw(),
+            self.device.handle(),
             SEND_DEPTH + 2,
         )?);
         let mut attr = qp_attr(cq, SEND_DEPTH);
@@ -338,7 +338,7 @@ impl CmHandler for RegCm {
         if link.passive.is_some() || link.phase != Phase::Connecting {
             return Err(id);
         }
-        let Ok(cq) = CompletionQueue::alloc(owner.device.as_raw(), 2) else {
+        let Ok(cq) = CompletionQueue::alloc(owner.device.handle(), 2) else {
             return Err(id);
         };
         let mut attr = qp_attr(&cq, 1);

@@ -242,7 +242,7 @@ impl SocketMrs {
             let qp = self.registration_qp(net, &mrs, addr)?;
             let pinned = Pinned::pin(start - offset as u64, pages, true)?;
             let sg = MappedSg::map(
-                device.as_raw(),
+                device.handle(),
                 &pinned.0,
                 offset,
                 bytes as usize,

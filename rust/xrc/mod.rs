@@ -37,6 +37,7 @@ use crate::{
     ffi::{
         bindings,
         ib_cq::CompletionQueue,
+        ib_device::DeviceRef,
         ib_qp::{
             OwnedQp,
             QpEventHandler,
@@ -542,7 +543,7 @@ pub(crate) fn create(
     // the target in the table or keeps it from being created.
     device
         .with_pd(|pd| {
-            let raw = device.as_raw();
+            let raw = device.handle();
             let context = Arc::as_ptr(&target);
             let resources = match backend {
                 Backend::Emulated => {
@@ -703,10 +704,10 @@ pub(crate) fn inject(net: NetRef, device: &RdmaDevice, args: &bindings::rrds_xrc
 
 /// `device` is going away: every registration on its targets gets a final
 /// event, and the QPs are destroyed before this returns.
-pub(crate) fn device_removed(raw: *mut bindings::ib_device) {
+pub(crate) fn device_removed(device: DeviceRef) {
     // One at a time, each leaving the table as it goes: nothing to allocate.
     loop {
-        let found = TARGETS.lock().iter().find(|t| t.device.is(raw)).cloned();
+        let found = TARGETS.lock().iter().find(|t| t.device.is(device)).cloned();
         let Some(target) = found else {
             break;
         };

@@ -39,7 +39,7 @@ use crate::{
     },
     device::RdmaDevice,
     ffi::{
-        bindings,
+        ib_device::DeviceRef,
         net::NetRef,
         rdma_cm::{
             CmEvent,
@@ -251,10 +251,10 @@ pub(crate) fn adopt_orphan(path: Arc<IbPath>) {
 /// orphans left with none. The table stays locked throughout, so that a
 /// device's removal never misses an orphan the watchdog is looking at.
 /// Process context.
-fn reap_orphans(removed: Option<*mut bindings::ib_device>) {
+fn reap_orphans(removed: Option<DeviceRef>) {
     ORPHANS.lock().retain(|orphan| match removed {
-        Some(raw) => {
-            orphan.path.device_removed(raw);
+        Some(device) => {
+            orphan.path.device_removed(device);
             false
         }
         None if orphan.ticks_left == 0 => orphan.path.tear_down_retired(false),
@@ -345,7 +345,7 @@ pub(crate) fn net_put(net: NetRef, ep: &Endpoint) {
 /// of memory: any other failure to bind the probe means it is not.
 pub(crate) fn is_rdma_address(net: NetRef, addr: &Endpoint) -> Result<bool> {
     match bound_probe(net, addr) {
-        Ok(id) => Ok(!id.device().is_null()),
+        Ok(id) => Ok(id.device().is_some()),
         Err(e) if e == ENOMEM => Err(e),
         Err(_) => Ok(false),
     }
@@ -354,7 +354,7 @@ pub(crate) fn is_rdma_address(net: NetRef, addr: &Endpoint) -> Result<bool> {
 /// The RDMA device and port of the local address `addr` in `net`.
 pub(crate) fn device_of(net: NetRef, addr: &Endpoint) -> Result<(Arc<RdmaDevice>, u32)> {
     let id = bound_probe(net, addr)?;
-    let device = crate::device::find(id.device()).ok_or(ENODEV)?;
+    let device = id.device().and_then(crate::device::find).ok_or(ENODEV)?;
     Ok((device, id.port()))
 }
 
@@ -418,8 +418,8 @@ fn watch() {
 /// has not run yet may go too: `relisten` makes it again after that `add`.
 fn close_stray_listeners() {
     let closed = close_listeners(|id| {
-        let raw = id.device();
-        !raw.is_null() && !crate::device::is_known(raw)
+        id.device()
+            .is_some_and(|device| !crate::device::is_known(device))
     });
     stats::add(Stat::IbStrayListenersClosed, closed as u64);
 }
@@ -477,14 +477,14 @@ pub(crate) fn cong_changed(map: &crate::cong::CongMap) {
 /// and listeners on it are closed (rdma_cm cannot remove a device while an
 /// id uses it); they listen again once an RDMA device serves the address.
 /// Process context (the ib_client `remove` callback).
-pub(crate) fn device_removed(raw: *mut bindings::ib_device) {
+pub(crate) fn device_removed(device: DeviceRef) {
     for c in conn::snapshot() {
         if let Some(path) = &c.path {
-            path.device_removed(raw);
+            path.device_removed(device);
         }
     }
-    reap_orphans(Some(raw));
-    close_listeners(|id| id.device() == raw);
+    reap_orphans(Some(device));
+    close_listeners(|id| id.device() == Some(device));
 }
 
 /// Closes the listeners whose id `doomed` picks (they listen again once

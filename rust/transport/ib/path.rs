@@ -91,7 +91,10 @@ use crate::{
             QpRef,
             WorkCompletion, //
         },
-        ib_device::Transport as DeviceTransport,
+        ib_device::{
+            DeviceRef,
+            Transport as DeviceTransport, //
+        },
         net::NetRef,
         rdma_cm::{
             CmEvent,
@@ -172,8 +175,8 @@ impl Link {
         core::ptr::eq(&*self.cm_id, id)
     }
 
-    fn on_device(&self, raw: *mut bindings::ib_device) -> bool {
-        self.cm_id.device() == raw || self.device.as_ref().is_some_and(|d| d.is(raw))
+    fn on_device(&self, device: DeviceRef) -> bool {
+        self.cm_id.device() == Some(device) || self.device.as_ref().is_some_and(|d| d.is(device))
     }
 
     fn is_iwarp(&self) -> bool {
@@ -495,10 +498,10 @@ impl IbPath {
     /// The device `raw` is going away: tear the link down now if it uses it,
     /// and wait for teardowns in progress (the PD goes next). Messages that
     /// wait reconnect, over another device if the route allows.
-    pub(crate) fn device_removed(self: &Arc<Self>, raw: *mut bindings::ib_device) {
+    pub(crate) fn device_removed(self: &Arc<Self>, device: DeviceRef) {
         let overflow = {
             let mut c = self.ctl.lock();
-            if c.link.as_ref().is_some_and(|l| l.on_device(raw)) {
+            if c.link.as_ref().is_some_and(|l| l.on_device(device)) {
                 self.retire_locked(&mut c)
             } else {
                 None
@@ -542,7 +545,7 @@ impl IbPath {
             // removal waits for the id (a link made while it was being removed).
             if defer_while_port_down
                 && r.link.cm_id.port_down()
-                && crate::device::is_known(r.link.cm_id.device())
+                && r.link.cm_id.device().is_some_and(crate::device::is_known)
             {
                 let mut c = self.ctl.lock();
                 // It was just taken out, so there is room, unless a link retired

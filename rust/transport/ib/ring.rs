@@ -49,7 +49,10 @@ use crate::{
             DmaPage,
             QpRef, //
         },
-        ib_device::DeviceCaps,
+        ib_device::{
+            DeviceCaps,
+            DeviceRef, //
+        },
     },
     message::{
         flags,
@@ -118,7 +121,7 @@ struct HeaderArea {
 }
 
 impl HeaderArea {
-    fn new(device: *mut bindings::ib_device, count: usize, dir: DmaDirection) -> Result<Self> {
+    fn new(device: DeviceRef, count: usize, dir: DmaDirection) -> Result<Self> {
         let n = count.div_ceil(HEADERS_PER_PAGE);
         let mut pages = KVec::with_capacity(n, GFP_KERNEL)?;
         for _ in 0..n {
@@ -275,7 +278,7 @@ impl Credits {
 /// the link is torn down, after the rings are out of the path.
 pub(super) struct Rings {
     pub(super) qp: QpRef,
-    device: *mut bindings::ib_device,
+    device: DeviceRef,
     lkey: u32,
     rdma_sges: RdmaSges,
     send_headers: HeaderArea,
@@ -335,7 +338,7 @@ impl Rings {
     /// Rings for `qp` on `device`, every receive buffer allocated but not posted.
     pub(super) fn new(
         qp: QpRef,
-        device: *mut bindings::ib_device,
+        device: DeviceRef,
         lkey: u32,
         rdma_sges: RdmaSges,
     ) -> Result<Self> {

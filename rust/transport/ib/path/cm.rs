@@ -25,7 +25,7 @@ impl IbPath {
 
     /// Creates the CQs, QP and rings of `link` and posts every receive.
     fn build(&self, link: &mut Link) -> Result {
-        let raw = link.cm_id.device();
+        let raw = link.cm_id.device().ok_or(ENODEV)?;
         let device = device::find(raw).ok_or(ENODEV)?;
         let send_cq = CompletionQueue::alloc(raw, (SEND_SLOTS + 3) as u32)?;
         let recv_cq = CompletionQueue::alloc(raw, (RECV_SLOTS + 1) as u32)?;
@@ -95,12 +95,13 @@ impl IbPath {
         request: Option<(u8, u8)>,
     ) -> ConnParam<'a> {
         let clamp = |n: i32| n.clamp(1, i32::from(RD_ATOMIC_MAX)) as u8;
-        let (mut responder, mut initiator) = device::find(id.device()).map_or((1, 1), |d| {
-            (
-                clamp(d.caps().max_qp_rd_atom),
-                clamp(d.caps().max_qp_init_rd_atom),
-            )
-        });
+        let (mut responder, mut initiator) =
+            id.device().and_then(device::find).map_or((1, 1), |d| {
+                (
+                    clamp(d.caps().max_qp_rd_atom),
+                    clamp(d.caps().max_qp_init_rd_atom),
+                )
+            });
         if let Some((their_responder, their_initiator)) = request {
             responder = responder.min(their_initiator);
             initiator = initiator.min(their_responder);
