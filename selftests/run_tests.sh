@@ -10,6 +10,8 @@
 # Prints each program's TAP output and, last, "N passed, N failed". Per-case
 # counts are also written to $RRDS_RESULTS (one "name result" line per case,
 # each name after $RRDS_RESULT_PREFIX: a second pass on more vCPUs).
+# A program gets $RRDS_PROGRAM_TIMEOUT seconds (default 1500) before it is
+# stopped; make fuzz raises it for its long runs.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
@@ -76,7 +78,7 @@ for t in "${tests[@]}"; do
 	n=$((n + 1))
 	out=$(mktemp)
 	start=$(date +%s.%N)
-	(cd "$here" && timeout 1500 "$here/build/$t") 2>&1 | timed_cases "$t" "$out"
+	(cd "$here" && timeout "${RRDS_PROGRAM_TIMEOUT:-1500}" "$here/build/$t") 2>&1 | timed_cases "$t" "$out"
 	rc=${PIPESTATUS[0]}
 	secs=$(echo "$(date +%s.%N) - $start" | bc)
 	# Per-case results from the harness's own TAP lines.
