@@ -112,6 +112,35 @@ static int objects(int *conns, int *maps)
 	return sscanf(buf, "connections %d congestion_maps %d", conns, maps) == 2 ? 0 : -1;
 }
 
+/*
+ * The live RC QPs on the @kind devices: those `rdma resource show qp` lists,
+ * plus the up links' QPs (debugfs ib_links, "qp DEVICE/QPN") that it does
+ * not list, counted in @untracked. ib_core's resource tracker cannot track a
+ * QP created while one with the same number is being destroyed (the window
+ * of rdma_restrack_begin_del), and siw hands a freed number out again at
+ * once: a path that builds its winning link while its losing attempt is torn
+ * down has a live QP that rdma(8) does not show (testing.rst). -1: unread.
+ */
+static int live_rc_qps(const char *kind, int *untracked)
+{
+	char links[16384], dev[32], *line;
+	int listed = rc_qps(kind);
+	unsigned int qpn;
+
+	*untracked = 0;
+	if (listed < 0 || read_file(RRDS_DEBUGFS "/ib_links", links, sizeof(links)) < 0)
+		return -1;
+	for (line = strstr(links, " qp "); line; line = strstr(line + 1, " qp ")) {
+		if (sscanf(line, " qp %31[^/]/%u", dev, &qpn) != 2 ||
+		    strncmp(dev, kind, strlen(kind)) || dev[strlen(kind)] != '_')
+			continue;
+		if (sh("rdma resource show qp link %s/1 lqpn %u 2>/dev/null | grep -q ' type RC '",
+		       dev, qpn))
+			(*untracked)++;
+	}
+	return listed + *untracked;
+}
+
 FIXTURE_SETUP(ib)
 {
 	/*
@@ -1564,7 +1593,7 @@ static void __attribute__((noreturn)) run_racer(const FIXTURE_VARIANT(ib) *v, in
 
 TEST_F(ib, connect_race_converges)
 {
-	int bound[2], received[2], release[2], conns, maps, side;
+	int bound[2], received[2], release[2], conns, maps, side, untracked;
 	struct kid k[2] = { 0 };
 	bool ok;
 
@@ -1587,8 +1616,17 @@ TEST_F(ib, connect_race_converges)
 	/* One connection per namespace, over one QP each: the losing attempt is gone. */
 	ASSERT_EQ(0, objects(&conns, &maps));
 	EXPECT_EQ(self->conns0 + 2, conns);
-	WAIT_FOR(SETTLE_S, rc_qps(variant->kind) == 2);
-	EXPECT_EQ(2, rc_qps(variant->kind));
+	if (!WAIT_FOR(SETTLE_S, live_rc_qps(variant->kind, &untracked) == 2)) {
+		char links[4096];
+
+		if (read_file(RRDS_DEBUGFS "/ib_links", links, sizeof(links)) >= 0)
+			TH_LOG("ib_links:\n%s", links);
+		sh("rdma resource show qp >&2");
+	}
+	EXPECT_EQ(2, live_rc_qps(variant->kind, &untracked));
+	if (untracked)
+		TH_LOG("%d of them not tracked by ib_core (a QP number reused at once)",
+		       untracked);
 	gate_pass(release);
 	EXPECT_EQ(0, reap(_metadata, k, 2, now() + REAP_GRACE_S));
 }

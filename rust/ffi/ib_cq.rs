@@ -340,6 +340,12 @@ impl QpRef {
         self.0.as_ptr()
     }
 
+    /// The QP's number, as `rdma resource` shows it (`lqpn`).
+    pub(crate) fn qp_num(&self) -> u32 {
+        // SAFETY: A live QP (type invariant); `qp_num` is fixed at creation.
+        unsafe { (*self.0.as_ptr()).qp_num }
+    }
+
     /// Posts one signalled SEND of `sges`, completing to `cqe`; `solicited`
     /// raises a solicited event at the receiver (upstream peers only look at
     /// their receive CQ on those).

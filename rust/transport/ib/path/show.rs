@@ -74,8 +74,20 @@ impl IbPath {
             // Seconds an iWARP connect has waited for its task to run it (-: none).
             TaskConnectWait(c.task_connect.map(|(_, _, waited)| waited)),
         )?;
+        // The name's mutex is not taken under the rings' spinlock.
+        let device = c
+            .link
+            .as_ref()
+            .and_then(|l| l.device.as_ref())
+            .map(|d| d.name());
         match Option::as_ref(&*self.rings.lock()) {
-            Some(rings) => rings.show(f),
+            Some(rings) => {
+                // The QP as `rdma resource show qp` names it (link and lqpn).
+                if let Some(name) = device {
+                    f.write_fmt(fmt!(" qp {}/{}", name, rings.qp.qp_num()))?;
+                }
+                rings.show(f)
+            }
             None => Ok(()),
         }
     }
