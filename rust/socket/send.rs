@@ -19,6 +19,7 @@ use crate::{
     },
     conn::{
         ConnKey,
+        Connection,
         SendOwner, //
     },
     errno,
@@ -52,7 +53,10 @@ use crate::{
         self,
         Stat, //
     },
-    transport::loopback::LOOPBACK,
+    transport::{
+        loopback::LOOPBACK,
+        Transport, //
+    },
     wait::wait_until,
 };
 
@@ -165,7 +169,69 @@ pub(super) fn sendmsg(
     } else {
         Some(Endpoint::parse(msg.name(), Purpose::SendTo)?)
     };
-    let (from, to, transport, tos, route, recverr) = {
+    let mut dest = Destination::of(&state, named)?;
+    let cmsgs = parse_cmsgs(msg)?;
+    let (map_args, dest_cookie, zcopy_cookie) = (cmsgs.map, cmsgs.dest, cmsgs.zcopy_cookie);
+    // Checked and pinned before the transport is known, as upstream's
+    // `rds_cmsg_send` does: bad arguments are reported first.
+    let rdma = rdma_op(state, &cmsgs, dest.recverr)?;
+    if len > MAX_MSG_SIZE || len > sk.sndbuf() / 2 {
+        return Err(EMSGSIZE);
+    }
+    if msg_flags & bindings::MSG_ZEROCOPY != 0 {
+        // Zero-copy sends exist only on upstream's TCP transport.
+        if sk.flag(bindings::sock_flags_SOCK_ZEROCOPY) {
+            return Err(errno::eopnotsupp());
+        }
+        if !zcopy_cookie {
+            return Err(EINVAL);
+        }
+    }
+    let message = Message::from_user(msg, len, rdma)?;
+    stats::add(Stat::CopyFromUser, len as u64);
+    let conn = dest.connection(&state)?;
+    let cookie = announced_cookie(&state, map_args, dest_cookie)?;
+    if message.rdma().is_some() && conn.transport.kind() != crate::transport::ib::TRANS_IB {
+        // The loopback transport has no RDMA (upstream: no xmit_rdma/xmit_atomic).
+        return Err(errno::eopnotsupp());
+    }
+    // SO_SNDTIMEO bounds both waits, together.
+    let mut timeo = if nonblock { 0 } else { sk.sndtimeo() };
+    wait_uncongested(&state, &conn, dest.to.port, nonblock, &mut timeo)?;
+    let mut header = Header {
+        len: len as u32,
+        sport: dest.from.port,
+        dport: dest.to.port,
+        ..Header::default()
+    };
+    add_rdma_extensions(&mut header, &message, cookie.as_ref());
+    admit(&state, sk.sndbuf() / 2, len, &mut timeo, &mut header)?;
+    if let Err(e) = conn.queue(header, message, Some(Arc::<RdsSock>::from(state))) {
+        state.send_completed(charge(len));
+        return Err(e);
+    }
+    conn.xmit();
+    if let Some(c) = cookie {
+        c.keep();
+    }
+    Ok(len)
+}
+
+/// Where a send goes, as the socket's state says under its lock.
+struct Destination {
+    from: Endpoint,
+    to: Endpoint,
+    transport: &'static dyn Transport,
+    tos: u8,
+    /// The socket's last connection, if it still goes to `to` with `tos`.
+    route: Option<Arc<Connection>>,
+    recverr: bool,
+}
+
+impl Destination {
+    /// The destination of a send to `named`, or to the connected peer:
+    /// ENOTCONN unbound or unconnected, EOPNOTSUPP across families.
+    fn of(state: &RdsSock, named: Option<Endpoint>) -> Result<Self> {
         let s = state.state.lock();
         let from = s.bound.ok_or_else(errno::enotconn)?;
         let to = match named {
@@ -182,20 +248,48 @@ pub(super) fn sendmsg(
             .as_ref()
             .filter(|c| c.key.faddr == to.addr && c.key.tos == s.tos)
             .cloned();
-        (
+        Ok(Self {
             from,
             to,
-            s.transport.ok_or_else(errno::enotconn)?,
-            s.tos,
+            transport: s.transport.ok_or_else(errno::enotconn)?,
+            tos: s.tos,
             route,
-            s.recverr,
+            recverr: s.recverr,
+        })
+    }
+
+    /// The connection the message goes on, made if needed.
+    fn connection(&mut self, state: &RdsSock) -> Result<Arc<Connection>> {
+        if let Some(conn) = self.route.take() {
+            return Ok(conn);
+        }
+        // A message to the socket's own address never leaves the host.
+        let transport = if self.to.addr == self.from.addr {
+            &LOOPBACK
+        } else {
+            self.transport
+        };
+        state.route_to(
+            ConnKey {
+                net: state.net,
+                laddr: self.from.addr,
+                faddr: self.to.addr,
+                tos: self.tos,
+                scope: self.from.scope,
+            },
+            transport,
         )
-    };
-    let cmsgs = parse_cmsgs(msg)?;
-    let (map_args, dest) = (cmsgs.map, cmsgs.dest);
-    // Checked and pinned before the transport is known, as upstream's
-    // `rds_cmsg_send` does: bad arguments are reported first.
-    let rdma = match (cmsgs.rdma_args, cmsgs.atomic) {
+    }
+}
+
+/// The RDMA or atomic operation the control messages ask for, checked and
+/// its memory pinned.
+fn rdma_op(
+    state: ArcBorrow<'_, RdsSock>,
+    cmsgs: &SendCmsgs<'_>,
+    recverr: bool,
+) -> Result<Option<RdmaOp>> {
+    match (cmsgs.rdma_args, cmsgs.atomic) {
         (Some(args), _) => {
             // iWARP: a READ's local memory is registered (`read_sink_device`).
             let sink_device = super::memory::read_sink_device(&state);
@@ -213,12 +307,12 @@ pub(super) fn sendmsg(
                 }
                 None => None,
             };
-            Some(RdmaOp::from_args(
+            Ok(Some(RdmaOp::from_args(
                 args,
                 Arc::<RdsSock>::from(state),
                 recverr,
                 sinks,
-            )?)
+            )?))
         }
         (None, Some((kind, args))) => {
             // Plain atomics where the device has them; never posted where it has not.
@@ -227,100 +321,74 @@ pub(super) fn sendmsg(
                 caps.atomic != AtomicCap::None,
                 caps.masked_atomic != AtomicCap::None,
             );
-            Some(RdmaOp::from_atomic(
+            Ok(Some(RdmaOp::from_atomic(
                 kind,
                 args,
                 Arc::<RdsSock>::from(state),
                 recverr,
                 can,
-            )?)
+            )?))
         }
-        (None, None) => None,
-    };
-    if len > MAX_MSG_SIZE || len > sk.sndbuf() / 2 {
-        return Err(EMSGSIZE);
+        (None, None) => Ok(None),
     }
-    if msg_flags & bindings::MSG_ZEROCOPY != 0 {
-        // Zero-copy sends exist only on upstream's TCP transport.
-        if sk.flag(bindings::sock_flags_SOCK_ZEROCOPY) {
-            return Err(errno::eopnotsupp());
-        }
-        if !cmsgs.zcopy_cookie {
-            return Err(EINVAL);
-        }
-    }
-    let message = Message::from_user(msg, len, rdma)?;
-    stats::add(Stat::CopyFromUser, len as u64);
-    // A message to the socket's own address never leaves the host.
-    let transport = if to.addr == from.addr {
-        &LOOPBACK
-    } else {
-        transport
-    };
-    let conn = match route {
-        Some(conn) => conn,
-        None => state.route_to(
-            ConnKey {
-                net: state.net,
-                laddr: from.addr,
-                faddr: to.addr,
-                tos,
-                scope: from.scope,
-            },
-            transport,
-        )?,
-    };
-    // The cookie announced to the peer (`RDS_EXTHDR_RDMA_DEST`); an MR the
-    // send registers is freed again if the send fails (upstream's
-    // `allocated_mr`).
-    let cookie = match (map_args, dest) {
-        (Some(args), _) => Some(MappedCookie::map(&state, &args)?),
+}
+
+/// The cookie announced to the peer (`RDS_EXTHDR_RDMA_DEST`); an MR the
+/// send registers is freed again if the send fails (upstream's
+/// `allocated_mr`). EINVAL for a cookie of no MR of the socket.
+fn announced_cookie<'a>(
+    state: &'a RdsSock,
+    map_args: Option<[u8; GET_MR_ARGS_LEN]>,
+    dest: Option<u64>,
+) -> Result<Option<MappedCookie<'a>>> {
+    match (map_args, dest) {
+        (Some(args), _) => Ok(Some(MappedCookie::map(state, &args)?)),
         (None, Some(cookie)) => {
             if !state.with_mrs(|mrs| mrs.contains(mr::cookie_key(cookie))) {
                 return Err(EINVAL);
             }
-            Some(MappedCookie {
+            Ok(Some(MappedCookie {
                 cookie,
                 state: None,
-            })
+            }))
         }
-        (None, None) => None,
-    };
-    if message.rdma().is_some() && conn.transport.kind() != crate::transport::ib::TRANS_IB {
-        // The loopback transport has no RDMA (upstream: no xmit_rdma/xmit_atomic).
-        return Err(errno::eopnotsupp());
+        (None, None) => Ok(None),
     }
+}
 
-    // Congestion of the destination port. rrds bounds a blocking wait with
-    // SO_SNDTIMEO, which upstream ignores here (see userspace-api.rst).
-    let mut timeo = if nonblock { 0 } else { sk.sndtimeo() };
+/// Waits while the destination port is congested. rrds bounds a blocking
+/// wait with SO_SNDTIMEO, which upstream ignores here (see
+/// userspace-api.rst).
+fn wait_uncongested(
+    state: &RdsSock,
+    conn: &Connection,
+    port: u16,
+    nonblock: bool,
+    timeo: &mut isize,
+) -> Result {
     let map = &conn.fcong;
-    if map.is_congested(to.port) {
-        if nonblock {
-            let mut rx = state.rx.lock();
-            if rx.cong_monitor {
-                rx.cong_mask |= 1u64 << (to.port % 64);
-            }
-        }
-        if let Err(e) = map.wait_uncongested(to.port, &mut timeo) {
-            let old = state.tx.lock().cong_refused.replace((map.clone(), to.port));
-            drop(old);
-            return Err(e);
+    if !map.is_congested(port) {
+        return Ok(());
+    }
+    if nonblock {
+        let mut rx = state.rx.lock();
+        if rx.cong_monitor {
+            rx.cong_mask |= 1u64 << (port % 64);
         }
     }
+    if let Err(e) = map.wait_uncongested(port, timeo) {
+        let old = state.tx.lock().cong_refused.replace((map.clone(), port));
+        drop(old);
+        return Err(e);
+    }
+    Ok(())
+}
 
-    // Send-buffer admission: accepted while the unacknowledged bytes are below
-    // sndbuf (half of SO_SNDBUF's value), even if this message goes past it.
-    let sndbuf = sk.sndbuf() / 2;
-    let mut header = Header {
-        len: len as u32,
-        sport: from.port,
-        dport: to.port,
-        ..Header::default()
-    };
+/// The extension headers of the message's RDMA: what upstream's IB
+/// transport adds (the key, on which the receiver frees a USE_ONCE MR, and
+/// the byte count, for its statistics) and the announced cookie.
+fn add_rdma_extensions(header: &mut Header, message: &Message, cookie: Option<&MappedCookie<'_>>) {
     if let Some(op) = message.rdma().filter(|op| op.atomic().is_none()) {
-        // What upstream's IB transport adds: the key (the receiver frees a
-        // USE_ONCE MR on it) and the byte count, for its statistics.
         header.add_extension(Extension::Rdma { rkey: op.rkey() });
         header.add_extension(Extension::RdmaBytes {
             bytes: op.bytes() as u32,
@@ -333,35 +401,37 @@ pub(super) fn sendmsg(
         stats::inc(Stat::SendRdma);
         stats::add(Stat::SendRdmaBytes, op.bytes() as u64);
     }
-    if let Some(c) = &cookie {
+    if let Some(c) = cookie {
         header.add_extension(Extension::RdmaDest {
             rkey: mr::cookie_key(c.cookie),
             offset: (c.cookie >> 32) as u32,
         });
     }
-    {
-        let mut tx = state.tx.lock();
-        if tx.bytes >= sndbuf {
-            stats::inc(Stat::SendQueueFull);
-        }
-        wait_until(&state.wait, &mut tx, &mut timeo, |t| {
-            t.space_wanted |= t.bytes >= sndbuf;
-            t.bytes < sndbuf
-        })?;
-        tx.bytes += charge(len);
-        if tx.bytes >= sndbuf / 2 {
-            header.flags |= flags::ACK_REQUIRED;
-        }
+}
+
+/// Send-buffer admission: accepted while the unacknowledged bytes are below
+/// `sndbuf` (half of SO_SNDBUF's value), even if this message goes past it;
+/// past half of it, the message asks the peer for an ack.
+fn admit(
+    state: &RdsSock,
+    sndbuf: usize,
+    len: usize,
+    timeo: &mut isize,
+    header: &mut Header,
+) -> Result {
+    let mut tx = state.tx.lock();
+    if tx.bytes >= sndbuf {
+        stats::inc(Stat::SendQueueFull);
     }
-    if let Err(e) = conn.queue(header, message, Some(Arc::<RdsSock>::from(state))) {
-        state.send_completed(charge(len));
-        return Err(e);
+    wait_until(&state.wait, &mut tx, timeo, |t| {
+        t.space_wanted |= t.bytes >= sndbuf;
+        t.bytes < sndbuf
+    })?;
+    tx.bytes += charge(len);
+    if tx.bytes >= sndbuf / 2 {
+        header.flags |= flags::ACK_REQUIRED;
     }
-    conn.xmit();
-    if let Some(c) = cookie {
-        c.keep();
-    }
-    Ok(len)
+    Ok(())
 }
 
 /// The cookie a send announces; an MR registered by the send itself
