@@ -377,6 +377,25 @@ impl Mr {
         offset: usize,
         access: Access,
     ) -> Result<Arc<Mr>> {
+        let mr = Self::prepare(mrs, owner, &qp, mapping, offset, access)?;
+        if let Err(e) = mr.post_registration(&qp, access) {
+            mr.inner.lock().state = State::Failed;
+            fence::release_after_fence(mr);
+            return Err(e);
+        }
+        mr.wait_registered(owner, &qp)
+    }
+
+    /// A pooled or new fast-registration MR mapped to `mapping` under a new
+    /// key, listed live on the device in the `Registering` state.
+    fn prepare(
+        mrs: &Arc<MrDevice>,
+        owner: &Arc<Owner>,
+        qp: &Arc<RegQp>,
+        mapping: Mapping,
+        offset: usize,
+        access: Access,
+    ) -> Result<Arc<Mr>> {
         let device = &mrs.device;
         let count = mapping.pages.0.count();
         let mut d = mrs.state.lock();
@@ -429,43 +448,43 @@ impl Mr {
             GFP_KERNEL,
         )?;
         d.live.push(mr.clone(), GFP_KERNEL)?;
-        drop(d);
+        Ok(mr)
+    }
 
-        let posted = {
-            let inner = mr.inner.lock();
-            match inner.hw.as_ref().and_then(|hw| hw.mr.as_ref()) {
-                // Removed with the device in the meantime.
-                None => Err(ENODEV),
-                Some(fast) => {
-                    let access = match access {
-                        Access::Peer(flags) if flags & bindings::RRDS_RDMA_READ_ONLY != 0 => {
-                            ACCESS_REMOTE_READ
-                        }
-                        Access::Peer(_) => {
-                            // Atomics where the device has them (siw has none).
-                            let mut access = ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE;
-                            if device.caps().atomic != AtomicCap::None {
-                                access |= ACCESS_REMOTE_ATOMIC;
-                            }
-                            access
-                        }
-                        Access::ReadSink => ACCESS_REMOTE_WRITE,
-                    };
-                    let raw = Arc::into_raw(mr.clone());
-                    let posted = qp.with_qp(|q| q.post_reg_mr(&mr.reg_cqe, fast, access));
-                    if posted.is_err() {
-                        // SAFETY: Leaked just above for a request that was not posted.
-                        drop(unsafe { Arc::from_raw(raw) });
-                    }
-                    posted
-                }
-            }
+    /// Posts the REG_MR on `qp`, granting the access `access` asks for.
+    /// ENODEV if the device was removed since `prepare`.
+    fn post_registration(self: &Arc<Self>, qp: &RegQp, access: Access) -> Result {
+        let inner = self.inner.lock();
+        let Some(fast) = inner.hw.as_ref().and_then(|hw| hw.mr.as_ref()) else {
+            // Removed with the device in the meantime.
+            return Err(ENODEV);
         };
-        if let Err(e) = posted {
-            mr.inner.lock().state = State::Failed;
-            fence::release_after_fence(mr);
-            return Err(e);
+        let access = match access {
+            Access::Peer(flags) if flags & bindings::RRDS_RDMA_READ_ONLY != 0 => ACCESS_REMOTE_READ,
+            Access::Peer(_) => {
+                // Atomics where the device has them (siw has none).
+                let mut access = ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE;
+                if self.device.device.caps().atomic != AtomicCap::None {
+                    access |= ACCESS_REMOTE_ATOMIC;
+                }
+                access
+            }
+            Access::ReadSink => ACCESS_REMOTE_WRITE,
+        };
+        let raw = Arc::into_raw(self.clone());
+        let posted = qp.with_qp(|q| q.post_reg_mr(&self.reg_cqe, fast, access));
+        if posted.is_err() {
+            // SAFETY: Leaked just above for a request that was not posted.
+            drop(unsafe { Arc::from_raw(raw) });
         }
+        posted
+    }
+
+    /// Waits for the posted REG_MR to complete: the MR once valid; on a
+    /// timeout or signal while it is still registering, the completion
+    /// (or the QP's flush) releases it.
+    fn wait_registered(self: Arc<Self>, owner: &Owner, qp: &RegQp) -> Result<Arc<Mr>> {
+        let mr = self;
         let mut timeo = msecs_to_jiffies(COMPLETION_TIMEOUT_MS) as isize;
         let outcome = {
             let mut pending = owner.pending.lock();
