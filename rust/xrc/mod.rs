@@ -38,6 +38,7 @@ use crate::{
         bindings,
         ib_cq::CompletionQueue,
         ib_device::DeviceRef,
+        ib_pd::ProtectionDomain,
         ib_qp::{
             OwnedQp,
             QpEventHandler,
@@ -243,6 +244,102 @@ impl QpEventHandler for Target {
 }
 
 impl Target {
+    /// A new target of `owner_uid` in `net` on `device`, with no QP yet and
+    /// nobody registered.
+    ///
+    /// Returns the target, or `ENOMEM`.
+    fn new(
+        net: NetRef,
+        owner_uid: u32,
+        device: Arc<RdmaDevice>,
+        backend: Backend,
+        port: u32,
+    ) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            try_pin_init!(Self {
+                net,
+                owner_uid,
+                device,
+                backend,
+                port,
+                qp_num: Atomic::new(0),
+                resources <- new_mutex!(None),
+                destroying <- new_mutex!(()),
+                fanout <- new_irq_spinlock!(Fanout {
+                    registrations: KVec::new(),
+                    closed: false,
+                }),
+                events: Atomic::new(0),
+                overflows: Atomic::new(0),
+                destroyed <- Completion::new(),
+                teardown <- new_work!("rrds_xrc_teardown"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Creates the target's QP in `pd` with what its backend needs (a CQ and
+    /// an SRQ, or an XRC domain), moves it to INIT on the target's port and
+    /// keeps it in `resources`.
+    ///
+    /// Errors: those of creating the verbs objects or of the transition; what
+    /// was created is destroyed before returning, and nothing is kept.
+    fn create_qp(self: &Arc<Self>, pd: &ProtectionDomain) -> Result {
+        let raw = self.device.handle();
+        let context = Arc::as_ptr(self);
+        let resources = match self.backend {
+            Backend::Emulated => {
+                let cq = CompletionQueue::alloc(raw, 4)?;
+                let srq = SharedReceiveQueue::create(pd, 1)?;
+                // SAFETY: The target outlives its QP (type invariant of `Target`): the QP
+                // is kept in `resources` or dropped here, under the caller's `Arc`.
+                let qp = unsafe {
+                    OwnedQp::create(pd, TargetKind::RcOnSrq { srq: &srq, cq: &cq }, context)?
+                };
+                Resources::Emulated {
+                    qp,
+                    _srq: srq,
+                    _cq: cq,
+                }
+            }
+            Backend::Xrc => {
+                let xrcd = XrcDomain::alloc(raw)?;
+                // SAFETY: As above.
+                let qp =
+                    unsafe { OwnedQp::create(pd, TargetKind::XrcTarget { xrcd: &xrcd }, context)? };
+                Resources::Xrc { qp, _xrcd: xrcd }
+            }
+        };
+        resources.qp().modify_state(QPS_INIT, self.port)?;
+        self.qp_num.store(resources.qp().qp_num(), Relaxed);
+        *self.resources.lock() = Some(resources);
+        Ok(())
+    }
+
+    /// Attaches the creator's `registration`, alone in `first`, and lists the
+    /// target in the table, where `register` finds it; under the PD lock (see
+    /// `create`).
+    ///
+    /// Errors: `EDQUOT` or `ENOSPC` if the limits of [`check_limits`] were
+    /// reached meanwhile, or `ENOMEM`; the registration is detached then.
+    fn publish(
+        self: &Arc<Self>,
+        first: KVec<Arc<Registration>>,
+        registration: &Arc<Registration>,
+    ) -> Result {
+        self.fanout.lock().registrations = first;
+        watch_exit(registration);
+        let mut targets = TARGETS.lock();
+        let pushed = check_limits(&targets, self.net, self.owner_uid)
+            .and_then(|()| Ok(targets.push(self.clone(), GFP_KERNEL)?));
+        if let Err(e) = pushed {
+            drop(targets);
+            registration.detach();
+            return Err(e);
+        }
+        Ok(())
+    }
+
     pub(crate) fn qp_num(&self) -> u32 {
         self.qp_num.load(Relaxed)
     }
@@ -512,28 +609,7 @@ pub(crate) fn create(
     // Refused before any device resource is spent; checked again, for
     // good, when the target joins the table.
     check_limits(&TARGETS.lock(), net, owner_uid)?;
-    let target_device = device.clone();
-    let target = Arc::pin_init(
-        try_pin_init!(Target {
-            net,
-            owner_uid,
-            device: target_device,
-            backend,
-            port,
-            qp_num: Atomic::new(0),
-            resources <- new_mutex!(None),
-            destroying <- new_mutex!(()),
-            fanout <- new_irq_spinlock!(Fanout {
-                registrations: KVec::new(),
-                closed: false,
-            }),
-            events: Atomic::new(0),
-            overflows: Atomic::new(0),
-            destroyed <- Completion::new(),
-            teardown <- new_work!("rrds_xrc_teardown"),
-        }),
-        GFP_KERNEL,
-    )?;
+    let target = Target::new(net, owner_uid, device.clone(), backend, port)?;
     let registration = Registration::new(target.clone(), sink)?;
     // On the socket before any event can reach it (see `register`).
     registration.sink.adopt(&registration)?;
@@ -543,45 +619,8 @@ pub(crate) fn create(
     // the target in the table or keeps it from being created.
     device
         .with_pd(|pd| {
-            let raw = device.handle();
-            let context = Arc::as_ptr(&target);
-            let resources = match backend {
-                Backend::Emulated => {
-                    let cq = CompletionQueue::alloc(raw, 4)?;
-                    let srq = SharedReceiveQueue::create(pd, 1)?;
-                    // SAFETY: The target outlives its QP (type invariant of `Target`).
-                    let qp = unsafe {
-                        OwnedQp::create(pd, TargetKind::RcOnSrq { srq: &srq, cq: &cq }, context)?
-                    };
-                    Resources::Emulated {
-                        qp,
-                        _srq: srq,
-                        _cq: cq,
-                    }
-                }
-                Backend::Xrc => {
-                    let xrcd = XrcDomain::alloc(raw)?;
-                    // SAFETY: As above.
-                    let qp = unsafe {
-                        OwnedQp::create(pd, TargetKind::XrcTarget { xrcd: &xrcd }, context)?
-                    };
-                    Resources::Xrc { qp, _xrcd: xrcd }
-                }
-            };
-            resources.qp().modify_state(QPS_INIT, port)?;
-            target.qp_num.store(resources.qp().qp_num(), Relaxed);
-            *target.resources.lock() = Some(resources);
-            target.fanout.lock().registrations = first;
-            watch_exit(&registration);
-            let mut targets = TARGETS.lock();
-            let pushed = check_limits(&targets, net, owner_uid)
-                .and_then(|()| Ok(targets.push(target.clone(), GFP_KERNEL)?));
-            if let Err(e) = pushed {
-                drop(targets);
-                registration.detach();
-                return Err(e);
-            }
-            Ok(())
+            target.create_qp(pd)?;
+            target.publish(first, &registration)
         })
         .inspect_err(|_| {
             // Not in the table: destroy whatever was built, here.
