@@ -120,6 +120,15 @@ impl UseOnce {
     }
 }
 
+/// The QP a socket finds in its namespace's slot (`SocketMrs::join_slot`).
+enum SlotQp {
+    /// The slot's QP, up.
+    Up(Arc<RegQp>),
+    /// None is up: the caller connects one. Holds the failed QP taken out of
+    /// the slot, if there was one, to shut down with the device lock dropped.
+    Down(Option<Arc<RegQp>>),
+}
+
 /// The MRs of one socket, by rkey, and the registration QP they use.
 pub(crate) struct SocketMrs {
     owner: Arc<Owner>,
@@ -341,6 +350,33 @@ impl SocketMrs {
                 self.leave();
             }
         }
+        let failed = match self.join_slot(net, device)? {
+            SlotQp::Up(qp) => return Ok(qp),
+            SlotQp::Down(failed) => failed,
+        };
+        // Connect (or reconnect after a failure) with the device lock dropped:
+        // the connection's handlers take it. Sockets racing here may each
+        // connect; the first to finish is kept.
+        if let Some(failed) = failed {
+            stats::inc(Stat::MrQpRecreated);
+            failed.shut_down();
+        }
+        let connected = if knobs::FAIL_NEXT_CONNECT.xchg(false, Relaxed) {
+            Err(ETIMEDOUT)
+        } else {
+            RegQp::connect(net, device.device.clone(), addr)
+        };
+        Self::keep_connected(net, device, connected)
+    }
+
+    /// Joins `device`'s slot for `net` (made if missing), unless the socket
+    /// already uses it, and looks at the slot's QP, under the device lock.
+    ///
+    /// Returns [`SlotQp::Up`] with the slot's QP if it is up, else
+    /// [`SlotQp::Down`] with the failed QP it took out of the slot, if any,
+    /// for the caller to shut down. Errors: `ENODEV` if the device is gone,
+    /// `ENOMEM`, or the error of the last connect while it is held down.
+    fn join_slot(&mut self, net: NetRef, device: &Arc<MrDevice>) -> Result<SlotQp> {
         let joined = self.user.is_some();
         let mut d = device.state.lock();
         if d.gone {
@@ -366,7 +402,7 @@ impl SocketMrs {
             self.user = Some((device.clone(), net));
         }
         if let Some(qp) = d.qps[i].qp.as_ref().filter(|qp| qp.is_up()) {
-            return Ok(qp.clone());
+            return Ok(SlotQp::Up(qp.clone()));
         }
         if let Some((e, at)) = d.qps[i].connect_failed {
             if at.elapsed().as_millis() < CONNECT_HOLD_DOWN_MS {
@@ -374,20 +410,23 @@ impl SocketMrs {
                 return Err(e);
             }
         }
-        // Connect (or reconnect after a failure) with the device lock dropped:
-        // the connection's handlers take it. Sockets racing here may each
-        // connect; the first to finish is kept.
         let failed = d.qps[i].qp.take();
         drop(d);
-        if let Some(failed) = failed {
-            stats::inc(Stat::MrQpRecreated);
-            failed.shut_down();
-        }
-        let connected = if knobs::FAIL_NEXT_CONNECT.xchg(false, Relaxed) {
-            Err(ETIMEDOUT)
-        } else {
-            RegQp::connect(net, device.device.clone(), addr)
-        };
+        Ok(SlotQp::Down(failed))
+    }
+
+    /// Records the outcome of a socket's `connected` attempt in `device`'s
+    /// slot for `net`, under the device lock: a failure not cut short by a
+    /// signal holds further connects down; a new QP is kept unless another
+    /// socket's, connected first, is up.
+    ///
+    /// Returns the QP the slot keeps. Errors: the connect's own, or `ENODEV`
+    /// if the device or the slot went meanwhile (the new QP is shut down).
+    fn keep_connected(
+        net: NetRef,
+        device: &Arc<MrDevice>,
+        connected: Result<Arc<RegQp>>,
+    ) -> Result<Arc<RegQp>> {
         let mut d = device.state.lock();
         let gone = d.gone;
         let slot = d.qps.iter_mut().find(|s| s.net == net);
