@@ -642,7 +642,6 @@ impl Rings {
                     maps
                 }
             };
-            let cqe = path.cqe(TAG_SEND);
             // Only the operation's last request, and every `RDMA_SIGNAL_EVERY`th,
             // raise a completion when all goes well: each stands for the ones
             // before it. The periodic ones free slots for the rest of an
@@ -650,42 +649,75 @@ impl Rings {
             let last = first + count == op.chunk_count();
             let signalled =
                 last || (first / per_request) % RDMA_SIGNAL_EVERY == RDMA_SIGNAL_EVERY - 1;
-            let posted = match op.atomic() {
-                Some(a) => self.qp.post_atomic(
-                    cqe,
-                    &mut sges[0],
-                    a.opcode,
-                    remote,
-                    op.rkey(),
-                    [a.compare_add, a.swap, a.compare_add_mask, a.swap_mask],
-                ),
-                None => self.qp.post_rdma(
-                    cqe,
-                    &mut sges[..count],
-                    op.is_write(),
-                    remote,
-                    op.rkey(),
-                    signalled,
-                ),
-            };
+            let posted = self.post_rdma_request(path, op, &mut sges, count, remote, signalled);
             if posted.is_err() {
                 return false;
             }
-            let slot = self.send_posted % SEND_SLOTS;
-            self.send_slots[slot] = SendSlot {
-                maps: [None, None],
-                rdma_maps: maps,
-                message: Some(message.clone()),
-                rdma: Some(last),
-                unsignalled: !signalled,
-                packed: None,
-            };
-            self.posted(signalled);
+            self.fill_rdma_slot(maps, message.clone(), last, signalled);
             if let Some(p) = &mut self.partial {
                 p.rdma_next += count;
             }
         }
         true
+    }
+
+    /// Posts one request of `op` at `remote`: its atomic operation on
+    /// `sges[0]`, always signalled, or an RDMA WRITE or READ gathering
+    /// `sges[..count]`, signalled if `signalled`.
+    ///
+    /// Errors: those of the post, which leaves the ring as it was.
+    #[inline]
+    fn post_rdma_request(
+        &self,
+        path: &IbPath,
+        op: &RdmaOp,
+        sges: &mut [bindings::ib_sge; MAX_RDMA_SGES],
+        count: usize,
+        remote: u64,
+        signalled: bool,
+    ) -> Result {
+        let cqe = path.cqe(TAG_SEND);
+        match op.atomic() {
+            Some(a) => self.qp.post_atomic(
+                cqe,
+                &mut sges[0],
+                a.opcode,
+                remote,
+                op.rkey(),
+                [a.compare_add, a.swap, a.compare_add_mask, a.swap_mask],
+            ),
+            None => self.qp.post_rdma(
+                cqe,
+                &mut sges[..count],
+                op.is_write(),
+                remote,
+                op.rkey(),
+                signalled,
+            ),
+        }
+    }
+
+    /// A request of `message`'s RDMA operation was posted (its `last`, or
+    /// not): the next send slot keeps its `maps` and `message` until it
+    /// completes.
+    #[inline]
+    fn fill_rdma_slot(
+        &mut self,
+        maps: KVec<DmaMapping>,
+        message: Arc<Message>,
+        last: bool,
+        signalled: bool,
+    ) {
+        let slot = self.send_posted % SEND_SLOTS;
+        self.send_slots[slot] = SendSlot {
+            maps: [None, None],
+            rdma_maps: maps,
+            message: Some(message),
+            rdma: Some(last),
+            unsignalled: !signalled,
+            packed: None,
+        };
+        self.posted(signalled);
     }
 
     /// Maps chunks `first..first + count` of `op` for one request.
