@@ -53,143 +53,200 @@ pub(super) fn set_option(
         bindings::RDS_GET_MR | bindings::RDS_GET_MR_FOR_DEST => {
             memory::get_mr(&state, name, &value)
         }
-        bindings::RDS_FREE_MR => {
-            if value.len() != core::mem::size_of::<bindings::rds_free_mr_args>() {
-                return Err(EINVAL);
-            }
-            let raw = value.read::<16>()?;
-            let (cookie, flags) = (ne_u64(&raw, 0), ne_u64(&raw, 8));
-            // Only a transport that registers memory can free or flush
-            // (upstream: EINVAL without `free_mr` / `flush_mrs`).
-            let registers = state
-                .state
-                .lock()
-                .transport
-                .is_some_and(|t| t.kind() == ib::TRANS_IB);
-            if !registers {
-                return Err(EINVAL);
-            }
-            let invalidate = flags & u64::from(bindings::RDS_RDMA_INVALIDATE) != 0;
-            state.with_mrs(|mrs| {
-                if cookie == 0 {
-                    mrs.flush()
-                } else {
-                    mrs.free(cookie, invalidate)
-                }
-            })
-        }
-        bindings::RDS_RECVERR => {
-            let v = read_int(&value)?;
-            state.state.lock().recverr = v != 0;
-            Ok(())
-        }
-        bindings::RDS_CONG_MONITOR => {
-            let on = read_int(&value)? != 0;
-            if on {
-                cong::add_monitor(Arc::<RdsSock>::from(state))?;
-                state.rx.lock().cong_monitor = true;
-            } else {
-                cong::remove_monitor(&*state);
-                let mut rx = state.rx.lock();
-                rx.cong_monitor = false;
-                rx.cong_mask = 0;
-                rx.cong_notify = 0;
-            }
-            Ok(())
-        }
-        bindings::SO_RDS_TRANSPORT => {
-            // A bound socket already has its transport.
-            if state.state.lock().transport.is_some() {
-                return Err(errno::eopnotsupp());
-            }
-            if value.len() != 4 {
-                return Err(EINVAL);
-            }
-            let t = i32::from_ne_bytes(value.read::<4>()?);
-            if !(0..TRANS_COUNT).contains(&t) {
-                return Err(EINVAL);
-            }
-            if t != ib::TRANS_IB {
-                // TCP (2) is not provided; GAP (1) never is.
-                return Err(errno::enoprotoopt());
-            }
-            state.state.lock().pinned_ib = true;
-            Ok(())
-        }
+        bindings::RDS_FREE_MR => free_mr(&state, &value),
+        bindings::RDS_RECVERR => set_recverr(&state, &value),
+        bindings::RDS_CONG_MONITOR => set_cong_monitor(state, &value),
+        bindings::SO_RDS_TRANSPORT => set_transport(&state, &value),
         bindings::SO_TIMESTAMP_OLD | bindings::SO_TIMESTAMP_NEW => {
-            // Upstream answers a wrong length with EFAULT here.
-            if value.len() != 4 {
-                return Err(EFAULT);
-            }
-            let on = i32::from_ne_bytes(value.read::<4>()?) != 0;
-            if name == bindings::SO_TIMESTAMP_NEW {
-                sk.set_flag(bindings::sock_flags_SOCK_TSTAMP_NEW, true);
-            }
-            sk.set_flag(bindings::sock_flags_SOCK_RCVTSTAMP, on);
-            Ok(())
+            set_rcv_timestamp(sk, name, &value)
         }
-        bindings::SO_RDS_MSG_RXPATH_LATENCY => {
-            if value.len() != core::mem::size_of::<bindings::rds_rx_trace_so>() {
-                return Err(EFAULT);
-            }
-            let raw = value.read::<4>()?;
-            let count = raw[0];
-            if usize::from(count) > raw.len() - 1 {
-                return Err(EFAULT);
-            }
-            let mut rx = state.rx.lock();
-            rx.rx_trace_count = count;
-            for i in 0..usize::from(count) {
-                if usize::from(raw[1 + i]) >= rx.rx_trace_pos.len() {
-                    // Upstream stores the earlier positions, then resets the count.
-                    rx.rx_trace_count = 0;
-                    return Err(EFAULT);
-                }
-                rx.rx_trace_pos[i] = raw[1 + i];
-            }
-            Ok(())
-        }
-        bindings::RRDS_XRC_REGISTER | bindings::RRDS_XRC_UNREGISTER => {
-            let args = read_xrc_qp(&value)?;
-            let (device, _) = memory::bound_device(&state).map_err(|e| {
-                // Unregistering through a socket whose device is gone: every
-                // registration on that device ended with it.
-                let device_gone = e != errno::enotconn() && e != errno::eopnotsupp();
-                if name == bindings::RRDS_XRC_UNREGISTER && device_gone {
-                    ENOENT
-                } else {
-                    e
-                }
-            })?;
-            if name == bindings::RRDS_XRC_REGISTER {
-                xrc::register(Arc::<RdsSock>::from(state), &device, args.qp_num)?;
-            } else {
-                let registration = xrc::unregister(state.net, &device, args.qp_num)?;
-                registration.sink().forget(&registration);
-            }
-            Ok(())
-        }
-        bindings::RRDS_XRC_INJECT => {
-            if value.len() != core::mem::size_of::<bindings::rrds_xrc_inject>() {
-                return Err(EINVAL);
-            }
-            // SAFETY: No preconditions.
-            if !unsafe { bindings::rrds_capable_net_admin() } {
-                return Err(EPERM);
-            }
-            let raw = value.read::<16>()?;
-            let word = |i: usize| u32::from_ne_bytes([raw[i], raw[i + 1], raw[i + 2], raw[i + 3]]);
-            let args = bindings::rrds_xrc_inject {
-                qp_num: word(0),
-                action: word(4),
-                event: word(8),
-                reserved: word(12),
-            };
-            let (device, _) = memory::bound_device(&state)?;
-            xrc::inject(state.net, &device, &args)
-        }
+        bindings::SO_RDS_MSG_RXPATH_LATENCY => set_rxpath_latency(&state, &value),
+        bindings::RRDS_XRC_REGISTER => xrc_register(state, &value),
+        bindings::RRDS_XRC_UNREGISTER => xrc_unregister(&state, &value),
+        bindings::RRDS_XRC_INJECT => xrc_inject(&state, &value),
         _ => Err(errno::enoprotoopt()),
     }
+}
+
+/// `RDS_FREE_MR`: frees the MR of a cookie, or with cookie 0 waits for the
+/// socket's freed MRs to be invalid and releases the device's pooled ones
+/// (rdma.c `rds_free_mr`). In order: EINVAL for a length other than
+/// `struct rds_free_mr_args`, EFAULT, EINVAL on a socket with no
+/// memory-registering transport (unbound or loopback), then the MR table's
+/// errors (EINVAL for an unknown cookie, ETIMEDOUT).
+fn free_mr(state: &RdsSock, value: &SockOptValue) -> Result {
+    if value.len() != core::mem::size_of::<bindings::rds_free_mr_args>() {
+        return Err(EINVAL);
+    }
+    let raw = value.read::<16>()?;
+    let (cookie, flags) = (ne_u64(&raw, 0), ne_u64(&raw, 8));
+    // Only a transport that registers memory can free or flush
+    // (upstream: EINVAL without `free_mr` / `flush_mrs`).
+    let registers = state
+        .state
+        .lock()
+        .transport
+        .is_some_and(|t| t.kind() == ib::TRANS_IB);
+    if !registers {
+        return Err(EINVAL);
+    }
+    let invalidate = flags & u64::from(bindings::RDS_RDMA_INVALIDATE) != 0;
+    state.with_mrs(|mrs| {
+        if cookie == 0 {
+            mrs.flush()
+        } else {
+            mrs.free(cookie, invalidate)
+        }
+    })
+}
+
+/// `RDS_RECVERR`: whether failed RDMA and atomic operations are reported to
+/// the sender even without `RDS_RDMA_NOTIFY_ME`, stored as a boolean.
+/// EINVAL below 4 bytes, EFAULT.
+fn set_recverr(state: &RdsSock, value: &SockOptValue) -> Result {
+    let v = read_int(value)?;
+    state.state.lock().recverr = v != 0;
+    Ok(())
+}
+
+/// `RDS_CONG_MONITOR`: a boolean. On joins the sockets told when a congested
+/// port clears; off leaves them and forgets recorded and pending ports.
+/// EINVAL below 4 bytes, EFAULT; ENOMEM joining.
+fn set_cong_monitor(state: ArcBorrow<'_, RdsSock>, value: &SockOptValue) -> Result {
+    let on = read_int(value)? != 0;
+    if on {
+        cong::add_monitor(Arc::<RdsSock>::from(state))?;
+        state.rx.lock().cong_monitor = true;
+    } else {
+        cong::remove_monitor(&*state);
+        let mut rx = state.rx.lock();
+        rx.cong_monitor = false;
+        rx.cong_mask = 0;
+        rx.cong_notify = 0;
+    }
+    Ok(())
+}
+
+/// `SO_RDS_TRANSPORT`: pins an unbound socket to the IB transport. Checked
+/// in upstream's order: EOPNOTSUPP once a transport is attached, EINVAL for
+/// a length other than 4, EFAULT, EINVAL for a value outside the transport
+/// numbers, ENOPROTOOPT for a transport rrds does not provide.
+fn set_transport(state: &RdsSock, value: &SockOptValue) -> Result {
+    // A bound socket already has its transport.
+    if state.state.lock().transport.is_some() {
+        return Err(errno::eopnotsupp());
+    }
+    if value.len() != 4 {
+        return Err(EINVAL);
+    }
+    let t = i32::from_ne_bytes(value.read::<4>()?);
+    if !(0..TRANS_COUNT).contains(&t) {
+        return Err(EINVAL);
+    }
+    if t != ib::TRANS_IB {
+        // TCP (2) is not provided; GAP (1) never is.
+        return Err(errno::enoprotoopt());
+    }
+    state.state.lock().pinned_ib = true;
+    Ok(())
+}
+
+/// `SO_TIMESTAMP_OLD` / `SO_TIMESTAMP_NEW` at level SOL_RDS: the value turns
+/// receive timestamps on or off; `_NEW` also selects the 64-bit layout,
+/// which nothing here clears (af_rds.c `rds_enable_recvtstamp`). EFAULT for
+/// a length other than 4, and on the copy.
+fn set_rcv_timestamp(sk: &Sock, name: u32, value: &SockOptValue) -> Result {
+    // Upstream answers a wrong length with EFAULT here.
+    if value.len() != 4 {
+        return Err(EFAULT);
+    }
+    let on = i32::from_ne_bytes(value.read::<4>()?) != 0;
+    if name == bindings::SO_TIMESTAMP_NEW {
+        sk.set_flag(bindings::sock_flags_SOCK_TSTAMP_NEW, true);
+    }
+    sk.set_flag(bindings::sock_flags_SOCK_RCVTSTAMP, on);
+    Ok(())
+}
+
+/// `SO_RDS_MSG_RXPATH_LATENCY`: the receive-path trace points reported with
+/// each message (af_rds.c `rds_recv_track_latency`). EFAULT for a length
+/// other than `struct rds_rx_trace_so`, on the copy, for more points than
+/// the socket keeps, and for a point out of range.
+fn set_rxpath_latency(state: &RdsSock, value: &SockOptValue) -> Result {
+    if value.len() != core::mem::size_of::<bindings::rds_rx_trace_so>() {
+        return Err(EFAULT);
+    }
+    let raw = value.read::<4>()?;
+    let count = raw[0];
+    if usize::from(count) > raw.len() - 1 {
+        return Err(EFAULT);
+    }
+    let mut rx = state.rx.lock();
+    rx.rx_trace_count = count;
+    for i in 0..usize::from(count) {
+        if usize::from(raw[1 + i]) >= rx.rx_trace_pos.len() {
+            // Upstream stores the earlier positions, then resets the count.
+            rx.rx_trace_count = 0;
+            return Err(EFAULT);
+        }
+        rx.rx_trace_pos[i] = raw[1 + i];
+    }
+    Ok(())
+}
+
+/// `RRDS_XRC_REGISTER`: registers the calling process with the XRC target
+/// `qp_num` on the socket's device. EINVAL for a bad `struct rrds_xrc_qp`,
+/// then `memory::bound_device`'s errors, then `xrc::register`'s.
+fn xrc_register(state: ArcBorrow<'_, RdsSock>, value: &SockOptValue) -> Result {
+    let args = read_xrc_qp(value)?;
+    let (device, _) = memory::bound_device(&state)?;
+    xrc::register(Arc::<RdsSock>::from(state), &device, args.qp_num)?;
+    Ok(())
+}
+
+/// `RRDS_XRC_UNREGISTER`: ends the calling process's registration with the
+/// XRC target `qp_num`. EINVAL for a bad `struct rrds_xrc_qp`, then ENOTCONN
+/// unbound, EOPNOTSUPP on loopback, ENOENT for any other failure to find the
+/// device (it is gone), then `xrc::unregister`'s errors.
+fn xrc_unregister(state: &RdsSock, value: &SockOptValue) -> Result {
+    let args = read_xrc_qp(value)?;
+    let (device, _) = memory::bound_device(state).map_err(|e| {
+        // Unregistering through a socket whose device is gone: every
+        // registration on that device ended with it.
+        let device_gone = e != errno::enotconn() && e != errno::eopnotsupp();
+        if device_gone {
+            ENOENT
+        } else {
+            e
+        }
+    })?;
+    let registration = xrc::unregister(state.net, &device, args.qp_num)?;
+    registration.sink().forget(&registration);
+    Ok(())
+}
+
+/// `RRDS_XRC_INJECT`, a test hook: moves an XRC target's QP to error or
+/// synthesizes one of its events. EINVAL for a length other than
+/// `struct rrds_xrc_inject`, then EPERM without CAP_NET_ADMIN, EFAULT,
+/// `memory::bound_device`'s errors, then `xrc::inject`'s.
+fn xrc_inject(state: &RdsSock, value: &SockOptValue) -> Result {
+    if value.len() != core::mem::size_of::<bindings::rrds_xrc_inject>() {
+        return Err(EINVAL);
+    }
+    // SAFETY: No preconditions.
+    if !unsafe { bindings::rrds_capable_net_admin() } {
+        return Err(EPERM);
+    }
+    let raw = value.read::<16>()?;
+    let word = |i: usize| u32::from_ne_bytes([raw[i], raw[i + 1], raw[i + 2], raw[i + 3]]);
+    let args = bindings::rrds_xrc_inject {
+        qp_num: word(0),
+        action: word(4),
+        event: word(8),
+        reserved: word(12),
+    };
+    let (device, _) = memory::bound_device(state)?;
+    xrc::inject(state.net, &device, &args)
 }
 
 /// A `struct rrds_xrc_qp` option value: exactly its size, reserved 0.
