@@ -356,19 +356,47 @@ pub(crate) fn find_or_create(
     lookup(key, transport, false)
 }
 
+/// The connection for `key`, created on first use; `user` makes the caller
+/// one of its users.
 fn lookup(key: ConnKey, transport: &'static dyn Transport, user: bool) -> Result<Arc<Connection>> {
     let users = usize::from(user);
-    {
-        let mut guard = CONNS.lock();
-        let table = guard.get_or_insert_with(ConnTable::default);
-        if let Some(e) = table.find_mut(&key) {
-            e.users += users;
-            return Ok(e.conn.clone());
-        }
-        // Refused before anything is allocated; checked again, for good, below.
-        table.check_limits(key.net, key.faddr)?;
+    if let Some(conn) = find_or_check_limits(&key, users)? {
+        return Ok(conn);
     }
     let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+    let (conn, fcong) = new_connection(key, transport)?;
+    insert_new(key, node, conn, fcong, users)
+}
+
+/// Returns the table's connection for `key`, which gains `users` users, or
+/// `None` if there is none and the limits allow one more.
+///
+/// # Errors
+///
+/// `ENOBUFS` if the limits refuse one more (see [`ConnTable::check_limits`]).
+fn find_or_check_limits(key: &ConnKey, users: usize) -> Result<Option<Arc<Connection>>> {
+    let mut guard = CONNS.lock();
+    let table = guard.get_or_insert_with(ConnTable::default);
+    if let Some(e) = table.find_mut(key) {
+        e.users += users;
+        return Ok(Some(e.conn.clone()));
+    }
+    // Refused before anything is allocated; checked again, for good, by `insert_new`.
+    table.check_limits(key.net, key.faddr)?;
+    Ok(None)
+}
+
+/// Returns a new connection for `key` over `transport`, not yet in the
+/// table, and the use of the peer's congestion map taken for it: the caller
+/// ends that use with `cong::put` if the connection is not kept.
+///
+/// # Errors
+///
+/// Those of `cong::get` and of the transport's `new_path`; `ENOMEM`.
+fn new_connection(
+    key: ConnKey,
+    transport: &'static dyn Transport,
+) -> Result<(Arc<Connection>, Arc<CongMap>)> {
     // A loopback receiver is one of our sockets; an IB peer speaks for itself.
     let side = if transport.kind() == crate::transport::loopback::TRANS_LOOP {
         cong::Side::Local
@@ -403,13 +431,33 @@ fn lookup(key: ConnKey, transport: &'static dyn Transport, user: bool) -> Result
         }),
         GFP_KERNEL,
     );
-    let conn = match conn {
-        Ok(c) => c,
+    match conn {
+        Ok(c) => Ok((c, fcong)),
         Err(e) => {
             cong::put(fcong);
-            return Err(e);
+            Err(e)
         }
-    };
+    }
+}
+
+/// Puts `conn`, new for `key`, in the table with `users` users in the slot
+/// `node` reserves, and binds its path. `fcong` is the congestion map use
+/// [`new_connection`] took: it is ended here unless `conn` is kept.
+///
+/// Returns `conn`, or the connection another thread put there meanwhile
+/// (which gains the `users`).
+///
+/// # Errors
+///
+/// `ENOBUFS` if the limits now refuse `conn` (see [`ConnTable::check_limits`]);
+/// `ENOMEM`.
+fn insert_new(
+    key: ConnKey,
+    node: RBTreeNodeReservation<ConnKey, ConnEntry>,
+    conn: Arc<Connection>,
+    fcong: Arc<CongMap>,
+    users: usize,
+) -> Result<Arc<Connection>> {
     let mut guard = CONNS.lock();
     let table = guard.get_or_insert_with(ConnTable::default);
     // Another thread may have created it meanwhile: use that one.
@@ -438,7 +486,20 @@ fn lookup(key: ConnKey, transport: &'static dyn Transport, user: bool) -> Result
         return Err(e);
     }
     // Not yet visible to anyone else but through the table, whose lock we hold.
-    if let Some(r) = take_resume(&key) {
+    take_up_resume(&key, &conn);
+    // Under the table lock, so `forget_net` cannot kill the path before it is bound.
+    if let Some(path) = &conn.path {
+        path.bind(conn.clone());
+    }
+    drop(guard);
+    Ok(conn)
+}
+
+/// Gives `conn`, new for `key`, the sequence numbers and incarnations a
+/// forgotten connection with the same key left (see [`Resume`]), if one did.
+/// Called under the table lock, before `conn` is visible but through it.
+fn take_up_resume(key: &ConnKey, conn: &Connection) {
+    if let Some(r) = take_resume(key) {
         {
             let mut st = conn.state.lock();
             st.next_tx_seq = r.next_tx_seq;
@@ -448,12 +509,6 @@ fn lookup(key: ConnKey, transport: &'static dyn Transport, user: bool) -> Result
             path.resume_incarnations(r.incarnations);
         }
     }
-    // Under the table lock, so `forget_net` cannot kill the path before it is bound.
-    if let Some(path) = &conn.path {
-        path.bind(conn.clone());
-    }
-    drop(guard);
-    Ok(conn)
 }
 
 /// Ends a use of `conn` begun by [`get`]. The last user of an idle
