@@ -109,6 +109,69 @@ pub(crate) struct Atomic64 {
 /// `sizeof(struct rds_atomic_args)`.
 pub(crate) const ATOMIC_ARGS_LEN: usize = 72;
 
+impl Atomic64 {
+    /// Decodes the values of `struct rds_atomic_args` (`args`, at least
+    /// `ATOMIC_ARGS_LEN` bytes) for cmsg type `kind`.
+    ///
+    /// Returns them and whether the device can do that form (`atomic`,
+    /// `masked`: whether it has plain and masked atomics).
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` if `kind` is no atomic operation.
+    fn decode(kind: u32, args: &[u8], (atomic, masked): (bool, bool)) -> Result<(Self, bool)> {
+        let (u0, u1, u2, u3) = (
+            ne_u64(args, 24),
+            ne_u64(args, 32),
+            ne_u64(args, 40),
+            ne_u64(args, 48),
+        );
+        let (opcode, compare_add, swap, compare_add_mask, swap_mask, supported) = match kind {
+            bindings::RDS_CMSG_ATOMIC_FADD => (
+                bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD,
+                u0,
+                0,
+                0,
+                0,
+                atomic,
+            ),
+            bindings::RDS_CMSG_ATOMIC_CSWP => (
+                bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP,
+                u0,
+                u1,
+                0,
+                0,
+                atomic,
+            ),
+            bindings::RDS_CMSG_MASKED_ATOMIC_FADD => (
+                bindings::ib_wr_opcode_IB_WR_MASKED_ATOMIC_FETCH_AND_ADD,
+                u0,
+                0,
+                u1,
+                0,
+                masked,
+            ),
+            bindings::RDS_CMSG_MASKED_ATOMIC_CSWP => (
+                bindings::ib_wr_opcode_IB_WR_MASKED_ATOMIC_CMP_AND_SWP,
+                u0,
+                u1,
+                u2,
+                u3,
+                masked,
+            ),
+            _ => return Err(EINVAL),
+        };
+        let values = Atomic64 {
+            opcode,
+            compare_add,
+            swap,
+            compare_add_mask,
+            swap_mask,
+        };
+        Ok((values, supported))
+    }
+}
+
 impl Notify {
     /// Who hears of an operation with `flags` and `token`: the socket with
     /// `RDS_RDMA_NOTIFY_ME`, or with `RDS_RECVERR` on (failures only).
@@ -187,6 +250,31 @@ fn new_unpin() -> Result<Pin<KBox<DeferredUnpin>>> {
     )
 }
 
+/// Reads the `count` local iovecs (`struct rds_iovec`, 16 bytes each) at
+/// user address `addr` into kernel memory, once: the operation is built
+/// from this copy.
+///
+/// Returns the iovecs' bytes.
+///
+/// # Errors
+///
+/// `EINVAL` for no iovec, `EMSGSIZE` for more than `MAX_LOCAL_VECS`, and
+/// those of allocation and of the copy.
+fn read_local_vecs(addr: u64, count: u64) -> Result<KVec<u8>> {
+    if count == 0 {
+        return Err(EINVAL);
+    }
+    if count > MAX_LOCAL_VECS {
+        return Err(EMSGSIZE);
+    }
+    let count = count as usize;
+    let mut raw = KVec::with_capacity(count * 16, GFP_KERNEL)?;
+    UserSlice::new(UserPtr::from_addr(addr as usize), count * 16)
+        .reader()
+        .read_all(&mut raw, GFP_KERNEL)?;
+    Ok(raw)
+}
+
 impl Drop for RdmaOp {
     fn drop(&mut self) {
         let Some(mut unpin) = self.unpin.take() else {
@@ -218,68 +306,25 @@ impl RdmaOp {
         let (remote_addr, remote_bytes) = (ne_u64(args, 8), ne_u64(args, 16));
         let (local_vec_addr, nr_local) = (ne_u64(args, 24), ne_u64(args, 32));
         let (flags, token) = (ne_u64(args, 40), ne_u64(args, 48));
-        if nr_local == 0 {
-            return Err(EINVAL);
-        }
-        if nr_local > MAX_LOCAL_VECS {
-            return Err(EMSGSIZE);
-        }
+        let raw = read_local_vecs(local_vec_addr, nr_local)?;
+        // At most `MAX_LOCAL_VECS`: `read_local_vecs` checked.
         let nr_local = nr_local as usize;
-        let mut raw = KVec::with_capacity(nr_local * 16, GFP_KERNEL)?;
-        UserSlice::new(UserPtr::from_addr(local_vec_addr as usize), nr_local * 16)
-            .reader()
-            .read_all(&mut raw, GFP_KERNEL)?;
         let write = flags & u64::from(bindings::RDS_RDMA_READWRITE) != 0;
         // A READ into registered sinks has its pages pinned by the sinks' MRs:
         // pinning them here too would charge them twice.
         let into_sinks = !write && sinks.is_some();
-        let mut op = RdmaOp {
+        let mut op = Self::pending(
             write,
-            atomic: None,
-            remote_addr: remote_addr.wrapping_add(cookie >> 32),
-            rkey: mr::cookie_key(cookie),
-            bytes: 0,
-            silent: flags & u64::from(bindings::RDS_RDMA_SILENT) != 0,
-            fence: flags & u64::from(bindings::RDS_RDMA_FENCE) != 0,
-            pages: KVec::with_capacity(nr_local, GFP_KERNEL)?,
-            sinks: KVec::new(),
-            chunks: KVec::new(),
-            notify: None,
-            state: Atomic::new(PENDING),
-            unpin: Some(new_unpin()?),
-        };
+            None,
+            remote_addr.wrapping_add(cookie >> 32),
+            cookie,
+            flags,
+            KVec::with_capacity(nr_local, GFP_KERNEL)?,
+            KVec::new(),
+        )?;
         let mut remote = 0u64;
         for vec in 0..nr_local {
-            let (addr, bytes) = (ne_u64(&raw, vec * 16), ne_u64(&raw, vec * 16 + 8));
-            if bytes > MAX_MSG_SIZE as u64 {
-                return Err(EMSGSIZE);
-            }
-            let count = mr::pages_in(addr, bytes)?;
-            op.bytes = op.bytes.checked_add(bytes as usize).ok_or(EINVAL)?;
-            // A READ writes the local pages.
-            let offset = (addr as usize) % PAGE_SIZE;
-            if !into_sinks {
-                let pinned = Pinned::pin(addr - offset as u64, count, !write)?;
-                op.pages.push(pinned, GFP_KERNEL)?;
-            }
-            let (mut left, mut start) = (bytes as usize, offset);
-            for page in 0..count {
-                let len = left.min(PAGE_SIZE - start);
-                op.chunks.push(
-                    Chunk {
-                        vec,
-                        page,
-                        offset: start,
-                        len,
-                        remote,
-                        sink: None,
-                    },
-                    GFP_KERNEL,
-                )?;
-                left -= len;
-                start = 0;
-                remote += len as u64;
-            }
+            remote = op.add_local_vec(&raw, vec, into_sinks, remote)?;
         }
         if op.bytes as u64 > remote_bytes {
             return Err(EINVAL);
@@ -290,6 +335,93 @@ impl RdmaOp {
         }
         op.notify = Notify::wanted(flags, token, sock, recverr);
         Ok(op)
+    }
+
+    /// Returns a pending operation on the peer's `remote_addr` with the key
+    /// of `cookie`, `RDS_RDMA_SILENT` and `RDS_RDMA_FENCE` as `flags` say,
+    /// over `pages` cut into `chunks`: no bytes counted yet, no sinks and
+    /// nobody to notify.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM` if its deferred unpin cannot be allocated (`pages` and
+    /// `chunks` are dropped then).
+    fn pending(
+        write: bool,
+        atomic: Option<Atomic64>,
+        remote_addr: u64,
+        cookie: u64,
+        flags: u64,
+        pages: KVec<Pinned>,
+        chunks: KVec<Chunk>,
+    ) -> Result<Self> {
+        Ok(RdmaOp {
+            write,
+            atomic,
+            remote_addr,
+            rkey: mr::cookie_key(cookie),
+            bytes: 0,
+            silent: flags & u64::from(bindings::RDS_RDMA_SILENT) != 0,
+            fence: flags & u64::from(bindings::RDS_RDMA_FENCE) != 0,
+            pages,
+            sinks: KVec::new(),
+            chunks,
+            notify: None,
+            state: Atomic::new(PENDING),
+            unpin: Some(new_unpin()?),
+        })
+    }
+
+    /// Adds local iovec `vec` of `raw` (the copied iovec array): counts its
+    /// bytes, pins its pages unless `into_sinks` (a READ into registered
+    /// sinks) and cuts it into chunks of at most a page, the first at
+    /// `remote` in the peer's range.
+    ///
+    /// Returns where in the peer's range the next iovec starts.
+    ///
+    /// # Errors
+    ///
+    /// `EMSGSIZE` for an iovec longer than a message may be, `EINVAL` if the
+    /// operation's length overflows, and those of `mr::pages_in`, of pinning
+    /// and of allocation.
+    fn add_local_vec(
+        &mut self,
+        raw: &[u8],
+        vec: usize,
+        into_sinks: bool,
+        mut remote: u64,
+    ) -> Result<u64> {
+        let (addr, bytes) = (ne_u64(raw, vec * 16), ne_u64(raw, vec * 16 + 8));
+        if bytes > MAX_MSG_SIZE as u64 {
+            return Err(EMSGSIZE);
+        }
+        let count = mr::pages_in(addr, bytes)?;
+        self.bytes = self.bytes.checked_add(bytes as usize).ok_or(EINVAL)?;
+        // A READ writes the local pages.
+        let offset = (addr as usize) % PAGE_SIZE;
+        if !into_sinks {
+            let pinned = Pinned::pin(addr - offset as u64, count, !self.write)?;
+            self.pages.push(pinned, GFP_KERNEL)?;
+        }
+        let (mut left, mut start) = (bytes as usize, offset);
+        for page in 0..count {
+            let len = left.min(PAGE_SIZE - start);
+            self.chunks.push(
+                Chunk {
+                    vec,
+                    page,
+                    offset: start,
+                    len,
+                    remote,
+                    sink: None,
+                },
+                GFP_KERNEL,
+            )?;
+            left -= len;
+            start = 0;
+            remote += len as u64;
+        }
+        Ok(remote)
     }
 
     /// Registers the READ's local memory through `reg`, each sink at most
@@ -344,52 +476,12 @@ impl RdmaOp {
         let cookie = ne_u64(args, 0);
         let (local_addr, remote_addr) = (ne_u64(args, 8), ne_u64(args, 16));
         let (flags, token) = (ne_u64(args, 56), ne_u64(args, 64));
-        let (u0, u1, u2, u3) = (
-            ne_u64(args, 24),
-            ne_u64(args, 32),
-            ne_u64(args, 40),
-            ne_u64(args, 48),
-        );
-        let (opcode, compare_add, swap, compare_add_mask, swap_mask, needs) = match kind {
-            bindings::RDS_CMSG_ATOMIC_FADD => (
-                bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD,
-                u0,
-                0,
-                0,
-                0,
-                atomic,
-            ),
-            bindings::RDS_CMSG_ATOMIC_CSWP => (
-                bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP,
-                u0,
-                u1,
-                0,
-                0,
-                atomic,
-            ),
-            bindings::RDS_CMSG_MASKED_ATOMIC_FADD => (
-                bindings::ib_wr_opcode_IB_WR_MASKED_ATOMIC_FETCH_AND_ADD,
-                u0,
-                0,
-                u1,
-                0,
-                masked,
-            ),
-            bindings::RDS_CMSG_MASKED_ATOMIC_CSWP => (
-                bindings::ib_wr_opcode_IB_WR_MASKED_ATOMIC_CMP_AND_SWP,
-                u0,
-                u1,
-                u2,
-                u3,
-                masked,
-            ),
-            _ => return Err(EINVAL),
-        };
+        let (values, supported) = Atomic64::decode(kind, args, (atomic, masked))?;
         // Upstream's order: the arguments first, then what the device can do.
         if local_addr % 8 != 0 {
             return Err(EFAULT);
         }
-        if !needs {
+        if !supported {
             return Err(crate::errno::eopnotsupp());
         }
         // The target must be 8-byte aligned too (IB atomics): upstream posts it
@@ -400,27 +492,17 @@ impl RdmaOp {
         }
         let offset = (local_addr as usize) % PAGE_SIZE;
         let pinned = Pinned::pin(local_addr - offset as u64, 1, true)?;
-        let mut op = RdmaOp {
-            write: false,
-            atomic: Some(Atomic64 {
-                opcode,
-                compare_add,
-                swap,
-                compare_add_mask,
-                swap_mask,
-            }),
+        let mut op = Self::pending(
+            false,
+            Some(values),
             remote_addr,
-            rkey: mr::cookie_key(cookie),
-            bytes: 8,
-            silent: flags & u64::from(bindings::RDS_RDMA_SILENT) != 0,
-            fence: flags & u64::from(bindings::RDS_RDMA_FENCE) != 0,
-            pages: KVec::with_capacity(1, GFP_KERNEL)?,
-            sinks: KVec::new(),
-            chunks: KVec::with_capacity(1, GFP_KERNEL)?,
-            notify: None,
-            state: Atomic::new(PENDING),
-            unpin: Some(new_unpin()?),
-        };
+            cookie,
+            flags,
+            KVec::with_capacity(1, GFP_KERNEL)?,
+            KVec::with_capacity(1, GFP_KERNEL)?,
+        )?;
+        // It moves the 8-byte local result.
+        op.bytes = 8;
         op.pages.push(pinned, GFP_KERNEL)?;
         op.chunks.push(
             Chunk {
