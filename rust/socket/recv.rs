@@ -11,7 +11,8 @@ use kernel::{
 use super::{
     bind,
     Incoming,
-    RdsSock, //
+    RdsSock,
+    RecvQueue, //
 };
 use crate::{
     addr::Endpoint,
@@ -167,6 +168,46 @@ fn rx_trace_cmsg(count: u8, pos: [u8; 3], stamps: [u64; 4]) -> [u8; 32] {
     out
 }
 
+/// What recvmsg keeps of the message at the head of the receive queue, read
+/// under the queue's lock: the message, and the socket's receive options as
+/// they were then.
+struct Taken {
+    header: Header,
+    from: Endpoint,
+    message: Arc<Message>,
+    /// Wall-clock receive time in ns, if SO_TIMESTAMP was on when it arrived.
+    received_ns: Option<u64>,
+    /// Trace clock readings for `RDS_CMSG_RXPATH_LATENCY`: header seen and
+    /// receive started (both when seen), queued, and read (set when reported).
+    stamps: [u64; 4],
+    /// `SO_RDS_MSG_RXPATH_LATENCY`: how many trace points, and which.
+    trace_count: u8,
+    trace_pos: [u8; 3],
+    /// The bound IPv6 scope id, which IPv6 sources are reported with.
+    scope: u32,
+}
+
+impl Taken {
+    /// The message at the head of `rx`, if there is one.
+    fn of_head(rx: &RecvQueue) -> Option<Self> {
+        let head = rx.messages.front()?;
+        Some(Self {
+            header: head.header,
+            from: head.from,
+            message: head.message.clone(),
+            received_ns: head.received_ns,
+            stamps: [head.seen_ns, head.seen_ns, head.queued_ns, 0],
+            trace_count: rx.rx_trace_count,
+            trace_pos: rx.rx_trace_pos,
+            scope: rx.bound_scope,
+        })
+    }
+}
+
+/// recvmsg (`rds_recvmsg`): reports a pending notification, or reads the
+/// message at the head of the receive queue with its control messages and
+/// source address. Returns the bytes copied, or with `MSG_TRUNC` the
+/// message's whole length.
 pub(super) fn recvmsg(
     state: &RdsSock,
     sk: &Sock,
@@ -182,12 +223,50 @@ pub(super) fn recvmsg(
         return Err(EAGAIN);
     }
     let peek = flags & bindings::MSG_PEEK != 0;
-    let mut timeo = if flags & bindings::MSG_DONTWAIT != 0 {
+    let Some(taken) = take_next(state, sk, msg, len, peek, recv_timeout(sk, flags))? else {
+        // A notification went out instead, as a control message.
+        return Ok(0);
+    };
+    let total = taken.message.len();
+    let copied = total.min(len);
+    if copied < total {
+        msg.set_truncated();
+    }
+    // Control messages in upstream's `rds_cmsg_recv` order.
+    put_rdma_dest(msg, &taken.header)?;
+    put_timestamp(sk, msg, taken.received_ns)?;
+    put_rx_trace(msg, &taken)?;
+    set_source_name(msg, &taken);
+    Ok(if flags & bindings::MSG_TRUNC != 0 {
+        total
+    } else {
+        copied
+    })
+}
+
+/// How long recvmsg may wait, in jiffies: not at all with `MSG_DONTWAIT`,
+/// else the socket's SO_RCVTIMEO.
+fn recv_timeout(sk: &Sock, flags: u32) -> isize {
+    if flags & bindings::MSG_DONTWAIT != 0 {
         0
     } else {
         sk.rcvtimeo()
-    };
-    let (head_header, from, message, received_ns, mut stamps, (trace_count, trace_pos, scope)) = loop {
+    }
+}
+
+/// Waits up to `timeo` for something to read, then reads it: a pending
+/// notification goes out as a control message (`Ok(None)`); otherwise the
+/// message at the queue's head is copied into `msg` (at most `len` bytes)
+/// and, unless `peek`, dequeued. Looks again when another reader wins a race.
+fn take_next(
+    state: &RdsSock,
+    sk: &Sock,
+    msg: &mut MsgHdr,
+    len: usize,
+    peek: bool,
+    mut timeo: isize,
+) -> Result<Option<Taken>> {
+    loop {
         let mut rx = state.rx.lock();
         wait_until(&state.wait, &mut rx, &mut timeo, |r| {
             !r.messages.is_empty()
@@ -195,39 +274,100 @@ pub(super) fn recvmsg(
                 || !r.rdma_notes.is_empty()
                 || state.xrc_has_events()
         })?;
-        // RDMA outcomes first, as upstream's `rds_notify_queue_get`.
-        if let Some(&(token, status)) = rx.rdma_notes.front() {
-            if !msg.cmsg_fits(RDMA_NOTE_LEN) {
-                // No room for it: it stays queued, as upstream's.
-                drop(rx);
-                msg.set_control_truncated();
-                return Ok(0);
-            }
-            if !peek {
-                rx.rdma_notes.pop_front();
-            }
+        if let Some(note) = take_notification(state, &mut rx, msg, peek) {
             drop(rx);
+            if report_notification(state, msg, note, peek)? {
+                return Ok(None);
+            }
+            continue;
+        }
+        let Some(taken) = Taken::of_head(&rx) else {
+            continue;
+        };
+        drop(rx);
+        // Copy first, dequeue after: a fault leaves the message queued (upstream).
+        let left = msg.data_left();
+        let copied = taken.message.len().min(len);
+        taken.message.copy_to_user(msg, copied)?;
+        stats::add(Stat::CopyToUser, copied as u64);
+        if peek || dequeue_head(state, sk, &taken.message) {
+            return Ok(Some(taken));
+        }
+        // Another reader took it first: look again (upstream's deliver
+        // race), into the caller's buffer from where this copy began.
+        msg.rewind_to(left);
+        stats::inc(Stat::RecvDeliverRaced);
+    }
+}
+
+/// A notification recvmsg reports instead of a message.
+enum Notification {
+    /// An RDMA outcome that does not fit in the caller's control buffer.
+    NoRoom,
+    /// An RDMA outcome (`RDS_CMSG_RDMA_STATUS`): token, status.
+    RdmaStatus(u64, i32),
+    /// Ports (mod 64) possibly uncongested (`RDS_CMSG_CONG_UPDATE`).
+    CongUpdate(u64),
+    /// XRC events are pending, taken from their registrations once the
+    /// receive queue's lock is dropped.
+    XrcEvent,
+}
+
+/// The notification to report, if any, taken off the receive queue (`rx`,
+/// locked) unless `peek`.
+fn take_notification(
+    state: &RdsSock,
+    rx: &mut RecvQueue,
+    msg: &MsgHdr,
+    peek: bool,
+) -> Option<Notification> {
+    // RDMA outcomes first, as upstream's `rds_notify_queue_get`.
+    if let Some(&(token, status)) = rx.rdma_notes.front() {
+        if !msg.cmsg_fits(RDMA_NOTE_LEN) {
+            // No room for it: it stays queued, as upstream's.
+            return Some(Notification::NoRoom);
+        }
+        if !peek {
+            rx.rdma_notes.pop_front();
+        }
+        return Some(Notification::RdmaStatus(token, status));
+    }
+    if rx.cong_notify != 0 {
+        let notify = core::mem::take(&mut rx.cong_notify);
+        return Some(Notification::CongUpdate(notify));
+    }
+    if state.xrc_has_events() {
+        return Some(Notification::XrcEvent);
+    }
+    None
+}
+
+/// Reports `notification` to the caller as a control message, without the
+/// receive queue's lock. Returns false if another reader took the XRC event
+/// first.
+fn report_notification(
+    state: &RdsSock,
+    msg: &mut MsgHdr,
+    notification: Notification,
+    peek: bool,
+) -> Result<bool> {
+    match notification {
+        Notification::NoRoom => msg.set_control_truncated(),
+        Notification::RdmaStatus(token, status) => {
             let mut note = [0u8; RDMA_NOTE_LEN];
             note[..8].copy_from_slice(&token.to_ne_bytes());
             note[8..12].copy_from_slice(&status.to_ne_bytes());
             msg.put_cmsg(bindings::SOL_RDS, bindings::RDS_CMSG_RDMA_STATUS, &note)?;
-            return Ok(0);
         }
-        if rx.cong_notify != 0 {
-            let notify = core::mem::take(&mut rx.cong_notify);
-            drop(rx);
-            msg.put_cmsg(
-                bindings::SOL_RDS,
-                bindings::RDS_CMSG_CONG_UPDATE,
-                &notify.to_ne_bytes(),
-            )?;
-            return Ok(0);
-        }
-        if state.xrc_has_events() {
-            drop(rx);
+        Notification::CongUpdate(notify) => msg.put_cmsg(
+            bindings::SOL_RDS,
+            bindings::RDS_CMSG_CONG_UPDATE,
+            &notify.to_ne_bytes(),
+        )?,
+        Notification::XrcEvent => {
             // Another reader may have taken it: look again.
             let Some(event) = state.xrc_take_event(peek) else {
-                continue;
+                return Ok(false);
             };
             // SAFETY: `rrds_xrc_event` is four `u32`s: no padding.
             let bytes = unsafe {
@@ -237,62 +377,40 @@ pub(super) fn recvmsg(
                 )
             };
             msg.put_cmsg(bindings::SOL_RDS, bindings::RRDS_CMSG_XRC_EVENT, bytes)?;
-            return Ok(0);
         }
-        let Some(head) = rx.messages.front() else {
-            continue;
-        };
-        let taken = (
-            head.header,
-            head.from,
-            head.message.clone(),
-            head.received_ns,
-            [head.seen_ns, head.seen_ns, head.queued_ns, 0],
-            (rx.rx_trace_count, rx.rx_trace_pos, rx.bound_scope),
-        );
-        drop(rx);
-        // Copy first, dequeue after: a fault leaves the message queued (upstream).
-        let total = taken.2.len();
-        let copied = total.min(len);
-        let left = msg.data_left();
-        taken.2.copy_to_user(msg, copied)?;
-        stats::add(Stat::CopyToUser, copied as u64);
-        if peek {
-            break taken;
-        }
-        let mut rx = state.rx.lock();
-        let still_head = rx
-            .messages
-            .front()
-            .is_some_and(|h| Arc::ptr_eq(&h.message, &taken.2));
-        if !still_head {
-            // Another reader took it first: look again (upstream's deliver
-            // race), into the caller's buffer from where this copy began.
-            drop(rx);
-            msg.rewind_to(left);
-            stats::inc(Stat::RecvDeliverRaced);
-            continue;
-        }
-        let gone = rx.messages.pop_front();
-        rx.bytes = rx.bytes.saturating_sub(crate::message::charge(total));
-        stats::add(Stat::RecvBytesFreedFromSock, total as u64);
-        let cleared = RdsSock::update_congestion(&mut rx, sk);
-        drop(rx);
-        drop(gone);
-        if cleared {
-            cong::notify_monitors(state.net);
-        }
-        stats::inc(Stat::RecvDelivered);
-        break taken;
-    };
-    let total = message.len();
-    let copied = total.min(len);
-    if copied < total {
-        msg.set_truncated();
     }
+    Ok(true)
+}
 
-    // The peer announced an MR of its own (upstream's `rds_cmsg_recv` order).
-    if let Some((rkey, offset)) = head_header.extensions().find_map(|e| match e {
+/// Dequeues the message at the head of the receive queue if it is still
+/// `message`, and gives back its charge. Returns false if another reader
+/// dequeued it first.
+fn dequeue_head(state: &RdsSock, sk: &Sock, message: &Arc<Message>) -> bool {
+    let mut rx = state.rx.lock();
+    let still_head = rx
+        .messages
+        .front()
+        .is_some_and(|h| Arc::ptr_eq(&h.message, message));
+    if !still_head {
+        return false;
+    }
+    let total = message.len();
+    let gone = rx.messages.pop_front();
+    rx.bytes = rx.bytes.saturating_sub(crate::message::charge(total));
+    stats::add(Stat::RecvBytesFreedFromSock, total as u64);
+    let cleared = RdsSock::update_congestion(&mut rx, sk);
+    drop(rx);
+    drop(gone);
+    if cleared {
+        cong::notify_monitors(state.net);
+    }
+    stats::inc(Stat::RecvDelivered);
+    true
+}
+
+/// `RDS_CMSG_RDMA_DEST`: the peer announced an MR of its own.
+fn put_rdma_dest(msg: &mut MsgHdr, header: &Header) -> Result {
+    if let Some((rkey, offset)) = header.extensions().find_map(|e| match e {
         Extension::RdmaDest { rkey, offset } => Some((rkey, offset)),
         _ => None,
     }) {
@@ -303,6 +421,12 @@ pub(super) fn recvmsg(
             &cookie.to_ne_bytes(),
         )?;
     }
+    Ok(())
+}
+
+/// SO_TIMESTAMP: when the message arrived, if the option was on then and
+/// still is.
+fn put_timestamp(sk: &Sock, msg: &mut MsgHdr, received_ns: Option<u64>) -> Result {
     if let Some(ns) = received_ns {
         if sk.flag(bindings::sock_flags_SOCK_RCVTSTAMP) {
             let (sec, usec) = (ns / 1_000_000_000, (ns % 1_000_000_000) / 1000);
@@ -317,28 +441,34 @@ pub(super) fn recvmsg(
             msg.put_cmsg(bindings::SOL_SOCKET, kind, &tv)?;
         }
     }
-    if trace_count != 0 {
+    Ok(())
+}
+
+/// `RDS_CMSG_RXPATH_LATENCY`, if the socket traces the receive path: the
+/// trace points' deltas, up to now.
+fn put_rx_trace(msg: &mut MsgHdr, taken: &Taken) -> Result {
+    if taken.trace_count != 0 {
+        let mut stamps = taken.stamps;
         stamps[3] = trace_clock();
         msg.put_cmsg(
             bindings::SOL_RDS,
             bindings::RDS_CMSG_RXPATH_LATENCY,
-            &rx_trace_cmsg(trace_count, trace_pos, stamps),
+            &rx_trace_cmsg(taken.trace_count, taken.trace_pos, stamps),
         )?;
     }
+    Ok(())
+}
 
+/// Tells the caller where the message came from (`msg_name`).
+fn set_source_name(msg: &mut MsgHdr, taken: &Taken) {
     // The source port is the one the header carries (a pong comes from port 0);
     // an IPv6 source gets the receiver's scope id, as upstream.
     let from = Endpoint {
-        port: head_header.sport,
-        scope: if from.is_v4() { 0 } else { scope },
-        ..from
+        port: taken.header.sport,
+        scope: if taken.from.is_v4() { 0 } else { taken.scope },
+        ..taken.from
     };
     let mut name = [0u8; 28];
     let name_len = from.write_sockaddr(&mut name);
     msg.set_name(&name[..name_len]);
-    Ok(if flags & bindings::MSG_TRUNC != 0 {
-        total
-    } else {
-        copied
-    })
 }
