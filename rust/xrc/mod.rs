@@ -555,7 +555,6 @@ fn watch_exit(registration: &Arc<Registration>) {
     };
 }
 
-/// The target with `qp_num` on `device` in `net`, unless retired.
 /// The effective uid of the calling task, in the initial user namespace.
 fn current_euid() -> u32 {
     // SAFETY: No preconditions.
@@ -582,6 +581,7 @@ fn check_limits(targets: &KVec<Arc<Target>>, net: NetRef, uid: u32) -> Result {
     Ok(())
 }
 
+/// The target with `qp_num` on `device` in `net`, unless retired.
 fn find(net: NetRef, device: &RdmaDevice, qp_num: u32) -> Result<Arc<Target>> {
     TARGETS
         .lock()
