@@ -112,6 +112,14 @@ pub struct RegisterError {
 }
 
 impl RegisterError {
+    /// A failure that leaves nothing registered: `buf` goes back.
+    fn returning(error: io::Error, buf: Vec<u8>) -> Self {
+        Self {
+            error,
+            buf: Some(buf),
+        }
+    }
+
     /// The kernel's error (or `InvalidInput` for a range outside the
     /// buffer).
     pub fn error(&self) -> &io::Error {
@@ -312,20 +320,14 @@ impl RdsSocket {
         flags: u64,
     ) -> Result<MemoryRegion<'_>, RegisterError> {
         if let Err(error) = check_range(&range, buf.len()) {
-            return Err(RegisterError {
-                error,
-                buf: Some(buf),
-            });
+            return Err(RegisterError::returning(error, buf));
         }
         let mut cookie = 0u64;
         let args = get_mr_args(&mut buf, &range, &mut cookie, flags);
         match self.setsockopt_value(sys::SOL_RDS, sys::RDS_GET_MR, &args) {
             Ok(()) => Ok(MemoryRegion::new(self, cookie, buf, range)),
             // A failed RDS_GET_MR leaves nothing registered.
-            Err(error) => Err(RegisterError {
-                error,
-                buf: Some(buf),
-            }),
+            Err(error) => Err(RegisterError::returning(error, buf)),
         }
     }
 
@@ -362,10 +364,7 @@ impl RdsSocket {
         flags: u64,
     ) -> Result<MemoryRegion<'_>, RegisterError> {
         if let Err(error) = check_range(&range, buf.len()) {
-            return Err(RegisterError {
-                error,
-                buf: Some(buf),
-            });
+            return Err(RegisterError::returning(error, buf));
         }
         let mut cookie = NO_COOKIE;
         let args = get_mr_args(&mut buf, &range, &mut cookie, flags);
@@ -489,10 +488,8 @@ mod tests {
 
     #[test]
     fn a_failed_registration_carries_the_buffer_back() {
-        let failed = RegisterError {
-            error: io::Error::from_raw_os_error(libc::ENOTCONN),
-            buf: Some(vec![7; 4]),
-        };
+        let failed =
+            RegisterError::returning(io::Error::from_raw_os_error(libc::ENOTCONN), vec![7; 4]);
         assert_eq!(failed.error().raw_os_error(), Some(libc::ENOTCONN));
         assert_eq!(
             failed.to_string(),
