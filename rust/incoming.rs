@@ -22,8 +22,8 @@ use crate::{
         Connection, //
     },
     ffi::{
-        bindings,
-        net::NetRef, //
+        net::NetRef,
+        time, //
     },
     message::{
         Extension,
@@ -75,8 +75,7 @@ const PING_PORT: u16 = 0;
 /// Receive-path trace stamps: monotonic ns (upstream uses `local_clock()`,
 /// whose resolution can be a jiffy where the TSC is not trusted).
 pub(crate) fn trace_clock() -> u64 {
-    // SAFETY: No preconditions.
-    unsafe { bindings::rrds_ktime_get_ns() }
+    time::monotonic_ns()
 }
 
 /// Which way a message crossed its connection.

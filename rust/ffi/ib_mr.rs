@@ -27,6 +27,7 @@ use super::{
     },
     ib_device::DeviceRef,
     ib_pd::ProtectionDomain,
+    random, //
 };
 
 /// Pages of the calling process pinned with `FOLL_LONGTERM`, charged to its
@@ -304,8 +305,7 @@ impl FastRegMr {
     /// cannot tell its next one.
     pub(crate) fn next_key(&mut self) {
         let key = self.rkey();
-        // SAFETY: No preconditions.
-        let mut byte = u32::from(unsafe { bindings::get_random_u8() });
+        let mut byte = u32::from(random::u8());
         if byte == key & 0xff {
             byte = (byte + 1) & 0xff;
         }

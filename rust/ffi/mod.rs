@@ -15,6 +15,8 @@ pub(crate) mod ib_qp;
 pub(crate) mod irq_lock;
 pub(crate) mod net;
 pub(crate) mod process;
+pub(crate) mod random;
 pub(crate) mod rdma_cm;
 pub(crate) mod task_work;
+pub(crate) mod time;
 pub(crate) mod workqueue;

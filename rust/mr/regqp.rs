@@ -35,6 +35,7 @@ use crate::{
             QpRef, //
         },
         net::NetRef,
+        random,
         rdma_cm::{
             CmEvent,
             CmEventKind,
@@ -122,8 +123,7 @@ impl RegQp {
             pin_init!(Self {
                 net,
                 device,
-                // SAFETY: No preconditions.
-                token: unsafe { bindings::get_random_u64() }.to_ne_bytes(),
+                token: random::u64().to_ne_bytes(),
                 link <- new_mutex!(Link::default()),
                 changed <- new_condvar!("rrds_regqp"),
                 post <- new_spinlock!(None),

@@ -26,8 +26,8 @@ use crate::{
     addr::Endpoint,
     errno,
     ffi::{
-        bindings,
-        net::NetRef, //
+        net::NetRef,
+        random, //
     },
 };
 
@@ -116,8 +116,7 @@ pub(crate) fn add(sock: ArcBorrow<'_, RdsSock>, ep: Endpoint) -> Result<u16> {
     let port = match ep.port {
         0 => {
             // Start at a random port so that sockets do not all get the same one.
-            // SAFETY: `get_random_u16` has no preconditions.
-            let start = unsafe { bindings::get_random_u16() }.max(FIRST_FREE_PORT);
+            let start = random::u16().max(FIRST_FREE_PORT);
             first_free(table, key, start, u16::MAX)
                 .or_else(|| first_free(table, key, FIRST_FREE_PORT, start))
                 .ok_or_else(errno::eaddrinuse)?

@@ -24,6 +24,7 @@ use crate::{
             NetRef,
             Sock, //
         },
+        time,
     },
     fifo::Fifo,
     incoming::{
@@ -100,8 +101,7 @@ impl RdsSock {
             rx.messages.grow_into(slots);
         };
         if sk.flag(bindings::sock_flags_SOCK_RCVTSTAMP) {
-            // SAFETY: No preconditions.
-            incoming.received_ns = Some(unsafe { bindings::rrds_ktime_get_real_ns() });
+            incoming.received_ns = Some(time::real_ns());
         }
         incoming.queued_ns = trace_clock();
         let len = incoming.header.len as usize;

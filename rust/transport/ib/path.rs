@@ -96,6 +96,7 @@ use crate::{
             Transport as DeviceTransport, //
         },
         net::NetRef,
+        random,
         rdma_cm::{
             CmEvent,
             CmEventKind,
@@ -665,9 +666,7 @@ fn peer_restarted(c: &mut Control, peer: &ConnectPrivate) -> bool {
 
 /// A random, non-zero incarnation number.
 fn random_incarnation() -> u32 {
-    // SAFETY: `get_random_u32` has no preconditions.
-    let r = unsafe { bindings::get_random_u32() };
-    r.max(1)
+    random::u32().max(1)
 }
 
 fn sockaddr(addr: [u8; 16], port: u16, scope: u32) -> SockAddr {
@@ -700,8 +699,7 @@ impl WorkItem for IbPath {
                 return;
             }
             if c.backoff_ms > 0 {
-                // SAFETY: No preconditions.
-                let delay = unsafe { bindings::get_random_u32() } % c.backoff_ms;
+                let delay = random::u32() % c.backoff_ms;
                 let _ = this
                     .wake
                     .wait_interruptible_timeout(&mut c, msecs_to_jiffies(delay.max(1)));
