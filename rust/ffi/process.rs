@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Processes (thread groups) as registrants: a counted `struct pid` for
-//! identity, and a watch that fires when the thread group exits.
+//! identity, and a watch that fires when the thread group exits; and the
+//! calling task's credentials.
 
 use core::ptr::NonNull;
 use kernel::{
@@ -58,6 +59,22 @@ impl Drop for ProcessRef {
         // SAFETY: The reference taken in `current` is ours to put (type invariant).
         unsafe { bindings::put_pid(self.0.as_ptr()) };
     }
+}
+
+/// Whether the calling task has `CAP_NET_ADMIN` in the initial user
+/// namespace (`capable`, which records a granted use for auditing).
+/// Process context.
+pub(crate) fn capable_net_admin() -> bool {
+    // SAFETY: No preconditions: `capable` checks the calling task's own credentials.
+    unsafe { bindings::rrds_capable_net_admin() }
+}
+
+/// The effective uid of the calling task, in the initial user namespace.
+/// Process context.
+pub(crate) fn current_euid() -> u32 {
+    // SAFETY: `current_euid` reads the calling task's own credentials, which cannot
+    // change under it; no preconditions.
+    unsafe { bindings::rrds_current_euid() }
 }
 
 /// What an [`ExitWatch`] calls, in the exiting task's context with the pid's

@@ -14,7 +14,10 @@ use kernel::{
     task::Task, //
 };
 
-use super::bindings;
+use super::{
+    bindings,
+    net::NetRef, //
+};
 
 /// A callback to run in another task's context.
 pub(crate) trait TaskWork: Send + 'static {
@@ -95,4 +98,14 @@ pub(crate) fn exiting(task: &Task) -> bool {
     // SAFETY: `task` is a live task (the caller holds a reference); its flags are
     // only read.
     unsafe { bindings::rrds_task_exiting(task.as_ptr().cast()) }
+}
+
+/// Whether `task` is a live user task (it has an mm and is not exiting)
+/// whose network namespace is `net`: one that can run task work acting in
+/// `net`. Takes the task's lock. Process context.
+pub(crate) fn user_task_in(task: &Task, net: NetRef) -> bool {
+    // SAFETY: `task` is a live task (the caller holds a reference); its fields are
+    // read under its lock. `net` is only compared with the task's namespace pointer
+    // (`net_eq`), never dereferenced, so it need not be live.
+    unsafe { bindings::rrds_task_user_in_net(task.as_ptr().cast(), net.as_ptr()) }
 }

@@ -27,6 +27,7 @@ use crate::{
             Sock,
             SockOptValue, //
         },
+        process,
     },
     transport::ib,
     xrc,
@@ -233,8 +234,7 @@ fn xrc_inject(state: &RdsSock, value: &SockOptValue) -> Result {
     if value.len() != core::mem::size_of::<bindings::rrds_xrc_inject>() {
         return Err(EINVAL);
     }
-    // SAFETY: No preconditions.
-    if !unsafe { bindings::rrds_capable_net_admin() } {
+    if !process::capable_net_admin() {
         return Err(EPERM);
     }
     let raw = value.read::<16>()?;

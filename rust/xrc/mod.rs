@@ -52,6 +52,7 @@ use crate::{
         irq_lock::IrqSpinLock,
         net::NetRef,
         process::{
+            self,
             ExitHandler,
             ExitWatch,
             ProcessRef, //
@@ -555,12 +556,6 @@ fn watch_exit(registration: &Arc<Registration>) {
     };
 }
 
-/// The effective uid of the calling task, in the initial user namespace.
-fn current_euid() -> u32 {
-    // SAFETY: No preconditions.
-    unsafe { bindings::rrds_current_euid() }
-}
-
 /// Whether `uid` may create another target in `net`: at most
 /// `xrc_max_targets_per_user` live targets per user (all namespaces; the
 /// device's QPs are the host's) and `xrc_max_targets_per_net` per
@@ -605,7 +600,7 @@ pub(crate) fn create(
 ) -> Result<Arc<Registration>> {
     let backend = Backend::of(&device);
     let net = sink.net();
-    let owner_uid = current_euid();
+    let owner_uid = process::current_euid();
     // Refused before any device resource is spent; checked again, for
     // good, when the target joins the table.
     check_limits(&TARGETS.lock(), net, owner_uid)?;
@@ -640,8 +635,7 @@ pub(crate) fn register(
 ) -> Result<Arc<Registration>> {
     let target = find(sink.net(), device, qp_num)?;
     // Another user's target is not ours to keep alive or to listen to.
-    // SAFETY: No preconditions.
-    if target.owner_uid != current_euid() && !unsafe { bindings::rrds_capable_net_admin() } {
+    if target.owner_uid != process::current_euid() && !process::capable_net_admin() {
         return Err(EPERM);
     }
     let registration = Registration::new(target.clone(), sink)?;

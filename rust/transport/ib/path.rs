@@ -95,7 +95,6 @@ use crate::{
             DeviceRef,
             Transport as DeviceTransport, //
         },
-        net::NetRef,
         random,
         rdma_cm::{
             CmEvent,

@@ -53,7 +53,7 @@ impl TaskWork for IwarpConnect {
             return;
         }
         // It may have changed namespace since it sent (`setns`).
-        if !user_task_in(&**kernel::current!(), path.key.net) {
+        if !task_work::user_task_in(&**kernel::current!(), path.key.net) {
             drop(teardowns);
             path.fail_id(self.id, "connecting task left the namespace");
             return;
@@ -79,14 +79,6 @@ impl TaskWork for IwarpConnect {
     }
 }
 
-/// Whether `task` is a live user task in `net` (it can run iWARP connects).
-/// `net` must be a namespace with live sockets.
-fn user_task_in(task: &Task, net: NetRef) -> bool {
-    // SAFETY: `task` is a live task (a reference is held by the caller); `net` is
-    // live (the caller's sockets hold it) and only compared.
-    unsafe { bindings::rrds_task_user_in_net(task.as_ptr().cast(), net.as_ptr()) }
-}
-
 impl IbPath {
     /// Records who iWARP connects run in (see `connect_from_task`): the
     /// sending thread's group leader, which normally lives as long as its
@@ -106,9 +98,9 @@ impl IbPath {
             return;
         }
         let net = self.key.net;
-        let chosen: &Task = if user_task_in(leader, net) {
+        let chosen: &Task = if task_work::user_task_in(leader, net) {
             leader
-        } else if user_task_in(task, net) {
+        } else if task_work::user_task_in(task, net) {
             task
         } else {
             return;
