@@ -19,4 +19,5 @@ pub(crate) mod random;
 pub(crate) mod rdma_cm;
 pub(crate) mod task_work;
 pub(crate) mod time;
+pub(crate) mod uapi;
 pub(crate) mod workqueue;

@@ -5,7 +5,8 @@
 
 use kernel::{
     prelude::*,
-    sync::Arc, //
+    sync::Arc,
+    transmute::AsBytes, //
 };
 
 use super::{
@@ -369,14 +370,11 @@ fn report_notification(
             let Some(event) = state.xrc_take_event(peek) else {
                 return Ok(false);
             };
-            // SAFETY: `rrds_xrc_event` is four `u32`s: no padding.
-            let bytes = unsafe {
-                core::slice::from_raw_parts(
-                    core::ptr::from_ref(&event).cast::<u8>(),
-                    core::mem::size_of_val(&event),
-                )
-            };
-            msg.put_cmsg(bindings::SOL_RDS, bindings::RRDS_CMSG_XRC_EVENT, bytes)?;
+            msg.put_cmsg(
+                bindings::SOL_RDS,
+                bindings::RRDS_CMSG_XRC_EVENT,
+                event.as_bytes(),
+            )?;
         }
     }
     Ok(true)

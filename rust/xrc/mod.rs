@@ -25,6 +25,7 @@ use kernel::{
         Completion,
         Mutex, //
     },
+    transmute::AsBytes,
     workqueue::{
         Work,
         WorkItem, //
@@ -765,7 +766,6 @@ pub(crate) fn device_removed(device: DeviceRef) {
 
 /// `RRDS_INFO_XRC_TARGETS` records of `net`'s live targets.
 pub(crate) fn info(net: NetRef, out: &mut KVVec<u8>) -> Result {
-    const EACH: usize = core::mem::size_of::<bindings::rrds_info_xrc_target>();
     let targets = TARGETS.lock();
     for t in targets.iter().filter(|t| t.net == net) {
         let registrations = {
@@ -792,10 +792,7 @@ pub(crate) fn info(net: NetRef, out: &mut KVVec<u8>) -> Result {
         let name = name.as_bytes();
         let n = name.len().min(record.device.len() - 1);
         record.device[..n].copy_from_slice(&name[..n]);
-        // SAFETY: `record` is a plain C struct without padding (96 bytes, checked above).
-        let bytes =
-            unsafe { core::slice::from_raw_parts(core::ptr::from_ref(&record).cast::<u8>(), EACH) };
-        out.extend_from_slice(bytes, GFP_KERNEL)?;
+        out.extend_from_slice(record.as_bytes(), GFP_KERNEL)?;
     }
     Ok(())
 }
