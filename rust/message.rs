@@ -18,7 +18,10 @@ use kernel::{
     sync::Arc,
 };
 
-use crate::ffi::net::MsgHdr;
+use crate::ffi::{
+    net::MsgHdr,
+    page::PageBytes, //
+};
 
 /// Size of the wire header.
 pub(crate) const HEADER_LEN: usize = 48;
@@ -329,8 +332,8 @@ impl Message {
         let mut left = len;
         for i in 0..count {
             let chunk = left.min(PAGE_SIZE);
-            let page = Page::alloc_page(GFP_KERNEL_ACCOUNT)?;
-            msg.copy_page_from_user(&page, chunk)?;
+            let mut page = Page::alloc_page(GFP_KERNEL_ACCOUNT)?;
+            msg.copy_page_from_user(&mut page, chunk)?;
             match inline.get_mut(i) {
                 Some(slot) => *slot = Some(page),
                 None => more.push(page, GFP_KERNEL_ACCOUNT)?,
@@ -357,10 +360,8 @@ impl Message {
     pub(crate) fn from_kernel(bytes: &[u8]) -> Result<Arc<Self>> {
         let mut assembly = Assembly::new(bytes.len())?;
         for chunk in bytes.chunks(PAGE_SIZE) {
-            let page = Page::alloc_page(GFP_KERNEL)?;
-            // SAFETY: `chunk` is valid for reads of its length, at most a page; the page
-            // is new and ours alone.
-            unsafe { page.write_raw(chunk.as_ptr(), 0, chunk.len())? };
+            let mut page = Page::alloc_page(GFP_KERNEL)?;
+            page.write_slice(0, chunk)?;
             assembly.push(page, chunk.len())?;
         }
         assembly.finish()
@@ -374,9 +375,7 @@ impl Message {
             if n == 0 {
                 break;
             }
-            // SAFETY: `out[at..at + n]` is valid for writes; the page is part of an
-            // immutable message, nothing writes it.
-            unsafe { page.read_raw(out[at..].as_mut_ptr(), 0, n)? };
+            page.read_slice(0, &mut out[at..at + n])?;
             at += n;
         }
         Ok(())

@@ -21,7 +21,8 @@ use kernel::{
 
 use super::{
     bindings,
-    ib_device::DeviceRef, //
+    ib_device::DeviceRef,
+    page::PageBytes, //
 };
 
 /// What a work request's completion is handed to.
@@ -188,8 +189,29 @@ impl DmaPage {
         self.mapping.addr
     }
 
-    pub(crate) fn page(&self) -> &Page {
-        &self.page
+    /// Copies `src` into the page at `offset`; `EINVAL` (nothing copied) if
+    /// it would run past the end of the page. The device sees the bytes after
+    /// [`Self::sync_for_device`].
+    ///
+    /// # Safety
+    ///
+    /// The device does not access `offset..offset + src.len()` during the
+    /// call: no request posted with those bytes is outstanding.
+    pub(crate) unsafe fn write_slice(&mut self, offset: usize, src: &[u8]) -> Result {
+        self.page.write_slice(offset, src)
+    }
+
+    /// Fills `dst` from the page at `offset`; `EINVAL` (nothing copied) if it
+    /// would run past the end of the page. What the device wrote is there
+    /// after [`Self::sync_for_cpu`].
+    ///
+    /// # Safety
+    ///
+    /// The device does not write `offset..offset + dst.len()` during the
+    /// call: the receive that filled those bytes has completed, and no other
+    /// posted receive uses them.
+    pub(crate) unsafe fn read_slice(&self, offset: usize, dst: &mut [u8]) -> Result {
+        self.page.read_slice(offset, dst)
     }
 
     /// Makes the device's writes visible to the CPU.

@@ -374,12 +374,13 @@ impl MsgHdr {
 
     /// Copies the next `len` bytes (at most a page) of the caller's iovecs
     /// into the start of `page`.
-    pub(crate) fn copy_page_from_user(&mut self, page: &Page, len: usize) -> Result {
+    pub(crate) fn copy_page_from_user(&mut self, page: &mut Page, len: usize) -> Result {
         if len > PAGE_SIZE {
             return Err(EINVAL);
         }
-        // SAFETY: Valid msghdr (type invariant); `page` is a live page of PAGE_SIZE bytes
-        // and `len <= PAGE_SIZE`. The kernel crate's `struct page` is the same C type.
+        // SAFETY: Valid msghdr (type invariant); `page` is a live page of PAGE_SIZE bytes,
+        // borrowed mutably (nothing else touches it), and `len <= PAGE_SIZE`. The kernel
+        // crate's `struct page` is the same C type.
         let copied = unsafe {
             bindings::copy_page_from_iter(page.as_ptr().cast(), 0, len, &raw mut (*self.0).msg_iter)
         };
@@ -394,7 +395,8 @@ impl MsgHdr {
         if len > PAGE_SIZE {
             return Err(EINVAL);
         }
-        // SAFETY: As in `copy_page_from_user`.
+        // SAFETY: Valid msghdr (type invariant); `page` is a live page of PAGE_SIZE bytes
+        // and `len <= PAGE_SIZE`. The kernel crate's `struct page` is the same C type.
         let copied = unsafe {
             bindings::copy_page_to_iter(page.as_ptr().cast(), 0, len, &raw mut (*self.0).msg_iter)
         };

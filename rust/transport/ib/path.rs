@@ -95,6 +95,7 @@ use crate::{
             DeviceRef,
             Transport as DeviceTransport, //
         },
+        page::PageBytes,
         random,
         rdma_cm::{
             CmEvent,

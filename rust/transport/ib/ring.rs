@@ -53,6 +53,7 @@ use crate::{
             DeviceCaps,
             DeviceRef, //
         },
+        page::PageBytes,
     },
     message::{
         flags,
@@ -136,6 +137,11 @@ impl HeaderArea {
         Some((page, (i % HEADERS_PER_PAGE) * HEADER_LEN))
     }
 
+    fn locate_mut(&mut self, i: usize) -> Option<(&mut DmaPage, usize)> {
+        let page = self.pages.get_mut(i / HEADERS_PER_PAGE)?;
+        Some((page, (i % HEADERS_PER_PAGE) * HEADER_LEN))
+    }
+
     fn sge(&self, i: usize, lkey: u32) -> bindings::ib_sge {
         match self.locate(i) {
             Some((page, offset)) => sge(page.addr() + offset as u64, HEADER_LEN, lkey),
@@ -144,11 +150,10 @@ impl HeaderArea {
     }
 
     /// Writes header `i`; the slot is not posted (its owner's invariant).
-    fn write(&self, i: usize, header: &[u8; HEADER_LEN]) {
-        if let Some((page, offset)) = self.locate(i) {
-            // SAFETY: `header` is valid for `HEADER_LEN` bytes; the slot is not posted,
-            // so neither the device nor another thread touches these bytes.
-            let _ = unsafe { page.page().write_raw(header.as_ptr(), offset, HEADER_LEN) };
+    fn write(&mut self, i: usize, header: &[u8; HEADER_LEN]) {
+        if let Some((page, offset)) = self.locate_mut(i) {
+            // SAFETY: The slot is not posted, so the device does not touch these bytes.
+            let _ = unsafe { page.write_slice(offset, header) };
             page.sync_for_device(PAGE_SIZE);
         }
     }
@@ -158,9 +163,9 @@ impl HeaderArea {
         let mut out = [0u8; HEADER_LEN];
         if let Some((page, offset)) = self.locate(i) {
             page.sync_for_cpu(PAGE_SIZE);
-            // SAFETY: `out` is valid for `HEADER_LEN` bytes; the receive completed, so
-            // the device is done with the slot and nothing else writes it.
-            let _ = unsafe { page.page().read_raw(out.as_mut_ptr(), offset, HEADER_LEN) };
+            // SAFETY: The receive into the slot completed and it is not posted again
+            // yet, so the device does not write these bytes.
+            let _ = unsafe { page.read_slice(offset, &mut out) };
         }
         out
     }

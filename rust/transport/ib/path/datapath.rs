@@ -148,18 +148,15 @@ impl IbPath {
     ) -> Result {
         let mut records = KVec::with_capacity(bytes, GFP_KERNEL)?;
         records.resize(bytes, 0, GFP_KERNEL)?;
-        // SAFETY: `records` is valid for writes of `bytes`, at most a page
-        // (`Rings::receive_completed`); the receive completed, so nothing else
-        // touches the page.
-        unsafe { page.read_raw(records.as_mut_ptr(), 0, bytes)? };
+        // `bytes` is at most a page (`Rings::receive_completed`); the receive
+        // completed and the page is unmapped, so the device is done with it.
+        page.read_slice(0, &mut records)?;
         drop(page);
         for (header, payload) in unpack(&records).ok_or(EINVAL)? {
             let mut pages: Payload = [None, None];
             if !payload.is_empty() {
-                let page = Page::alloc_page(GFP_KERNEL)?;
-                // SAFETY: `payload` is valid for reads of its length, at most a page
-                // (`unpack`); the page is new and ours alone.
-                unsafe { page.write_raw(payload.as_ptr(), 0, payload.len())? };
+                let mut page = Page::alloc_page(GFP_KERNEL)?;
+                page.write_slice(0, payload)?;
                 pages[0] = Some((page, payload.len()));
             }
             stats::inc(Stat::IbRxPackedMessages);

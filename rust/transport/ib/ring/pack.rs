@@ -131,10 +131,8 @@ impl Rings {
 
     fn post_packed_frame(&mut self, path: &IbPath, header: &Header) -> Result {
         let records = &self.pack.as_ref().ok_or(EINVAL)?.records;
-        let page = Page::alloc_page(GFP_ATOMIC)?;
-        // SAFETY: `records` is valid for reads of its length, at most a page; the
-        // page is new and ours alone.
-        unsafe { page.write_raw(records.as_ptr(), 0, records.len())? };
+        let mut page = Page::alloc_page(GFP_ATOMIC)?;
+        page.write_slice(0, records)?;
         let page = DmaPage::map(self.device, page, DmaDirection::ToDevice)?;
         let i = self.send_posted % SEND_SLOTS;
         self.send_headers.write(i, &header.to_wire());
