@@ -6,6 +6,10 @@
 //! so Kbuild generates these with the kernel's own bindgen recipe, limited by
 //! `rust/ffi/allowlist`. Only the wrappers in `ffi/` use them.
 
+// `unnecessary_transmutes` is new in rustc 1.88; older compilers (Debian's
+// kernel is built with 1.85) would warn that they do not know it. Same guard
+// as the kernel's `rust/bindings/lib.rs`.
+#![cfg_attr(not(CONFIG_RUSTC_HAS_UNNECESSARY_TRANSMUTES), allow(unknown_lints))]
 #![allow(
     clippy::all,
     dead_code,
