@@ -11,6 +11,7 @@
 #   make bench-register            GET_MR + FREE_MR cycles against in-tree's RDMA_MAP + FREE_MR
 #   make interop                   rrds in one VM against in-tree RDS/IB in another (also in check)
 #   make fuzz                      the fuzzer for RRDS_FUZZ_SECONDS (default 1800) in the VM
+#   make distro-module             rrds.ko for Debian's stock kernel, in the cache (scripts/distro-kernel)
 #
 # KDIR defaults to the cached test kernel (scripts/kernel-dir builds it on first use).
 
@@ -33,7 +34,8 @@ SHELL := /bin/bash
 rust_sources = $(filter-out rust/bindings_generated.rs,$(wildcard rust/*.rs rust/*/*.rs rust/*/*/*.rs))
 kmake = $(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM)
 
-.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench bench-ib bench-rdma bench-register bench-xrc interop setup fuzz
+.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench bench-ib bench-rdma bench-register bench-xrc interop setup fuzz \
+	distro-module
 
 all: modules
 
@@ -59,6 +61,11 @@ clean:
 
 setup:
 	scripts/setup
+
+# Built from a copy of the sources with the toolchain of Debian's kernel; the
+# checkout's rrds.ko stays the test kernel's. Prints the module's path.
+distro-module:
+	scripts/distro-kernel module
 
 check:
 	scripts/check
