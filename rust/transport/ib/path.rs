@@ -140,6 +140,15 @@ const ADDR_TIMEOUT_MS: u32 = 250;
 const ROUTE_TIMEOUT_MS: u32 = 5000;
 /// Longest reconnect backoff window (upstream: 1 s).
 const MAX_BACKOFF_MS: u32 = 1000;
+
+/// How long a path whose device was removed waits before it connects
+/// again. rrds's `remove` callback runs before rdma_cm's (ib_core removes
+/// clients in reverse order of registration), so a connect made at once
+/// still resolves to the departing device, and rdma_cm's removal then
+/// changes the new id's state inside `rdma_resolve_addr`, which WARNs
+/// (7.2 `resolve_prepare_src`; testing.rst). rdma_cm's removal follows
+/// ours within microseconds.
+const REMOVAL_PAUSE_MS: u32 = 200;
 /// Transport retries before a send fails (upstream uses 1; lossy links need more).
 const RETRY_COUNT: u8 = 7;
 /// Receiver-not-ready retries: 7 is "forever" (upstream too).
@@ -234,6 +243,9 @@ struct Control {
     responder_waiting: Option<u32>,
     /// Current reconnect window (0: next attempt at once).
     backoff_ms: u32,
+    /// The link's device was just removed: the next connect waits
+    /// `REMOVAL_PAUSE_MS` (see there).
+    removal_pause: bool,
     /// The peer's connect request (passive side), applied when established.
     peer_request: ConnectPrivate,
     /// The peer's incarnation on the last link (0: none seen).
@@ -372,6 +384,7 @@ impl IbPath {
                     connect_wanted: false,
                     dead: false,
                     backoff_ms: 0,
+                    removal_pause: false,
                     peer_request: ConnectPrivate::default(),
                     peer_incarnation: 0,
                     link_events: 0,
@@ -515,6 +528,14 @@ impl IbPath {
         // The device goes: nothing waits for its port.
         self.tear_down_retiring(false);
         drop(teardowns);
+        {
+            // A path with no link may connect next, possibly over the device
+            // rdma_cm has not let go of yet.
+            let mut c = self.ctl.lock();
+            if c.state == State::Down {
+                c.removal_pause = true;
+            }
+        }
         self.enqueue();
     }
 
@@ -697,6 +718,14 @@ impl WorkItem for IbPath {
             }
             if c.state != State::Down || !c.connect_wanted {
                 return;
+            }
+            if core::mem::take(&mut c.removal_pause) {
+                let _ = this
+                    .wake
+                    .wait_interruptible_timeout(&mut c, msecs_to_jiffies(REMOVAL_PAUSE_MS));
+                if c.dead || c.state != State::Down {
+                    return;
+                }
             }
             if c.backoff_ms > 0 {
                 let delay = random::u32() % c.backoff_ms;
