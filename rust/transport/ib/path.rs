@@ -42,7 +42,11 @@ use kernel::{
         SpinLock, //
     },
     task::Task,
-    time::msecs_to_jiffies,
+    time::{
+        msecs_to_jiffies,
+        Instant,
+        Monotonic, //
+    },
     workqueue::{
         Work,
         WorkItem, //
@@ -243,9 +247,9 @@ struct Control {
     responder_waiting: Option<u32>,
     /// Current reconnect window (0: next attempt at once).
     backoff_ms: u32,
-    /// The link's device was just removed: the next connect waits
-    /// `REMOVAL_PAUSE_MS` (see there).
-    removal_pause: bool,
+    /// When a device removal left the path without a link: a connect
+    /// sooner than `REMOVAL_PAUSE_MS` after it waits for the rest.
+    removed_at: Option<Instant<Monotonic>>,
     /// The peer's connect request (passive side), applied when established.
     peer_request: ConnectPrivate,
     /// The peer's incarnation on the last link (0: none seen).
@@ -384,7 +388,7 @@ impl IbPath {
                     connect_wanted: false,
                     dead: false,
                     backoff_ms: 0,
-                    removal_pause: false,
+                    removed_at: None,
                     peer_request: ConnectPrivate::default(),
                     peer_incarnation: 0,
                     link_events: 0,
@@ -533,7 +537,7 @@ impl IbPath {
             // rdma_cm has not let go of yet.
             let mut c = self.ctl.lock();
             if c.state == State::Down {
-                c.removal_pause = true;
+                c.removed_at = Some(Instant::now());
             }
         }
         self.enqueue();
@@ -719,12 +723,15 @@ impl WorkItem for IbPath {
             if c.state != State::Down || !c.connect_wanted {
                 return;
             }
-            if core::mem::take(&mut c.removal_pause) {
-                let _ = this
-                    .wake
-                    .wait_interruptible_timeout(&mut c, msecs_to_jiffies(REMOVAL_PAUSE_MS));
-                if c.dead || c.state != State::Down {
-                    return;
+            if let Some(removed) = c.removed_at.take() {
+                let left = i64::from(REMOVAL_PAUSE_MS) - removed.elapsed().as_millis();
+                if left > 0 {
+                    let _ = this
+                        .wake
+                        .wait_interruptible_timeout(&mut c, msecs_to_jiffies(left as u32));
+                    if c.dead || c.state != State::Down {
+                        return;
+                    }
                 }
             }
             if c.backoff_ms > 0 {
