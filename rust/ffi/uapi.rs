@@ -8,6 +8,9 @@ use kernel::transmute::AsBytes;
 use super::bindings;
 
 /// The size of the field `field` reads (the closure is never called).
+// Used only in `const _` items, which rustc 1.85 (Debian's kernel) does not
+// count as uses.
+#[allow(dead_code)]
 const fn field_size<S, F>(_field: fn(&S) -> &F) -> usize {
     core::mem::size_of::<F>()
 }
