@@ -63,6 +63,7 @@ FIXTURE_VARIANT_ADD(mr, siw) {
 
 FIXTURE_SETUP(mr)
 {
+	SKIP_WITHOUT_DRIVER(variant->kind);
 	ASSERT_EQ(0, pair_up_loaded(variant->kind));
 	self->qps0 = rc_qps(variant->kind);
 	ASSERT_LE(0, self->qps0);
@@ -1267,6 +1268,7 @@ TEST_F(mr, foreign_connect_to_the_registration_listener_is_refused)
  */
 TEST_F_TIMEOUT(mr, failed_allocations_fail_registrations_and_rdma_cleanly, 600)
 {
+	SKIP_WITHOUT_FAULT_INJECTION();
 	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
 	struct rds_iovec iov = { .addr = (uintptr_t)self->buf, .bytes = PAGE };
 	char *remote = self->buf + MIB;

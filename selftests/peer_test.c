@@ -61,6 +61,7 @@ FIXTURE_VARIANT_ADD(peer, siw) {
 
 FIXTURE_SETUP(peer)
 {
+	SKIP_WITHOUT_DRIVER(variant->kind);
 	ASSERT_EQ(0, pair_up_loaded(variant->kind));
 	ASSERT_EQ(0, enter_ns(NS_A));
 	self->fd = bound_socket(variant->local, RRDS_PORT);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 #include <fcntl.h>
 #include <time.h>
@@ -202,15 +203,62 @@ static inline int rrds_loaded(void)
 	return stat("/sys/module/rrds", &st) == 0;
 }
 
+/* Whether a module list of the running kernel (modules.dep, .builtin) names @module. */
+static inline bool module_listed(const char *list, const char *module)
+{
+	char path[256], line[512], want[64];
+	struct utsname uts;
+	bool found = false;
+	FILE *f;
+
+	if (uname(&uts))
+		return false;
+	snprintf(path, sizeof(path), "/lib/modules/%s/%s", uts.release, list);
+	snprintf(want, sizeof(want), "/%s.ko", module);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, ":\n")] = 0;
+		found = strstr(line, want) != NULL;
+	}
+	fclose(f);
+	return found;
+}
+
+/* Whether @module is loaded or built in. */
+static inline bool module_present(const char *module)
+{
+	char path[128];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/sys/module/%s", module);
+	return !stat(path, &st) || module_listed("modules.builtin", module);
+}
+
+/*
+ * Whether the running kernel has the driver of a device pair ("rxe" or "siw"),
+ * loaded, built in or as a module: Debian's stock kernel has no siw.
+ */
+static inline bool rdma_driver_present(const char *kind)
+{
+	const char *module = strcmp(kind, "rxe") ? kind : "rdma_rxe";
+
+	return module_present(module) || module_listed("modules.dep", module);
+}
+
 /*
  * Loads rrds.ko with finit_module and module parameters ("name=value ..."),
  * as insmod does; returns 0 or -errno.
  */
 static inline int rrds_load_with(const char *params)
 {
-	int fd = open(rrds_ko(), O_RDONLY | O_CLOEXEC);
-	int ret;
+	int fd, ret;
 
+	/* Where ib_core and rdma_cm are modules (distribution kernels), as modprobe would. */
+	if (!module_present("rdma_cm") && sh("modprobe -q rdma_cm"))
+		return -ENOENT;
+	fd = open(rrds_ko(), O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	ret = syscall(SYS_finit_module, fd, params, 0);
@@ -239,6 +287,13 @@ static inline bool gsi_broken(const char *kind)
 	return !sh("rdma resource show qp | grep ' %s_[ab]/.* type GSI state ERR' >/dev/null",
 		   kind);
 }
+
+/* In a fixture's setup: skip the case when the kernel lacks the pair's driver. */
+#define SKIP_WITHOUT_DRIVER(kind)					\
+	do {								\
+		if (!rdma_driver_present(kind))				\
+			SKIP(return, "this kernel has no %s driver", kind); \
+	} while (0)
 
 static inline int pair_up_loaded(const char *kind)
 {
@@ -310,6 +365,27 @@ static inline int write_string(const char *path, const char *val)
 	close(fd);
 	return rc;
 }
+
+/* Whether the kernel has the fault injection the allocation tests drive. */
+static inline bool fault_injection_present(void)
+{
+	static const char *const attrs[] = FAULT_ATTRS;
+	char path[128];
+
+	for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
+		snprintf(path, sizeof(path), "/sys/kernel/debug/%s/times", attrs[i]);
+		if (access(path, W_OK))
+			return false;
+	}
+	return true;
+}
+
+/* In a case: skip it on a kernel without fault injection (Debian's). */
+#define SKIP_WITHOUT_FAULT_INJECTION()					\
+	do {								\
+		if (!fault_injection_present())				\
+			SKIP(return, "this kernel has no failslab/fail_page_alloc"); \
+	} while (0)
 
 static inline int write_attr(const char *attr, const char *file, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -377,6 +377,7 @@ TEST_F(rds, python_socket_module_speaks_rds)
  */
 TEST_F(rds, failed_allocations_fail_calls_cleanly)
 {
+	SKIP_WITHOUT_FAULT_INJECTION();
 	struct sockaddr_in any = sin4("127.0.0.1", 0), to;
 	int rx = bound_socket("127.0.0.1", 0), tx = bound_socket("127.0.0.1", 0);
 	int n, injected = 1, on = 1, fd, failures[6] = { 0 };

@@ -228,6 +228,7 @@ FIXTURE_SETUP(ib_tools)
 	if (stat(rrds_cmd(), &st))
 		SKIP(return, "%s not built", rrds_cmd());
 	sh("rmmod rds_rdma rds 2>/dev/null");
+	SKIP_WITHOUT_DRIVER(variant->kind);
 	ASSERT_EQ(0, pair_up_loaded(variant->kind));
 	/* The test and the commands it runs live in rrds-a. */
 	ASSERT_EQ(0, enter_ns("rrds-a"));

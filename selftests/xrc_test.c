@@ -50,6 +50,7 @@ FIXTURE_VARIANT_ADD(xrc, siw) {
 
 FIXTURE_SETUP(xrc)
 {
+	SKIP_WITHOUT_DRIVER(variant->kind);
 	ASSERT_EQ(0, pair_up_loaded(variant->kind));
 	self->qps0 = rc_qps(variant->kind);
 	ASSERT_LE(0, self->qps0);
@@ -545,6 +546,7 @@ static int register_failing(const char *ip, uint32_t qp_num)
  */
 TEST_F(xrc, failed_allocations_fail_calls_cleanly)
 {
+	SKIP_WITHOUT_FAULT_INJECTION();
 	struct rrds_info_xrc_target t[INFO_MAX];
 	int fd = xsock(variant->local), other = xsock(variant->local);
 	int n, injected, status, failures[3] = { 0 };
