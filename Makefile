@@ -2,7 +2,8 @@
 #
 # rrds top-level make targets.
 #
-#   make KDIR=<kernel build dir>   build rrds.ko against that kernel
+#   make [KDIR=<kernel build dir>] build rrds.ko against that kernel (default: the running one's)
+#   make modules_install           install it (INSTALL_MOD_PATH, INSTALL_MOD_DIR as for any module)
 #   make check                     set up, build, lint and run the selftests in a VM
 #   make demo                      boot the VM, load rrds on rxe and siw, show what it sees
 #   make bench                     rrds against the in-tree rds module over loopback, in a VM
@@ -12,8 +13,12 @@
 #   make interop                   rrds in one VM against in-tree RDS/IB in another (also in check)
 #   make fuzz                      the fuzzer for RRDS_FUZZ_SECONDS (default 1800) in the VM
 #   make distro-module             rrds.ko for Debian's stock kernel, in the cache (scripts/distro-kernel)
+#   make check-distro              that rrds.ko on Debian's stock kernel in the VM, with the selftests
 #
-# KDIR defaults to the cached test kernel (scripts/kernel-dir builds it on first use).
+# KDIR defaults to the running kernel's build tree, as for any out-of-tree
+# module; scripts/kdir-check says what it lacks. The developer targets (check,
+# demo, bench*, fuzz, interop) use the project's test kernel, which
+# scripts/kernel-dir builds on first use: make KDIR=$(scripts/kernel-dir).
 
 include $(dir $(lastword $(MAKEFILE_LIST)))scripts/toolchain.env
 
@@ -24,23 +29,30 @@ export LIBCLANG_PATH ?= /usr/lib/llvm-$(RRDS_LLVM_VERSION)/lib
 export RUSTUP_TOOLCHAIN ?= $(RRDS_RUST_VERSION)
 
 KDIR ?=
-# Evaluated by the shell in each recipe that needs it, so `make clean` builds nothing.
-kdir = $(if $(KDIR),$(KDIR),$$($(CURDIR)/scripts/kernel-dir))
-LLVM ?= 1
+kdir = $(if $(KDIR),$(KDIR),/lib/modules/$(shell uname -r)/build)
+# The test kernel, evaluated by the shell in the recipes that need it.
+test_kdir = $(if $(KDIR),$(KDIR),$$($(CURDIR)/scripts/kernel-dir))
+# As the kernel was built: LLVM=1 for a clang-built kernel, gcc otherwise (Debian's).
+LLVM ?= $(if $(shell grep -sx CONFIG_CC_IS_CLANG=y $(kdir)/.config),1,)
 RRDS_WERROR ?= 1
 export RRDS_WERROR
 
 SHELL := /bin/bash
 rust_sources = $(filter-out rust/bindings_generated.rs,$(wildcard rust/*.rs rust/*/*.rs rust/*/*/*.rs))
-kmake = $(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM)
+kmake = $(CURDIR)/scripts/kdir-check $(kdir) && $(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM)
 
 .PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench bench-ib bench-rdma bench-register bench-xrc interop setup fuzz \
-	distro-module
+	distro-module check-distro modules_install
 
 all: modules
 
 modules:
 	$(kmake) modules
+
+# Into $(INSTALL_MOD_PATH)/lib/modules/<release>/$(INSTALL_MOD_DIR) (kbuild's
+# default directory for external modules: updates), then depmod.
+modules_install:
+	$(kmake) modules_install
 
 clippy:
 	$(kmake) CLIPPY=1 modules
@@ -52,7 +64,7 @@ rustfmt-check:
 	rustfmt --check --edition 2021 $(rust_sources)
 
 selftests:
-	$(MAKE) -C selftests KDIR=$(kdir)
+	$(MAKE) -C selftests KDIR=$(test_kdir)
 
 clean:
 	rm -f rrds.ko rrds.o rrds.mod rrds.mod.c rrds.mod.o modules.order Module.symvers .*.cmd rust/*.o rust/.*.cmd rust/.*.d
@@ -66,6 +78,9 @@ setup:
 # checkout's rrds.ko stays the test kernel's. Prints the module's path.
 distro-module:
 	scripts/distro-kernel module
+
+check-distro:
+	scripts/check-distro
 
 check:
 	scripts/check
@@ -94,5 +109,6 @@ bench-register:
 bench-xrc:
 	scripts/bench-xrc
 
-interop: modules selftests
+interop:
+	$(MAKE) modules selftests KDIR=$(test_kdir)
 	scripts/interop
