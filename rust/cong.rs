@@ -31,6 +31,7 @@ use kernel::{
 
 use crate::{
     ffi::{net::NetRef, workqueue},
+    message::Message,
     stats::{
         self,
         Stat, //
@@ -80,7 +81,10 @@ impl WorkItem for CongMap {
     type Pointer = Arc<CongMap>;
 
     fn run(this: Arc<CongMap>) {
-        crate::transport::ib::cong_changed(&this);
+        // Only our own sockets' bits are ours to tell.
+        if this.side == Side::Local {
+            crate::transport::ib::cong_changed(this.net, &this.addr, || this.to_message());
+        }
     }
 }
 
@@ -238,6 +242,30 @@ impl CongMap {
         for (i, word) in bits.iter().enumerate() {
             out[i * 8..i * 8 + 8].copy_from_slice(&word.to_le_bytes());
         }
+    }
+
+    /// The map as a congestion-map message (8 KiB), as IB sends it to a peer.
+    /// Process context.
+    pub(crate) fn to_message(&self) -> Result<Arc<Message>> {
+        let mut wire = KVec::with_capacity(WIRE_BYTES, GFP_KERNEL)?;
+        wire.resize(WIRE_BYTES, 0, GFP_KERNEL)?;
+        let buf: &mut [u8; WIRE_BYTES] = wire.as_mut_slice().try_into().map_err(|_| EINVAL)?;
+        self.to_wire(buf);
+        Message::from_kernel(&wire)
+    }
+
+    /// Takes a peer's congestion-map message as this map's bits, as
+    /// [`CongMap::apply_wire`]; a message of another size is ignored (as
+    /// upstream does) and changes nothing.
+    pub(crate) fn apply_message(&self, message: &Message) -> Result<bool> {
+        if message.len() != WIRE_BYTES {
+            return Ok(false);
+        }
+        let mut wire = KVec::with_capacity(WIRE_BYTES, GFP_KERNEL)?;
+        wire.resize(WIRE_BYTES, 0, GFP_KERNEL)?;
+        message.copy_to_kernel(&mut wire)?;
+        let wire: &[u8; WIRE_BYTES] = wire.as_slice().try_into().map_err(|_| EINVAL)?;
+        Ok(self.apply_wire(wire))
     }
 
     /// Takes a peer's map in wire form as this map's bits (the map of a

@@ -37,6 +37,7 @@ use crate::{
     },
     ffi::net::NetRef,
     fifo::Fifo,
+    incoming,
     message::{
         Header,
         Message, //
@@ -50,6 +51,7 @@ use crate::{
             IbPath,
             Incarnations, //
         },
+        Direction,
         Transport,
         Xmit, //
     },
@@ -736,6 +738,30 @@ impl Connection {
                 return;
             }
         }
+    }
+
+    /// A message arrived on this connection: the receive path checks it,
+    /// answers pings and queues it on its socket ([`incoming::arrived`]).
+    /// Process context.
+    pub(crate) fn arrived(&self, dir: Direction, header: Header, message: Arc<Message>) -> Result {
+        incoming::arrived(self, dir, header, message)
+    }
+
+    /// The peer's congestion map arrived (a message of `FLAG_CONG_BITMAP`):
+    /// the bits of its ports, which our senders to it check. Process context.
+    pub(crate) fn peer_cong_map(&self, message: &Message) -> Result {
+        if self.fcong.apply_message(message)? {
+            cong::notify_monitors(self.key.net);
+        }
+        Ok(())
+    }
+
+    /// Our congestion map of the local address as a message, if the address
+    /// has one: a new link sends it first, as upstream does. Process context.
+    pub(crate) fn local_cong_message(&self) -> Option<Arc<Message>> {
+        cong::find(self.key.net, &self.key.laddr, cong::Side::Local)?
+            .to_message()
+            .ok()
     }
 
     /// The transport has delivered everything up to `seq`: release those

@@ -78,16 +78,7 @@ pub(crate) fn trace_clock() -> u64 {
     time::monotonic_ns()
 }
 
-/// Which way a message crossed its connection.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Direction {
-    /// Loopback: the sender's own connection, from its local address to its
-    /// remote one.
-    Loopback,
-    /// From the peer: the receiver's connection, from its remote address to
-    /// its local one.
-    FromPeer,
-}
+pub(crate) use crate::transport::Direction;
 
 /// A message arrived on `conn`: check it, answer pings, queue it on the bound
 /// socket (upstream's `rds_recv_incoming`). Process context (IB completions

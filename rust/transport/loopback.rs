@@ -22,6 +22,7 @@ use kernel::{
 };
 
 use super::{
+    Direction,
     Transport,
     Xmit, //
 };
@@ -29,10 +30,6 @@ use crate::{
     conn::{
         self,
         Connection, //
-    },
-    incoming::{
-        self,
-        Direction, //
     },
     message::{
         Header,
@@ -91,7 +88,9 @@ impl Transport for Loopback {
         // from its local address to its remote one.
         match Header::from_wire(&wire) {
             Some(received) => {
-                if incoming::arrived(conn, Direction::Loopback, received, message.clone()).is_err()
+                if conn
+                    .arrived(Direction::Loopback, received, message.clone())
+                    .is_err()
                 {
                     // The receiver could not take it (no memory): it stays
                     // queued, and the watchdog tries again.

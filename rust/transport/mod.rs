@@ -21,6 +21,17 @@ use crate::{
     },
 };
 
+/// Which way a message crossed its connection.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Direction {
+    /// Loopback: the sender's own connection, from its local address to its
+    /// remote one.
+    Loopback,
+    /// From the peer: the receiver's connection, from its remote address to
+    /// its local one.
+    FromPeer,
+}
+
 /// What became of a message handed to [`Transport::xmit`].
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Xmit {

@@ -449,23 +449,25 @@ pub(crate) fn show_links(f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Res
     Ok(())
 }
 
-/// `map` (of a local address) changed: send it to the peer of every IB
-/// connection from that address. Process context (the map's work item).
-pub(crate) fn cong_changed(map: &crate::cong::CongMap) {
-    // Only our own sockets' bits are ours to tell.
-    if map.side != crate::cong::Side::Local {
-        return;
-    }
+/// The congestion map of local address `laddr` in `net` changed: send it,
+/// as `message` builds it, to the peer of every IB connection from that
+/// address. Built once, and only if a connection needs it. Process context
+/// (the map's work item).
+pub(crate) fn cong_changed(
+    net: NetRef,
+    laddr: &[u8; 16],
+    mut message: impl FnMut() -> Result<Arc<Message>>,
+) {
     let mut wire = None;
     for c in conn::snapshot() {
         let Some(path) = &c.path else {
             continue;
         };
-        if c.key.net != map.net || c.key.laddr != map.addr {
+        if c.key.net != net || c.key.laddr != *laddr {
             continue;
         }
         if wire.is_none() {
-            wire = path::cong_message(map).ok();
+            wire = message().ok();
         }
         if let Some(w) = &wire {
             path.send_cong_map(w.clone());

@@ -22,8 +22,6 @@ mod datapath;
 mod show;
 mod watchdog;
 
-pub(super) use datapath::cong_message;
-
 use kernel::{
     impl_has_work, new_condvar, new_mutex, new_spinlock, new_work,
     page::Page,
@@ -77,7 +75,6 @@ use super::{
 };
 use crate::{
     addr::Endpoint,
-    cong,
     conn::{
         ConnKey,
         Connection, //
@@ -116,10 +113,6 @@ use crate::{
         },
         workqueue,
     },
-    incoming::{
-        self,
-        Direction, //
-    },
     message::{
         flags,
         Assembly,
@@ -130,6 +123,7 @@ use crate::{
         self,
         Stat, //
     },
+    transport::Direction,
     transport::Xmit,
 };
 

@@ -362,10 +362,8 @@ impl IbPath {
         self.peer_connected(restarted, peer.ack_seq);
         if let Some(conn) = self.conn() {
             // Our congestion map first, as upstream does on a new connection.
-            if let Some(map) = cong::find(conn.key.net, &conn.key.laddr, cong::Side::Local) {
-                if let Ok(wire) = cong_message(&map) {
-                    self.send_cong_map(wire);
-                }
+            if let Some(wire) = conn.local_cong_message() {
+                self.send_cong_map(wire);
             }
             conn.xmit();
         }

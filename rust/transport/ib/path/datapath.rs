@@ -7,15 +7,6 @@
 // The rest of `IbPath`: path.rs's types and imports.
 use super::*;
 
-/// `map` as a congestion-map message (8 KiB). Process context.
-pub(in crate::transport::ib) fn cong_message(map: &cong::CongMap) -> Result<Arc<Message>> {
-    let mut wire = KVec::with_capacity(cong::WIRE_BYTES, GFP_KERNEL)?;
-    wire.resize(cong::WIRE_BYTES, 0, GFP_KERNEL)?;
-    let buf: &mut [u8; cong::WIRE_BYTES] = wire.as_mut_slice().try_into().map_err(|_| EINVAL)?;
-    map.to_wire(buf);
-    Message::from_kernel(&wire)
-}
-
 impl CompletionHandler for IbPath {
     fn completed(&self, tag: u32, wc: &WorkCompletion<'_>) {
         // SAFETY: `self` is the contents of an `Arc` (paths are only created by
@@ -115,22 +106,12 @@ impl IbPath {
         let (header, message) = complete;
         if header.flags == FLAG_CONG_BITMAP {
             // The peer's congestion map: the bits of its ports, which our senders
-            // to it check (upstream ignores a map of the wrong size too).
-            if message.len() == cong::WIRE_BYTES {
-                let mut wire = KVec::with_capacity(cong::WIRE_BYTES, GFP_KERNEL)?;
-                wire.resize(cong::WIRE_BYTES, 0, GFP_KERNEL)?;
-                message.copy_to_kernel(&mut wire)?;
-                let wire: &[u8; cong::WIRE_BYTES] =
-                    wire.as_slice().try_into().map_err(|_| EINVAL)?;
-                if conn.fcong.apply_wire(wire) {
-                    cong::notify_monitors(conn.key.net);
-                }
-            }
-            return Ok(());
+            // to it check.
+            return conn.peer_cong_map(&message);
         }
         // Acknowledged only once taken: one the socket could not queue fails
         // the link, and the peer retransmits it.
-        incoming::arrived(conn, Direction::FromPeer, header, message)?;
+        conn.arrived(Direction::FromPeer, header, message)?;
         if let Some(rings) = Option::as_mut(&mut *self.rings.lock()) {
             rings.message_received(header.sequence, header.flags & flags::ACK_REQUIRED != 0);
         }
