@@ -574,6 +574,13 @@ fn class_pages(device: &RdmaDevice, pages: usize) -> u32 {
     class.min(device.caps().max_fast_reg_page_list_len as usize) as u32
 }
 
+/// What RDS_INFO_IB_CONNECTIONS reports of `device`'s pool (upstream's
+/// `rdma_mr_max` and `rdma_mr_size`, of its largest pool): how many free MRs
+/// of the largest class it keeps, and how many pages each maps.
+pub(crate) fn pool_shape(device: &RdmaDevice) -> (u32, u32) {
+    (POOL_KEEP as u32, class_pages(device, MAX_PAGES))
+}
+
 /// Releases a finished MR: unmaps it, returns its fast-reg MR to the pool if
 /// it was invalidated cleanly (deregisters it otherwise), unpins the pages
 /// and tells the owner. Process context.

@@ -26,9 +26,11 @@ use crate::{
     },
     message::Header,
     stats,
+    transport::LinkState,
 };
 
 const CONN_FLAG_SENDING: u8 = 0x01;
+const CONN_FLAG_CONNECTING: u8 = 0x02;
 const CONN_FLAG_CONNECTED: u8 = 0x04;
 /// Upstream refuses lengths it could not pin (info.c: `INT_MAX - PAGE_SIZE + 1`).
 const MAX_LEN: usize = i32::MAX as usize - 4096 + 1;
@@ -128,7 +130,12 @@ fn connections(net: NetRef, v6: bool) -> Result<Records> {
             return;
         }
         let snap = c.snapshot();
-        let mut flags = CONN_FLAG_CONNECTED;
+        // Loopback connections are always up.
+        let mut flags = match c.path.as_ref().map_or(LinkState::Up, |p| p.link_state()) {
+            LinkState::Down => 0,
+            LinkState::Connecting => CONN_FLAG_CONNECTING,
+            LinkState::Up => CONN_FLAG_CONNECTED,
+        };
         if snap.transmitting {
             flags |= CONN_FLAG_SENDING;
         }
@@ -159,8 +166,7 @@ fn connections(net: NetRef, v6: bool) -> Result<Records> {
 
 /// `rds_info_rdma_connection` (68 bytes) / `rds6_info_rdma_connection` (92):
 /// addresses and TOS always, the rest only while the connection is up
-/// (zeroes otherwise; upstream leaves them unset). The MR fields stay 0 until rrds
-/// has an MR pool.
+/// (zeroes otherwise; upstream leaves them unset).
 fn ib_connections(net: NetRef, v6: bool) -> Result<Records> {
     let mut r = Records::new(if v6 { 92 } else { 68 });
     let mut result = Ok(());
@@ -189,7 +195,9 @@ fn ib_connections(net: NetRef, v6: bool) -> Result<Records> {
             rec[at + 32..at + 36].copy_from_slice(&i.max_send_wr.to_ne_bytes());
             rec[at + 36..at + 40].copy_from_slice(&i.max_recv_wr.to_ne_bytes());
             rec[at + 40..at + 44].copy_from_slice(&i.max_send_sge.to_ne_bytes());
-            // rdma_mr_max, rdma_mr_size at +44, +48; then tos, sl, cache_allocs.
+            rec[at + 44..at + 48].copy_from_slice(&i.mr_max.to_ne_bytes());
+            rec[at + 48..at + 52].copy_from_slice(&i.mr_pages.to_ne_bytes());
+            // +52 tos (above), +53 sl, +56 cache_allocs (upstream's page cache: 0).
             rec[at + 53] = i.sl;
         }
         result = r.push(&rec[..used]);

@@ -42,6 +42,15 @@ pub(crate) enum Xmit {
     Blocked,
 }
 
+/// Where a connection's link is, as RDS_INFO reports it (upstream's
+/// `RDS_INFO_CONNECTION_FLAG_CONNECTING` / `_CONNECTED`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LinkState {
+    Down,
+    Connecting,
+    Up,
+}
+
 /// A transport.
 pub(crate) trait Transport: Sync {
     /// The name RDS_INFO connection records carry ("loopback", ...).

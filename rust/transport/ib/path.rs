@@ -305,6 +305,10 @@ pub(crate) struct IbInfo {
     pub(crate) max_send_wr: u32,
     pub(crate) max_recv_wr: u32,
     pub(crate) max_send_sge: u32,
+    /// The MR pool of the link's device: how many of its largest MRs it
+    /// keeps, and their pages (upstream reports its 1 MiB pool's).
+    pub(crate) mr_max: u32,
+    pub(crate) mr_pages: u32,
 }
 
 /// The IB state of one connection.

@@ -5,6 +5,7 @@
 
 // The rest of `IbPath`: path.rs's types and imports.
 use super::*;
+use crate::transport::LinkState;
 
 /// `task_connect` in debugfs `ib_links`: ticks waited, or `-`.
 struct TaskConnectWait(Option<u32>);
@@ -28,6 +29,10 @@ impl IbPath {
         }
         let link = c.link.as_ref()?;
         let (src_gid, dst_gid) = link.cm_id.gids();
+        let (mr_max, mr_pages) = link
+            .device
+            .as_ref()
+            .map_or((0, 0), |d| crate::mr::pool_shape(d));
         Some(IbInfo {
             src_gid,
             dst_gid,
@@ -38,7 +43,18 @@ impl IbPath {
                 .device
                 .as_ref()
                 .map_or(0, |d| u32::try_from(d.caps().max_send_sge).unwrap_or(0)),
+            mr_max,
+            mr_pages,
         })
+    }
+
+    /// Where the link is, for RDS_INFO's connection flags.
+    pub(crate) fn link_state(&self) -> LinkState {
+        match self.ctl.lock().state {
+            State::Down => LinkState::Down,
+            State::Connecting => LinkState::Connecting,
+            State::Up => LinkState::Up,
+        }
     }
 
     /// debugfs `rrds/ib_links`: the control state and ring counters.
