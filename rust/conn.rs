@@ -720,8 +720,11 @@ impl Connection {
                 // thread can send what it would have.
                 if st.xmit_again {
                     stats::inc(Stat::SendLockQueueRaced);
+                    stats::inc(Stat::SendImmediateRetry);
                     continue;
                 }
+                // The transport's call resumes it (upstream's delayed send work).
+                stats::inc(Stat::SendDelayedRetry);
                 break;
             }
         }

@@ -3,8 +3,14 @@
 //! Global counters, reported by `RDS_INFO_COUNTERS` under upstream's names
 //! (net/rds/stats.c) so that rds-info and scripts written for it read them.
 //!
-//! Counters of mechanisms rrds does not have (multipath, page remainders)
-//! exist for the record layout's sake and stay 0.
+//! Counters of mechanisms rrds does not have exist for the record layout's
+//! sake and stay 0: `recv_immediate_retry` (no receive path retries at
+//! once: IB completions are polled by ib_core, a loopback receiver that
+//! cannot take a message leaves it for the watchdog), `send_stuck_rm` (a
+//! transport takes a message whole or not at all, so none is stuck half
+//! sent), `page_remainder_hit`/`_miss` (messages own their pages; small
+//! ones share frames, see `ib_tx_packed_messages`) and
+//! `mprds_catchup_tx0_retries` (no multipath).
 
 use kernel::sync::atomic::{
     Atomic,

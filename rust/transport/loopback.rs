@@ -92,8 +92,9 @@ impl Transport for Loopback {
                     .arrived(Direction::Loopback, received, message.clone())
                     .is_err()
                 {
-                    // The receiver could not take it (no memory): it stays
-                    // queued, and the watchdog tries again.
+                    // The receiver could not take it (full, or no memory): it
+                    // stays queued, and the watchdog tries again.
+                    stats::inc(Stat::RecvDelayedRetry);
                     return Xmit::Blocked;
                 }
             }

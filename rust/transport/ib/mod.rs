@@ -399,7 +399,7 @@ fn watch() {
             if let Some(path) = &c.path {
                 path.watchdog_tick(STALL_SECONDS);
             } else if c.has_unsent() && c.transport.can_send(&c) {
-                // Loopback: a message the receiver could not take (no memory).
+                // Loopback: a message the receiver could not take (full, or no memory).
                 c.xmit();
             }
         }
