@@ -345,6 +345,46 @@ TEST_F(held, admission_compares_the_bytes_before_the_message)
 	EXPECT_EQ(-EAGAIN, send_nb(self->tx, &self->to, 0));
 }
 
+/*
+ * Messages that pass congestion while held, and then find the receive
+ * queue at its limit (4 MiB here: four times SO_RCVBUF, at least 4 MiB),
+ * wait on their connection: they are counted as delayed retries, and the
+ * watchdog (once a second) delivers them once the reader has made room. None
+ * is lost or duplicated.
+ */
+TEST_F(held, messages_past_the_receive_limit_wait_for_the_reader)
+{
+	long long recv_retries0 = rds_counter("recv_delayed_retry");
+	long long send_retries0 = rds_counter("send_delayed_retry");
+	int v = 16 << 20, len = 1 << 20, first;
+	static unsigned char buf[(1 << 20) + 1];
+	struct pollfd p = { .fd = self->rx, .events = POLLIN };
+
+	ASSERT_LE(0, recv_retries0);
+	ASSERT_EQ(0, setsockopt(self->tx, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)));
+	for (int i = 0; i < 6; i++) {
+		memset(buf, 'a' + i, len);
+		ASSERT_EQ(len, ERR(sendto(self->tx, buf, len, MSG_DONTWAIT,
+					  (struct sockaddr *)&self->to, sizeof(self->to))));
+	}
+	ASSERT_EQ(0, hold(0));
+	/* Four fill the 4 MiB; the fifth waits. */
+	for (first = 0; first < 4; first++) {
+		ASSERT_EQ(len, ERR(recv(self->rx, buf, sizeof(buf), MSG_DONTWAIT)));
+		EXPECT_EQ('a' + first, buf[0]);
+		EXPECT_EQ('a' + first, buf[len - 1]);
+	}
+	EXPECT_LT(recv_retries0, rds_counter("recv_delayed_retry"));
+	EXPECT_LT(send_retries0, rds_counter("send_delayed_retry"));
+	for (int i = first; i < 6; i++) {
+		ASSERT_EQ(1, poll(&p, 1, 3000)) TH_LOG("message %d never came", i);
+		ASSERT_EQ(len, ERR(recv(self->rx, buf, sizeof(buf), MSG_DONTWAIT)));
+		EXPECT_EQ('a' + i, buf[0]);
+		EXPECT_EQ('a' + i, buf[len - 1]);
+	}
+	EXPECT_EQ(-EAGAIN, recv_nb(self->rx));
+}
+
 TEST_F(held, blocking_send_on_full_buffer_times_out_with_etimedout)
 {
 	struct timeval tv = { .tv_usec = 200000 };

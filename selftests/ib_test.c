@@ -28,7 +28,7 @@
  * below keep each test within a few minutes. Tunables, from the environment:
  * RRDS_IB_INTEGRITY_MSGS (the 4x4 run's total, 4000), RRDS_IB_INTEGRITY_DEADLINE
  * (seconds, 150), RRDS_IB_INTEGRITY_SEED (0), RRDS_IB_FLAP_MSGS (2000) and
- * RRDS_IB_CYCLES (100).
+ * RRDS_IB_CYCLES (1000).
  */
 #include <poll.h>
 #include <pthread.h>
@@ -664,6 +664,10 @@ static void check_ib_info(int fd, const char *laddr, const char *faddr, bool roc
 		if (c[i].max_send_wr != 257 || c[i].max_recv_wr != 256 || !c[i].max_send_sge)
 			die("IB connection %s -> %s: send_wr %u recv_wr %u send_sge %u", laddr,
 			    faddr, c[i].max_send_wr, c[i].max_recv_wr, c[i].max_send_sge);
+		/* The MR pool: 64 MRs of 257 pages, or what the device maps (siw 256). */
+		if (c[i].rdma_mr_max != 64 || c[i].rdma_mr_size != (roce ? 257 : 256))
+			die("IB connection %s -> %s: rdma_mr_max %u rdma_mr_size %u", laddr, faddr,
+			    c[i].rdma_mr_max, c[i].rdma_mr_size);
 		if (roce && (memcmp(c[i].src_gid, lgid, 16) || memcmp(c[i].dst_gid, fgid, 16)))
 			die("IB connection %s -> %s: GIDs are not the addresses'", laddr, faddr);
 		if (c[i].tos)
@@ -1000,6 +1004,119 @@ TEST_F(ib, full_send_buffer_refuses_with_eagain)
 	EXPECT_EQ(0, reap(_metadata, &k, 1, deadline + REAP_GRACE_S));
 }
 
+#define CONG_RX_PORT	6300
+#define CONG_TX_PORT	6301
+#define CONG_MSG	1024
+#define CONG_MAX_MSGS	4096	/* far beyond what a 32 KiB receive buffer takes */
+
+/* The RDS_CMSG_CONG_UPDATE mask of a 0-byte notice on @fd; 0 if none came within @ms. */
+static uint64_t cong_notice(int fd, int ms)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(uint64_t))];
+	} control;
+	struct msghdr m = { .msg_control = &control, .msg_controllen = sizeof(control) };
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct cmsghdr *c;
+	uint64_t mask;
+
+	if (poll(&p, 1, ms) != 1 || recvmsg(fd, &m, MSG_DONTWAIT) != 0)
+		return 0;
+	c = CMSG_FIRSTHDR(&m);
+	if (!c || c->cmsg_level != SOL_RDS || c->cmsg_type != RDS_CMSG_CONG_UPDATE ||
+	    c->cmsg_len != CMSG_LEN(sizeof(mask)))
+		return 0;
+	memcpy(&mask, CMSG_DATA(c), sizeof(mask));
+	return mask;
+}
+
+/*
+ * Congestion crosses the link: rrds-b's socket, with a 32 KiB receive
+ * buffer, reads nothing; rrds-a's non-blocking sender gets ENOBUFS, which it
+ * can only get from rrds-b's congestion map, sent on the wire
+ * (cong_update_queued) and applied here (cong_update_received). Once rrds-b
+ * has read everything, the cleared map comes back: the sender's
+ * RDS_CONG_MONITOR reports the port, and sending works again. Every message
+ * arrives once, in order.
+ */
+TEST_F(ib, congestion_maps_cross_the_wire_and_clear)
+{
+	long long queued0 = rds_counter("cong_update_queued");
+	long long received0 = rds_counter("cong_update_received");
+	long long refused0 = rds_counter("cong_send_error");
+	struct sockaddr_in to = sin4(variant->remote, CONG_RX_PORT);
+	unsigned char buf[CONG_MSG + 1];
+	int rx, tx, on = 1, sent = 0, got = 0, rcvbuf = 16 << 10, sndbuf = SNDBUF;
+	uint64_t mask = 0;
+	double limit;
+	ssize_t n;
+
+	ASSERT_LE(0, queued0);
+	ASSERT_EQ(0, enter_ns(NS_B));
+	rx = bound_socket(variant->remote, CONG_RX_PORT);
+	ASSERT_LE(0, rx);
+	ASSERT_EQ(0, setsockopt(rx, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)));
+	ASSERT_EQ(0, enter_ns(NS_A));
+	tx = bound_socket(variant->local, CONG_TX_PORT);
+	ASSERT_LE(0, tx);
+	ASSERT_EQ(0, setsockopt(tx, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)));
+	ASSERT_EQ(0, setsockopt(tx, SOL_RDS, RDS_CONG_MONITOR, &on, sizeof(on)));
+
+	/* Send until the peer's map says the port is congested. */
+	limit = now() + 60;
+	for (;;) {
+		numbered_fill(buf, CONG_MSG, 0x5c, sent);
+		n = sendto(tx, buf, CONG_MSG, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to));
+		if (n == CONG_MSG) {
+			sent++;
+			ASSERT_GT(CONG_MAX_MSGS, sent) TH_LOG("never congested");
+			continue;
+		}
+		ASSERT_TRUE(errno == EAGAIN || errno == ENOBUFS) TH_LOG("%s", strerror(errno));
+		if (errno == ENOBUFS)
+			break;
+		ASSERT_GT(limit, now()) TH_LOG("no ENOBUFS in 60 s (%d sent)", sent);
+		poll(NULL, 0, RETRY_WAIT_MS);
+	}
+	EXPECT_LT(queued0, rds_counter("cong_update_queued"));
+	EXPECT_LT(received0, rds_counter("cong_update_received"));
+	EXPECT_LT(refused0, rds_counter("cong_send_error"));
+	/* Still congested: nothing has been read. */
+	EXPECT_EQ(-ENOBUFS, ERR(sendto(tx, buf, CONG_MSG, MSG_DONTWAIT,
+				       (struct sockaddr *)&to, sizeof(to))));
+
+	/* Read everything; the cleared map comes back and is reported. */
+	while (got < sent) {
+		struct pollfd p = { .fd = rx, .events = POLLIN };
+
+		n = recv(rx, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n < 0) {
+			ASSERT_EQ(EAGAIN, errno);
+			ASSERT_EQ(1, poll(&p, 1, 10000)) TH_LOG("message %d of %d lost", got, sent);
+			continue;
+		}
+		numbered_check(buf, n, CONG_MSG, 0x5c, got);
+		got++;
+	}
+	limit = now() + 20;
+	while (!(mask & 1ULL << (CONG_RX_PORT % 64)) && now() < limit)
+		mask |= cong_notice(tx, 1000);
+	EXPECT_EQ(1ULL << (CONG_RX_PORT % 64), mask);
+	numbered_fill(buf, CONG_MSG, 0x5c, sent);
+	EXPECT_EQ(CONG_MSG, sendto(tx, buf, CONG_MSG, MSG_DONTWAIT, (struct sockaddr *)&to,
+				   sizeof(to)));
+	struct pollfd p = { .fd = rx, .events = POLLIN };
+
+	ASSERT_EQ(1, poll(&p, 1, 10000));
+	n = recv(rx, buf, sizeof(buf), MSG_DONTWAIT);
+	numbered_check(buf, n, CONG_MSG, 0x5c, sent);
+	EXPECT_EQ(-EAGAIN, ERR(recv(rx, buf, sizeof(buf), MSG_DONTWAIT)));
+	TH_LOG("%s: congested after %d messages of %d bytes", variant->kind, sent, CONG_MSG);
+	close(tx);
+	close(rx);
+}
+
 /*
  * One process per namespace, each with a socket bound to its end of the pair
  * at PAIR_PORT: rrds-a sends one message, rrds-b answers it, then both hold
@@ -1161,7 +1278,8 @@ TEST_F(ib, info_shows_infiniband_connections_in_both_namespaces)
  * Bit n set for each connection @laddr -> @faddr with TOS n (< 64) in
  * RDS_INFO_CONNECTIONS, and in *@ib for each in RDS_INFO_IB_CONNECTIONS.
  */
-static long long tos_bits(int fd, const char *laddr, const char *faddr, long long *ib)
+static long long tos_bits(int fd, const char *laddr, const char *faddr, long long *ib,
+			  long long *connected)
 {
 	struct sockaddr_in l = sin4(laddr, 0), f = sin4(faddr, 0);
 	struct rds_info_rdma_connection *r;
@@ -1173,10 +1291,15 @@ static long long tos_bits(int fd, const char *laddr, const char *faddr, long lon
 	if (info(fd, RDS_INFO_CONNECTIONS, &buf, &len) != sizeof(*c))
 		die("RDS_INFO_CONNECTIONS failed");
 	c = buf;
-	for (size_t i = 0; i < len / sizeof(*c); i++)
-		if (c[i].laddr == l.sin_addr.s_addr && c[i].faddr == f.sin_addr.s_addr &&
-		    c[i].tos < 64)
-			bits |= 1LL << c[i].tos;
+	*connected = 0;
+	for (size_t i = 0; i < len / sizeof(*c); i++) {
+		if (c[i].laddr != l.sin_addr.s_addr || c[i].faddr != f.sin_addr.s_addr ||
+		    c[i].tos >= 64)
+			continue;
+		bits |= 1LL << c[i].tos;
+		if (c[i].flags & RDS_INFO_CONNECTION_FLAG_CONNECTED)
+			*connected |= 1LL << c[i].tos;
+	}
 	free(buf);
 	*ib = 0;
 	if (info(fd, RDS_INFO_IB_CONNECTIONS, &buf, &len) != sizeof(*r))
@@ -1200,7 +1323,7 @@ static void check_tos_while_down(const char *mine)
 	char nobody[INET_ADDRSTRLEN];
 	struct sockaddr_in to = sin4(mine, TOS_PORT);
 	rds_tos_t tos = TOS_DOWN_VALUE;
-	long long bits, ib;
+	long long bits, ib, connected;
 	int fd;
 
 	/* The pair's subnet, a host that does not exist (x.x.x.99). */
@@ -1210,10 +1333,12 @@ static void check_tos_while_down(const char *mine)
 	if (ioctl(fd, SIOCRDSSETTOS, &tos))
 		die("SIOCRDSSETTOS: %s", strerror(errno));
 	send_msg(fd, "x", 1, &to);
-	bits = tos_bits(fd, mine, nobody, &ib);
+	bits = tos_bits(fd, mine, nobody, &ib, &connected);
 	if (bits != 1LL << TOS_DOWN_VALUE || ib != 1LL << TOS_DOWN_VALUE)
 		die("connection %s -> %s (never up) by TOS: %#llx, IB %#llx, want %#llx", mine,
 		    nobody, bits, ib, 1LL << TOS_DOWN_VALUE);
+	if (connected)
+		die("connection %s -> %s (never up) flagged CONNECTED", mine, nobody);
 	close(fd);
 }
 
@@ -1230,7 +1355,7 @@ static void __attribute__((noreturn)) run_tos_side(const FIXTURE_VARIANT(ib) *v,
 	struct sockaddr_in to = sin4(peer, TOS_PORT);
 	unsigned char buf[TOS_SIZE + 1];
 	const long long want = 1 | 1LL << TOS_VALUE;
-	long long bits, ib;
+	long long bits, ib, connected;
 	rds_tos_t tos = TOS_VALUE;
 	char what[40];
 	int fd, i;
@@ -1263,10 +1388,10 @@ static void __attribute__((noreturn)) run_tos_side(const FIXTURE_VARIANT(ib) *v,
 	}
 	gate_wait(exchanged, "the exchange");
 	/* Both connections are up: the TOS 0 one carried the answer. */
-	bits = tos_bits(fd, mine, peer, &ib);
-	if (bits != want || ib != want)
-		die("connections %s -> %s by TOS: %#llx, IB %#llx, want %#llx", mine, peer, bits,
-		    ib, want);
+	bits = tos_bits(fd, mine, peer, &ib, &connected);
+	if (bits != want || ib != want || connected != want)
+		die("connections %s -> %s by TOS: %#llx, IB %#llx, CONNECTED %#llx, want %#llx",
+		    mine, peer, bits, ib, connected, want);
 	if (side == 0)
 		check_tos_while_down(mine);
 	gate_wait(checked, "the other side's checks");

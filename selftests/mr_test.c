@@ -834,6 +834,60 @@ TEST_F(mr, rdma_gathers_use_once_and_stale_cookie)
 }
 
 /*
+ * RDS_RECVERR: a socket that asks for no notices (no RDS_RDMA_NOTIFY_ME)
+ * still hears of operations that fail, and only of those. Without it, a
+ * failed operation is silent. The failure: a READ through a cookie the peer
+ * has invalidated.
+ */
+TEST_F(mr, recverr_reports_failures_without_notify_me)
+{
+	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
+	char *remote = self->buf + MIB, got[16];
+	struct rds_iovec iov = { .addr = (uintptr_t)self->buf, .bytes = PAGE };
+	struct pollfd p = { .fd = a, .events = POLLIN };
+	uint64_t good, stale, token;
+	int on = 1, status;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	set_timeouts(a);
+	set_timeouts(b);
+	ASSERT_EQ(0, peer_get_mr(b, remote, PAGE, 0, &good));
+	ASSERT_EQ(0, peer_get_mr(b, remote + PAGE, PAGE, 0, &stale));
+	ASSERT_EQ(0, free_mr(b, stale, RDS_RDMA_INVALIDATE));
+
+	/* Without RDS_RECVERR: the failure is not reported. */
+	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, stale, 0, PAGE, &iov, 1, 0, 1,
+			       "1", 1));
+	ASSERT_EQ(0, send_cmsgs(a, variant->remote, PORT_B, NULL, 0, "n", 1));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	EXPECT_EQ('n', got[0]);
+	EXPECT_EQ(0, poll(&p, 1, 500));
+
+	/* With it: a success stays silent, a failure is reported with its token. */
+	ASSERT_EQ(0, setsockopt(a, SOL_RDS, RDS_RECVERR, &on, sizeof(on)));
+	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, good, 0, PAGE, &iov, 1,
+			       RDS_RDMA_READWRITE, 2, "2", 1));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	EXPECT_EQ('2', got[0]);
+	EXPECT_EQ(0, poll(&p, 1, 500));
+	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, stale, 0, PAGE, &iov, 1, 0, 3,
+			       "3", 1));
+	ASSERT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(3u, token);
+	EXPECT_TRUE(status == RDS_RDMA_REMOTE_ERROR || status == RDS_RDMA_DROPPED)
+		TH_LOG("status %d", status);
+	/* Nothing else: the silent operations before it left no notice. */
+	EXPECT_EQ(0, poll(&p, 1, 500));
+	ASSERT_EQ(0, send_cmsgs(a, variant->remote, PORT_B, NULL, 0, "m", 1));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	EXPECT_EQ('m', got[0]);
+	close(a);
+	close(b);
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
+}
+
+/*
  * An operation cancelled while its message waits for a connection (nobody
  * listens in rrds-b) is reported CANCELED, and its pages are unpinned.
  */
