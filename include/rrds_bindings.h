@@ -9,6 +9,7 @@
 
 #include <linux/in.h>
 #include <linux/in6.h>
+#include <linux/inetdevice.h>
 #include <linux/netdevice.h>
 #include <linux/rds.h>
 #include <linux/skbuff.h>
@@ -45,6 +46,11 @@ bool rrds_rdma_protocol_ib(const struct ib_device *device, u32 port);
 u32 rrds_rdma_start_port(const struct ib_device *device);
 u32 rrds_rdma_end_port(const struct ib_device *device);
 void rrds_dev_put(struct net_device *dev);
+struct net *rrds_init_net(void);
+struct net_device *rrds_first_netdev_rcu(struct net *net);
+struct net_device *rrds_next_netdev_rcu(struct net_device *dev);
+const struct in_ifaddr *rrds_first_ifa_rcu(const struct net_device *dev);
+const struct in_ifaddr *rrds_next_ifa_rcu(const struct in_ifaddr *ifa);
 size_t rrds_sizeof_rrds_sock(void);
 int rrds_sk_sndbuf(const struct sock *sk);
 long rrds_sk_rcvtimeo(const struct sock *sk);

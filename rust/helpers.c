@@ -38,6 +38,35 @@ void rrds_dev_put(struct net_device *dev)
 	dev_put(dev);
 }
 
+struct net *rrds_init_net(void)
+{
+	return &init_net;
+}
+
+/* The first netdev of @net, under rcu_read_lock (for_each_netdev_rcu). */
+struct net_device *rrds_first_netdev_rcu(struct net *net)
+{
+	return list_first_or_null_rcu(&net->dev_base_head, struct net_device, dev_list);
+}
+
+struct net_device *rrds_next_netdev_rcu(struct net_device *dev)
+{
+	return next_net_device_rcu(dev);
+}
+
+/* @dev's first IPv4 address, under rcu_read_lock (in_dev_for_each_ifa_rcu). */
+const struct in_ifaddr *rrds_first_ifa_rcu(const struct net_device *dev)
+{
+	const struct in_device *in_dev = __in_dev_get_rcu(dev);
+
+	return in_dev ? rcu_dereference(in_dev->ifa_list) : NULL;
+}
+
+const struct in_ifaddr *rrds_next_ifa_rcu(const struct in_ifaddr *ifa)
+{
+	return rcu_dereference(ifa->ifa_next);
+}
+
 /* Checked against bindgen's view at module load (rust/ffi/net.rs). */
 size_t rrds_sizeof_rrds_sock(void)
 {

@@ -76,6 +76,9 @@ module! {
 struct Rrds {
     /// Goes first: no socket can exist once it is dropped (sockets pin the module).
     _family: ffi::net::FamilyRegistration<socket::RdsFamily>,
+    /// Before the namespaces' cleanup: no connection of the initial
+    /// namespace is accepted after it.
+    _host_listeners: transport::ib::HostListeners,
     /// Unregistering runs the namespace cleanup for every namespace: the
     /// connections and congestion maps go with it.
     _pernet: ffi::net::PernetRegistration<socket::NetCleanup>,
@@ -187,6 +190,7 @@ impl kernel::InPlaceModule for Rrds {
             // Next: the ib_client's callbacks already queue work on it.
             _workqueue: ffi::workqueue::OwnedQueue::alloc()?,
             _watchdog: transport::ib::Watchdog::start()?,
+            _host_listeners: transport::ib::HostListeners::start(),
             _pernet: PERNET.register()?,
             _family: socket::register()?,
             devices_file <- dir.read_callback_file(c"devices", (), &|(): &(), f| device::show(f)),

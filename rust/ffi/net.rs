@@ -112,6 +112,53 @@ impl NetRef {
     pub(crate) fn from_ptr(net: *mut bindings::net) -> Self {
         Self(net as usize)
     }
+
+    /// The initial namespace, which lives as long as the kernel.
+    pub(crate) fn init_net() -> Self {
+        // SAFETY: Returns the address of the static `init_net`; no other effect.
+        Self::from_ptr(unsafe { bindings::rrds_init_net() })
+    }
+}
+
+/// Most addresses [`ipv4_addresses`] reports: a namespace with more has the
+/// rest left out.
+pub(crate) const MAX_ADDRESSES: usize = 1024;
+
+/// The IPv4 addresses of `net`'s interfaces but host-scoped ones (loopback),
+/// at most [`MAX_ADDRESSES`]. The caller keeps `net` alive.
+pub(crate) fn ipv4_addresses(net: NetRef) -> Result<KVec<[u8; 4]>> {
+    let mut capacity = 16;
+    loop {
+        let mut out = KVec::with_capacity(capacity, GFP_KERNEL)?;
+        let mut found = 0;
+        {
+            let _rcu = kernel::sync::rcu::read_lock();
+            // SAFETY: `net` is live (caller), and the RCU read lock is held across
+            // the walk, as for_each_netdev_rcu and in_dev_for_each_ifa_rcu require.
+            let mut dev = unsafe { bindings::rrds_first_netdev_rcu(net.as_ptr()) };
+            while !dev.is_null() {
+                // SAFETY: `dev` is a netdev of `net`, valid under the RCU read lock.
+                let mut ifa = unsafe { bindings::rrds_first_ifa_rcu(dev) };
+                while !ifa.is_null() {
+                    // SAFETY: `ifa` is an address of `dev`, valid under the RCU read lock.
+                    let (local, scope) = unsafe { ((*ifa).ifa_local, (*ifa).ifa_scope) };
+                    if u32::from(scope) != bindings::rt_scope_t_RT_SCOPE_HOST {
+                        found += 1;
+                        // Counted when there is no room: the next pass makes it.
+                        let _ = out.push_within_capacity(local.to_ne_bytes());
+                    }
+                    // SAFETY: As above.
+                    ifa = unsafe { bindings::rrds_next_ifa_rcu(ifa) };
+                }
+                // SAFETY: As above.
+                dev = unsafe { bindings::rrds_next_netdev_rcu(dev) };
+            }
+        }
+        if found <= capacity || capacity >= MAX_ADDRESSES {
+            return Ok(out);
+        }
+        capacity = (found + 16).min(MAX_ADDRESSES);
+    }
 }
 
 /// The C tables of a socket family, built at compile time for `T`.

@@ -5,11 +5,14 @@
 //!
 //! Each connection owns an [`IbPath`] (path.rs): its rdma_cm state machine
 //! and current link; ring.rs is the link's data path. A namespace listens
-//! (upstream's ports 18634 for IPv4 and 16385 for IPv6) while at least one
-//! rrds socket is bound to an RDMA address in it; when the last one closes,
-//! the listeners and every IB connection of the namespace go. rdma_cm ids
-//! hold a reference on their namespace, so this is also what lets a
-//! namespace with idle connections be deleted.
+//! (upstream's ports 18634 for IPv4 and 16385 for IPv6) on each RDMA address
+//! an rrds socket is bound to; when the last one closes, the listeners and
+//! every IB connection of the namespace go. rdma_cm ids hold a reference on
+//! their namespace, so this is also what lets a namespace with idle
+//! connections be deleted. The initial namespace, which is never deleted,
+//! also listens on each of its IPv4 RDMA addresses from load to unload, as
+//! upstream does on its wildcard: a host answers pings and accepts
+//! connections with nothing bound (see [`HostListeners`]).
 
 mod path;
 mod proto;
@@ -176,6 +179,9 @@ struct Listener {
     net: NetRef,
     addr: [u8; 16],
     bound: usize,
+    /// An address of the initial namespace, served whether or not a socket
+    /// is bound to it (`serve_host_addresses`).
+    host: bool,
     /// `None` while the address has no RDMA device (it was removed): rdma_cm
     /// waits for every id on a device to be destroyed before removing it.
     id: Option<CmId>,
@@ -215,12 +221,15 @@ pub(crate) fn init() {
     unsafe { LISTENERS.init() };
     // SAFETY: As above, for `ORPHANS`.
     unsafe { ORPHANS.init() };
+    // SAFETY: As above, for `NOT_RDMA`.
+    unsafe { NOT_RDMA.init() };
 }
 
 /// Frees the tables' buffers. Call once, at unload, after the last device.
 pub(crate) fn release_tables() {
     crate::tables::free_table(&mut LISTENERS.lock());
     crate::tables::free_table(&mut ORPHANS.lock());
+    crate::tables::free_table(&mut NOT_RDMA.lock().addrs);
 }
 
 /// Keeps a killed path whose last links wait for their port (`IbPath::kill`)
@@ -302,6 +311,7 @@ pub(crate) fn net_get(net: NetRef, ep: &Endpoint) -> Result {
             net,
             addr: ep.addr,
             bound: 1,
+            host: false,
             id: Some(id),
             binder: Some(binder),
             relisten_queued: false,
@@ -324,7 +334,7 @@ pub(crate) fn net_put(net: NetRef, ep: &Endpoint) {
             return;
         };
         listeners[i].bound -= 1;
-        if listeners[i].bound > 0 {
+        if listeners[i].bound > 0 || listeners[i].host {
             return;
         }
         // Destroyed (waiting for its handler) before the sweep below, so no
@@ -337,6 +347,152 @@ pub(crate) fn net_put(net: NetRef, ep: &Endpoint) {
     };
     if last_in_net {
         conn::forget_net(net, |c| c.path.is_some(), true);
+    }
+}
+
+/// Set at unload (by [`HostListeners`]): the watchdog serves no more
+/// addresses of the initial namespace.
+static HOST_STOPPED: kernel::sync::atomic::Atomic<bool> = kernel::sync::atomic::Atomic::new(false);
+
+/// Bumped when a device is added: an address of the initial namespace found
+/// not to be an RDMA address may have become one.
+static DEVICE_GENERATION: kernel::sync::atomic::Atomic<u32> = kernel::sync::atomic::Atomic::new(0);
+
+/// The initial namespace's addresses last found not to be RDMA addresses,
+/// and the device generation they were probed at: not probed again until a
+/// device is added.
+struct NotRdma {
+    addrs: KVec<[u8; 16]>,
+    generation: u32,
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialised by `init()` in module init, before the watchdog starts.
+    unsafe(uninit) static NOT_RDMA: Mutex<NotRdma> = NotRdma {
+        addrs: KVec::new(),
+        generation: 0,
+    };
+}
+
+/// Listens on every IPv4 RDMA address of the initial namespace, and stops
+/// serving those that went (the watchdog's tick: a new address is served
+/// within about a second). Process context.
+fn serve_host_addresses() {
+    let net = NetRef::init_net();
+    let Ok(v4) = crate::ffi::net::ipv4_addresses(net) else {
+        return;
+    };
+    let mut addrs = KVec::new();
+    if addrs.reserve(v4.len(), GFP_KERNEL).is_err() {
+        return;
+    }
+    for a in v4.iter() {
+        // Within the capacity just reserved.
+        let _ = addrs.push_within_capacity(crate::addr::v4_mapped(*a));
+    }
+    // Addresses gone: their listeners go unless a socket is bound there.
+    let none_left = {
+        let mut listeners = LISTENERS.lock();
+        let had = listeners.iter().any(|l| l.net == net);
+        for l in listeners
+            .iter_mut()
+            .filter(|l| l.host && !addrs.contains(&l.addr))
+        {
+            l.host = false;
+        }
+        listeners.retain(|l| l.net != net || l.host || l.bound > 0);
+        had && !listeners.iter().any(|l| l.net == net)
+    };
+    if none_left {
+        conn::forget_net(net, |c| c.path.is_some(), true);
+    }
+    let generation = DEVICE_GENERATION.load(kernel::sync::atomic::Relaxed);
+    {
+        let mut not_rdma = NOT_RDMA.lock();
+        if not_rdma.generation != generation {
+            not_rdma.addrs.clear();
+            not_rdma.generation = generation;
+        }
+    }
+    for addr in addrs.iter() {
+        let served = LISTENERS
+            .lock()
+            .iter()
+            .any(|l| l.net == net && l.addr == *addr && l.host && l.id.is_some());
+        if served || NOT_RDMA.lock().addrs.contains(addr) {
+            continue;
+        }
+        let ep = Endpoint {
+            addr: *addr,
+            port: 0,
+            scope: 0,
+        };
+        match is_rdma_address(net, &ep) {
+            Ok(true) => {}
+            Ok(false) => {
+                let mut not_rdma = NOT_RDMA.lock();
+                if not_rdma.addrs.len() < crate::ffi::net::MAX_ADDRESSES {
+                    let _ = not_rdma.addrs.push(*addr, GFP_KERNEL);
+                }
+                continue;
+            }
+            Err(_) => continue,
+        }
+        let mut listeners = LISTENERS.lock();
+        // Under the lock: `HostListeners::drop` takes it after setting the flag.
+        if HOST_STOPPED.load(kernel::sync::atomic::Relaxed) {
+            return;
+        }
+        if let Some(l) = listeners
+            .iter_mut()
+            .find(|l| l.net == net && l.addr == *addr)
+        {
+            l.host = true;
+            if l.id.is_none() {
+                l.id = listen(net, &ep).ok();
+            }
+            continue;
+        }
+        // Tried again next tick if the port is taken or memory short.
+        let Ok(id) = listen(net, &ep) else {
+            continue;
+        };
+        let _ = listeners.push(
+            Listener {
+                net,
+                addr: *addr,
+                bound: 0,
+                host: true,
+                id: Some(id),
+                binder: None,
+                relisten_queued: false,
+            },
+            GFP_KERNEL,
+        );
+    }
+}
+
+/// The initial namespace's listeners from load to unload: dropping this
+/// (before the namespaces' cleanup at unload) stops serving its addresses
+/// and closes the listeners no socket uses.
+pub(crate) struct HostListeners(());
+
+impl HostListeners {
+    pub(crate) fn start() -> Self {
+        HOST_STOPPED.store(false, kernel::sync::atomic::Relaxed);
+        Self(())
+    }
+}
+
+impl Drop for HostListeners {
+    fn drop(&mut self) {
+        let mut listeners = LISTENERS.lock();
+        HOST_STOPPED.store(true, kernel::sync::atomic::Relaxed);
+        for l in listeners.iter_mut() {
+            l.host = false;
+        }
+        // Destroyed under the lock: listener handlers never take it.
+        listeners.retain(|l| l.bound > 0);
     }
 }
 
@@ -405,6 +561,9 @@ fn watch() {
         }
         reap_orphans(None);
         close_stray_listeners();
+        if !HOST_STOPPED.load(kernel::sync::atomic::Relaxed) {
+            serve_host_addresses();
+        }
     }
 }
 
@@ -516,6 +675,7 @@ fn close_listeners(doomed: impl Fn(&CmId) -> bool) -> usize {
 /// again. Its addresses show up asynchronously (rxe fills its GID table from
 /// netdev events), so this retries for a while from the workqueue.
 pub(crate) fn device_added() {
+    DEVICE_GENERATION.fetch_add(1, kernel::sync::atomic::Relaxed);
     let _ = crate::ffi::workqueue::queue().try_spawn(GFP_KERNEL, relisten);
 }
 
