@@ -533,6 +533,14 @@ impl RdmaOp {
         self.write
     }
 
+    /// Whether the operation itself waits for the connection's earlier READs
+    /// and atomics (`RDS_RDMA_FENCE` on a WRITE), so that it sends bytes they
+    /// fetched. siw refuses a fenced READ, and a READ's message is fenced
+    /// anyway (see [`Self::fenced`]).
+    pub(crate) fn fences_earlier_ops(&self) -> bool {
+        self.fence && self.write && self.atomic.is_none()
+    }
+
     /// Whether the message's first fragment waits for the operation: always
     /// after a READ or an atomic (the peer may reuse its memory once it has
     /// the message; upstream fences any operation only on `RDS_RDMA_FENCE`),

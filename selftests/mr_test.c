@@ -1113,6 +1113,55 @@ TEST_F(mr, rdma_silent_and_fenced)
 	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
 }
 
+#ifndef FENCE_TEST_FLAGS
+#define FENCE_TEST_FLAGS RDS_RDMA_FENCE	/* 0 shows the test failing without it */
+#endif
+
+/*
+ * RDS_RDMA_FENCE on a WRITE makes the WRITE itself wait for the READs
+ * before it on the connection: a silent READ of the peer's first page into
+ * local memory, then a fenced WRITE of that local memory to the peer's
+ * second page, which must then hold what the READ fetched. Unfenced, the
+ * WRITE goes while the READ's response is on its way, with the local
+ * memory's old bytes.
+ */
+TEST_F(mr, fenced_write_sends_what_an_earlier_read_fetched)
+{
+	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
+	char *local = self->buf, *remote = self->buf + MIB;
+	struct rds_iovec iov = { .addr = (uintptr_t)local, .bytes = PAGE };
+	int stale = 0;
+	uint64_t cookie;
+	char got[16];
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	set_timeouts(a);
+	set_timeouts(b);
+	ASSERT_EQ(0, peer_get_mr(b, remote, 2 * PAGE, 0, &cookie));
+	for (int round = 0; round < 20; round++) {
+		for (size_t j = 0; j < PAGE; j++)
+			remote[j] = (char)(j * 7 + round * 13 + 1);
+		memset(remote + PAGE, 0, PAGE);
+		memset(local, 0xee, PAGE);
+		ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, 0, PAGE, &iov, 1,
+				       RDS_RDMA_SILENT, 0, NULL, 0));
+		ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, cookie, PAGE, PAGE, &iov, 1,
+				       RDS_RDMA_READWRITE | FENCE_TEST_FLAGS, 0, "w", 1));
+		ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+		EXPECT_EQ('w', got[0]);
+		if (memcmp(remote + PAGE, remote, PAGE)) {
+			stale++;
+			TH_LOG("round %d: the WRITE sent %#x, not what the READ fetched (%#x)",
+			       round, (unsigned char)remote[PAGE], (unsigned char)remote[0]);
+		}
+	}
+	EXPECT_EQ(0, stale);
+	close(a);
+	close(b);
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
+}
+
 /*
  * Writes a page of pattern @seed through @cookie and takes its message on
  * @b: 0 if it succeeded and landed.

@@ -450,9 +450,11 @@ impl QpRef {
 
     /// Posts one RDMA WRITE (or READ) of `sges`, gathered (or scattered) in
     /// order, to (from) the peer's `remote_addr` under `rkey`, completing to
-    /// `cqe`: always if `signalled`, else only in error. The caller keeps
-    /// `sges` within the QP's `max_send_sge` (and the device's `max_sge_rd`
-    /// for a READ).
+    /// `cqe`: always if `signalled`, else only in error; if `fenced`, it
+    /// starts only once the QP's earlier READs and atomics have completed
+    /// (`IB_SEND_FENCE`). The caller keeps `sges` within the QP's
+    /// `max_send_sge` (and the device's `max_sge_rd` for a READ).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn post_rdma<T: CompletionHandler>(
         &self,
         cqe: &Cqe<T>,
@@ -461,13 +463,14 @@ impl QpRef {
         remote_addr: u64,
         rkey: u32,
         signalled: bool,
+        fenced: bool,
     ) -> Result {
         let opcode = if write {
             bindings::ib_wr_opcode_IB_WR_RDMA_WRITE
         } else {
             bindings::ib_wr_opcode_IB_WR_RDMA_READ
         };
-        let wr = bindings::ib_rdma_wr {
+        let mut wr = bindings::ib_rdma_wr {
             wr: if signalled {
                 signalled_wr(cqe, sges, opcode)
             } else {
@@ -476,6 +479,9 @@ impl QpRef {
             remote_addr,
             rkey,
         };
+        if fenced {
+            wr.wr.send_flags |= bindings::ib_send_flags_IB_SEND_FENCE as c_int;
+        }
         post(self, &wr.wr)
     }
 

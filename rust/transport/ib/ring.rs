@@ -654,7 +654,11 @@ impl Rings {
             let last = first + count == op.chunk_count();
             let signalled =
                 last || (first / per_request) % RDMA_SIGNAL_EVERY == RDMA_SIGNAL_EVERY - 1;
-            let posted = self.post_rdma_request(path, op, &mut sges, count, remote, signalled);
+            // RDS_RDMA_FENCE on a WRITE: its first request waits for the READs
+            // and atomics before it, so it sends the bytes they fetched.
+            let fenced = first == 0 && op.fences_earlier_ops();
+            let posted =
+                self.post_rdma_request(path, op, &mut sges, count, remote, signalled, fenced);
             if posted.is_err() {
                 return false;
             }
@@ -668,10 +672,11 @@ impl Rings {
 
     /// Posts one request of `op` at `remote`: its atomic operation on
     /// `sges[0]`, always signalled, or an RDMA WRITE or READ gathering
-    /// `sges[..count]`, signalled if `signalled`.
+    /// `sges[..count]`, signalled if `signalled`, fenced if `fenced`.
     ///
     /// Errors: those of the post, which leaves the ring as it was.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn post_rdma_request(
         &self,
         path: &IbPath,
@@ -680,6 +685,7 @@ impl Rings {
         count: usize,
         remote: u64,
         signalled: bool,
+        fenced: bool,
     ) -> Result {
         let cqe = path.cqe(TAG_SEND);
         match op.atomic() {
@@ -698,6 +704,7 @@ impl Rings {
                 remote,
                 op.rkey(),
                 signalled,
+                fenced,
             ),
         }
     }
