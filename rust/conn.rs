@@ -934,6 +934,13 @@ impl Connection {
         );
     }
 
+    /// The next sequence numbers to send and to receive: unchanged while
+    /// the connection carries nothing (the IB idle watch).
+    pub(crate) fn sequences(&self) -> (u64, u64) {
+        let st = self.state.lock();
+        (st.next_tx_seq, st.next_rx_seq)
+    }
+
     /// Whether anything waits to be sent or acknowledged.
     pub(crate) fn has_queued(&self) -> bool {
         !self.state.lock().queue.is_empty()

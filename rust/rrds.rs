@@ -61,6 +61,10 @@ module! {
             default: 8192,
             description: "Connections per network namespace, IB and loopback",
         },
+        idle_timeout_secs: u32 {
+            default: 300,
+            description: "Seconds an IB connection may carry nothing, with nothing queued or unacknowledged, before its link goes (the next send brings it back); 0: never",
+        },
         max_conns_per_peer: u32 {
             default: 32,
             description: "Connections per network namespace to one peer address (all TOS and local addresses)",

@@ -138,6 +138,9 @@ counters! {
     // rrds: made while it was being removed, which would otherwise wait
     // for them for ever.
     IbStrayListenersClosed => "ib_stray_listeners_closed",
+    // IB links taken down because their connection carried nothing for
+    // `idle_timeout_secs` (the next send brings them back).
+    IbIdleReaped => "ib_idle_reaped",
 }
 
 const COUNT: usize = NAMES.len();

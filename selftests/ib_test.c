@@ -1757,6 +1757,108 @@ TEST_F(ib, connect_race_converges)
 	EXPECT_EQ(0, reap(_metadata, k, 2, now() + REAP_GRACE_S));
 }
 
+#define IDLE_RX_PORT	6400
+#define IDLE_TX_PORT	6401
+#define IDLE_SIZE	200
+#define IDLE_STREAM	9
+#define IDLE_ROUNDS	25
+
+/* Whether rrds-a lists its connection @laddr -> @faddr (TOS 0) as CONNECTED; -1 if not listed. */
+static int listed_connected(int fd, const char *laddr, const char *faddr)
+{
+	long long bits, ib, connected;
+
+	bits = tos_bits(fd, laddr, faddr, &ib, &connected);
+	return bits & 1 ? (int)(connected & 1) : -1;
+}
+
+/* Reloads rrds with @params once nothing holds it. */
+static int reload_with(const char *params)
+{
+	if (!WAIT_FOR(UNLOAD_GRACE_S + 10, rrds_ensure_unloaded() == 0))
+		return -EBUSY;
+	return rrds_load_with(params);
+}
+
+/*
+ * Idle links go and come back (module parameter idle_timeout_secs, here 2):
+ * after an exchange the link carries nothing, so within a few seconds it is
+ * taken down (ib_idle_reaped grows, the connection is no longer CONNECTED,
+ * its RC QPs are gone), and the next message in either direction brings it
+ * back with the sequence numbers kept: every message arrives exactly once,
+ * in order. Then sends that race the reap (one every 1.5 to 3.5 s, each way
+ * in turn, so reaps race sends and incoming connects): still exactly once.
+ */
+TEST_F_TIMEOUT(ib, idle_link_is_reaped_and_comes_back, 300)
+{
+	struct sockaddr_in to_b = sin4(variant->remote, IDLE_RX_PORT);
+	struct sockaddr_in to_a = sin4(variant->local, IDLE_TX_PORT);
+	unsigned char buf[IDLE_SIZE + 1];
+	uint64_t seq_ab = 0, seq_ba = 0;
+	long long reaped0;
+	int a, b, untracked;
+	ssize_t n;
+
+	ASSERT_EQ(0, reload_with("idle_timeout_secs=2"));
+	reaped0 = rds_counter("ib_idle_reaped");
+	ASSERT_LE(0, reaped0);
+	deadline = now() + 240;
+	ASSERT_EQ(0, enter_ns(NS_B));
+	b = bound_socket(variant->remote, IDLE_RX_PORT);
+	ASSERT_LE(0, b);
+	ASSERT_EQ(0, enter_ns(NS_A));
+	a = bound_socket(variant->local, IDLE_TX_PORT);
+	ASSERT_LE(0, a);
+
+	for (int i = 0; i < 10; i++) {
+		numbered_fill(buf, IDLE_SIZE, IDLE_STREAM, seq_ab);
+		send_msg(a, buf, IDLE_SIZE, &to_b);
+		n = recv_from(b, buf, sizeof(buf), "a message before the reap", variant->local,
+			      IDLE_TX_PORT);
+		numbered_check(buf, n, IDLE_SIZE, IDLE_STREAM, seq_ab++);
+	}
+	ASSERT_EQ(1, listed_connected(a, variant->local, variant->remote));
+	/* Idle: the link goes, and with it its QPs. */
+	ASSERT_TRUE(WAIT_FOR(20, rds_counter("ib_idle_reaped") > reaped0));
+	EXPECT_TRUE(WAIT_FOR(10, listed_connected(a, variant->local, variant->remote) == 0));
+	EXPECT_TRUE(WAIT_FOR(20, live_rc_qps(variant->kind, &untracked) == 0))
+		TH_LOG("%d RC QPs left", live_rc_qps(variant->kind, &untracked));
+
+	/* Back on the next send, each way, numbering on. */
+	numbered_fill(buf, IDLE_SIZE, IDLE_STREAM, seq_ab);
+	send_msg(a, buf, IDLE_SIZE, &to_b);
+	n = recv_from(b, buf, sizeof(buf), "the first message after the reap", variant->local,
+		      IDLE_TX_PORT);
+	numbered_check(buf, n, IDLE_SIZE, IDLE_STREAM, seq_ab++);
+	EXPECT_EQ(1, listed_connected(a, variant->local, variant->remote));
+
+	/* Sends racing the reap, alternating sides. */
+	for (int round = 0; round < IDLE_ROUNDS; round++) {
+		bool from_a = round % 2 == 0;
+		uint64_t *seq = from_a ? &seq_ab : &seq_ba;
+		int stream = from_a ? IDLE_STREAM : IDLE_STREAM + 1;
+
+		poll(NULL, 0, 1500 + (round * 397) % 2000);
+		numbered_fill(buf, IDLE_SIZE, stream, *seq);
+		send_msg(from_a ? a : b, buf, IDLE_SIZE, from_a ? &to_b : &to_a);
+		n = recv_from(from_a ? b : a, buf, sizeof(buf), "a message racing the reap",
+			      from_a ? variant->local : variant->remote,
+			      from_a ? IDLE_TX_PORT : IDLE_RX_PORT);
+		numbered_check(buf, n, IDLE_SIZE, stream, (*seq)++);
+	}
+	/* Nothing more: no message came twice. */
+	poll(NULL, 0, 1000);
+	EXPECT_EQ(-EAGAIN, ERR(recv(a, buf, sizeof(buf), MSG_DONTWAIT)));
+	EXPECT_EQ(-EAGAIN, ERR(recv(b, buf, sizeof(buf), MSG_DONTWAIT)));
+	TH_LOG("%s: %lld links reaped idle", variant->kind,
+	       rds_counter("ib_idle_reaped") - reaped0);
+	EXPECT_LT(reaped0 + 3, rds_counter("ib_idle_reaped"));
+	close(a);
+	close(b);
+	/* The next case loads rrds with its defaults. */
+	EXPECT_EQ(0, reload_with(""));
+}
+
 TEST_F(ib, connections_go_when_last_socket_closes)
 {
 	struct pair p = { .v = variant };

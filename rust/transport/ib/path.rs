@@ -256,6 +256,12 @@ struct Control {
     other_events: u32,
     /// For diagnosis: the path's last ten steps, six bits each (`Trail`).
     trail: u64,
+    /// Watchdog ticks the up link has carried nothing, and the connection's
+    /// sequence numbers when it last did (`check_idle`).
+    idle_ticks: u32,
+    idle_mark: (u64, u64),
+    /// Links of this path taken down idle (debugfs `ib_links`).
+    idle_reaped: u32,
 }
 
 /// A step of a path's trail (debugfs `ib_links`) other than an rdma_cm
@@ -271,6 +277,7 @@ enum Trail {
     FailIgnored = 38,
     ResponderWaits = 39,
     ResponderWaitOver = 40,
+    IdleReaped = 41,
 }
 
 impl Control {
@@ -395,6 +402,9 @@ impl IbPath {
                     task_connect: None,
                     responder_waiting: None,
                     trail: 0,
+                    idle_ticks: 0,
+                    idle_mark: (0, 0),
+                    idle_reaped: 0,
                 }),
                 rings <- new_spinlock!(None),
                 generation <- new_spinlock!(0),
@@ -599,6 +609,12 @@ impl IbPath {
     /// link if the list had no room, which its invariant rules out: the
     /// caller then tears it down once it has dropped `ctl`.
     fn retire_locked(&self, c: &mut Control) -> Option<Retired> {
+        stats::inc(Stat::ConnReset);
+        self.retire_quietly(c)
+    }
+
+    /// [`Self::retire_locked`] without counting a reset (an idle link).
+    fn retire_quietly(&self, c: &mut Control) -> Option<Retired> {
         let link = c.link.take()?;
         let rings = self.rings.lock().take();
         c.state = State::Down;
@@ -609,7 +625,7 @@ impl IbPath {
             conn.reset_for_retransmit(rings.as_ref().and_then(Rings::handed_over));
             c.connect_wanted |= conn.has_queued();
         }
-        stats::inc(Stat::ConnReset);
+        c.idle_ticks = 0;
         c.retiring
             .push_within_capacity(Retired { link, rings })
             .err()

@@ -67,7 +67,7 @@ impl IbPath {
         };
         write!(
             f,
-            " state {} side {} ctx {} retiring {} backoff_ms {} cm_events {} last {} other {} trail {:#x} task_connect {}",
+            " state {} side {} ctx {} retiring {} backoff_ms {} cm_events {} last {} other {} trail {:#x} task_connect {} idle {} reaped {}",
             state,
             match &c.link {
                 Some(l) if l.active => "active",
@@ -89,6 +89,9 @@ impl IbPath {
             c.trail,
             // Seconds an iWARP connect has waited for its task to run it (-: none).
             TaskConnectWait(c.task_connect.map(|(_, _, waited)| waited)),
+            // Seconds the up link has carried nothing, and links taken down idle.
+            c.idle_ticks,
+            c.idle_reaped,
         )?;
         // The name's mutex is not taken under the rings' spinlock.
         let device = c

@@ -143,6 +143,39 @@ impl IbPath {
         if !self.ctl.lock().retiring.is_empty() {
             self.enqueue();
         }
+        self.check_idle(crate::limits::idle_timeout_secs());
+    }
+
+    /// Takes the up link down once the connection has carried nothing, with
+    /// nothing queued or unacknowledged, for `timeout` ticks (0: never).
+    /// The connection keeps its sequence numbers: the next send on either
+    /// side brings a link back, and a message the peer sent as this one went
+    /// is retransmitted there and taken once.
+    fn check_idle(self: &Arc<Self>, timeout: u32) {
+        let Some(conn) = self.conn() else {
+            return;
+        };
+        let mark = conn.sequences();
+        let busy = conn.has_queued();
+        let mut c = self.ctl.lock();
+        if timeout == 0 || c.state != State::Up || busy || mark != c.idle_mark {
+            c.idle_mark = mark;
+            c.idle_ticks = 0;
+            return;
+        }
+        c.idle_ticks = c.idle_ticks.saturating_add(1);
+        if c.idle_ticks < timeout {
+            return;
+        }
+        c.step(Trail::IdleReaped);
+        c.idle_reaped = c.idle_reaped.wrapping_add(1);
+        stats::inc(Stat::IbIdleReaped);
+        let overflow = self.retire_quietly(&mut c);
+        drop(c);
+        if let Some(r) = overflow {
+            self.tear_down_now(r);
+        }
+        self.enqueue();
     }
 
     /// An accepted iWARP link whose peer has sent nothing within
