@@ -15,6 +15,7 @@
 #include <linux/skbuff.h>
 #include <linux/socket.h>
 #include <linux/sockptr.h>
+#include <linux/sysctl.h>
 #include <net/net_namespace.h>
 #include <net/sock.h>
 #include <rdma/ib_verbs.h>

@@ -25,8 +25,8 @@ pub(crate) fn max_conns_per_peer() -> usize {
     *module_parameters::max_conns_per_peer.value() as usize
 }
 
-/// Seconds an IB link may carry nothing, with nothing queued or
-/// unacknowledged, before it is taken down; 0: never.
-pub(crate) fn idle_timeout_secs() -> u32 {
+/// The default of each namespace's `net.rrds.idle_timeout_secs`
+/// (`crate::knobs`).
+pub(crate) fn idle_timeout_secs_default() -> u32 {
     *module_parameters::idle_timeout_secs.value()
 }

@@ -16,6 +16,7 @@ mod ffi;
 mod fifo;
 mod hooks;
 mod incoming;
+mod knobs;
 mod limits;
 mod message;
 mod mr;
@@ -127,6 +128,7 @@ impl Drop for GlobalTables {
         transport::ib::release_tables();
         xrc::release_table();
         mr::release_table();
+        knobs::release_table();
         device::release_table();
     }
 }
@@ -180,6 +182,7 @@ fn show_objects(f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
 impl kernel::InPlaceModule for Rrds {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         device::init();
+        knobs::init();
         mr::init();
         socket::init();
         conn::init();

@@ -1781,13 +1781,15 @@ static int reload_with(const char *params)
 }
 
 /*
- * Idle links go and come back (module parameter idle_timeout_secs, here 2):
+ * Idle links go and come back (module parameter idle_timeout_secs, here 2,
+ * which each namespace's sysctl net.rrds.idle_timeout_secs starts from):
  * after an exchange the link carries nothing, so within a few seconds it is
  * taken down (ib_idle_reaped grows, the connection is no longer CONNECTED,
  * its RC QPs are gone), and the next message in either direction brings it
  * back with the sequence numbers kept: every message arrives exactly once,
  * in order. Then sends that race the reap (one every 1.5 to 3.5 s, each way
  * in turn, so reaps race sends and incoming connects): still exactly once.
+ * Last, the sysctl set to 0 in both namespaces keeps an idle link up.
  */
 TEST_F_TIMEOUT(ib, idle_link_is_reaped_and_comes_back, 300)
 {
@@ -1853,6 +1855,28 @@ TEST_F_TIMEOUT(ib, idle_link_is_reaped_and_comes_back, 300)
 	TH_LOG("%s: %lld links reaped idle", variant->kind,
 	       rds_counter("ib_idle_reaped") - reaped0);
 	EXPECT_LT(reaped0 + 3, rds_counter("ib_idle_reaped"));
+
+	/* Per namespace, net.rrds.idle_timeout_secs (from the parameter); 0: never. */
+	for (int i = 0; i < 2; i++) {
+		char cmd[160], got[32] = "";
+		const char *ns = i ? NS_B : NS_A;
+
+		snprintf(cmd, sizeof(cmd), "ip netns exec %s cat /proc/sys/net/rrds/idle_timeout_secs",
+			 ns);
+		ASSERT_EQ(0, sh_out(got, sizeof(got), "%s", cmd));
+		EXPECT_EQ(2, atoi(got)) TH_LOG("%s: %s", ns, got);
+		ASSERT_EQ(0, sh("ip netns exec %s sh -c 'echo 0 > /proc/sys/net/rrds/idle_timeout_secs'",
+				ns));
+	}
+	numbered_fill(buf, IDLE_SIZE, IDLE_STREAM, seq_ab);
+	send_msg(a, buf, IDLE_SIZE, &to_b);
+	n = recv_from(b, buf, sizeof(buf), "a message with reaping off", variant->local,
+		      IDLE_TX_PORT);
+	numbered_check(buf, n, IDLE_SIZE, IDLE_STREAM, seq_ab++);
+	reaped0 = rds_counter("ib_idle_reaped");
+	poll(NULL, 0, 5000);
+	EXPECT_EQ(reaped0, rds_counter("ib_idle_reaped"));
+	EXPECT_EQ(1, listed_connected(a, variant->local, variant->remote));
 	close(a);
 	close(b);
 	/* The next case loads rrds with its defaults. */

@@ -914,8 +914,15 @@ unsafe extern "C" fn recvmsg_callback<T: SocketFamily>(
     }
 }
 
-/// Work to do when a network namespace goes away.
+/// Work to do when a network namespace comes and goes.
 pub(crate) trait NetExit: 'static {
+    /// `net` was created (or existed when the operations were registered).
+    /// An error fails the namespace's creation (or the registration).
+    /// Process context.
+    fn init(_net: NetRef) -> Result {
+        Ok(())
+    }
+
     /// `net` is exiting: no socket of it is left. Process context.
     fn exit(net: NetRef);
 }
@@ -940,6 +947,7 @@ impl<T: NetExit> PernetOps<T> {
         let zero: bindings::pernet_operations = unsafe { core::mem::zeroed() };
         Self {
             ops: Opaque::new(bindings::pernet_operations {
+                init: Some(net_init_callback::<T>),
                 exit: Some(net_exit_callback::<T>),
                 ..zero
             }),
@@ -975,7 +983,99 @@ impl<T: NetExit> Drop for PernetRegistration<T> {
 
 /// # Safety
 ///
+/// Called by the namespace code only, with a namespace being set up.
+unsafe extern "C" fn net_init_callback<T: NetExit>(net: *mut bindings::net) -> c_int {
+    match T::init(NetRef(net as usize)) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
 /// Called by the namespace code only, with a namespace that is exiting.
 unsafe extern "C" fn net_exit_callback<T: NetExit>(net: *mut bindings::net) {
     T::exit(NetRef(net as usize));
+}
+
+/// One unsigned-int sysctl of a namespace, `/proc/sys/<path>/<name>`
+/// (`proc_douintvec`, mode 0644: writable by the namespace's
+/// CAP_NET_ADMIN), registered until dropped.
+///
+/// # Invariants
+///
+/// `header` is the registration of `table`, whose one entry's `data` is
+/// `value`; both live in this box until `drop` unregisters them.
+pub(crate) struct NetUintSysctl {
+    value: Opaque<c_uint>,
+    table: Opaque<[bindings::ctl_table; 1]>,
+    header: *mut bindings::ctl_table_header,
+}
+
+// SAFETY: `value` is read with a volatile load and written only by the proc
+// handler; the header is used only to unregister.
+unsafe impl Send for NetUintSysctl {}
+// SAFETY: As above.
+unsafe impl Sync for NetUintSysctl {}
+
+impl NetUintSysctl {
+    /// Registers `/proc/sys/<path>/<name>` in `net`, starting at `initial`.
+    pub(crate) fn register(
+        net: NetRef,
+        path: &'static CStr,
+        name: &'static CStr,
+        initial: u32,
+    ) -> Result<Pin<KBox<Self>>> {
+        // SAFETY: All-zero is a valid `ctl_table` (no handler, no data).
+        let zero: bindings::ctl_table = unsafe { core::mem::zeroed() };
+        let mut this = KBox::new(
+            Self {
+                value: Opaque::new(initial),
+                table: Opaque::new([zero]),
+                header: ptr::null_mut(),
+            },
+            GFP_KERNEL,
+        )?;
+        let entry = bindings::ctl_table {
+            procname: name.as_char_ptr(),
+            data: this.value.get().cast(),
+            maxlen: core::mem::size_of::<c_uint>() as c_int,
+            mode: 0o644,
+            proc_handler: Some(bindings::proc_douintvec),
+            ..zero
+        };
+        // SAFETY: The box is not shared yet; `table` is valid for writes.
+        unsafe { this.table.get().cast::<bindings::ctl_table>().write(entry) };
+        // SAFETY: `net` is live (the caller's pernet init); `path` and the table
+        // live as long as the registration (the box outlives it, see `drop`).
+        let header = unsafe {
+            bindings::register_net_sysctl_sz(
+                net.as_ptr(),
+                path.as_char_ptr(),
+                this.table.get().cast(),
+                1,
+            )
+        };
+        if header.is_null() {
+            return Err(ENOMEM);
+        }
+        // INVARIANT: `header` registers `table`, whose data is `value`.
+        this.header = header;
+        Ok(KBox::into_pin(this))
+    }
+
+    /// The value now.
+    pub(crate) fn get(&self) -> u32 {
+        // SAFETY: `value` is valid; a racing write by the proc handler is a
+        // whole aligned u32, and either value is fine to read.
+        unsafe { ptr::read_volatile(self.value.get()) }
+    }
+}
+
+impl Drop for NetUintSysctl {
+    fn drop(&mut self) {
+        // SAFETY: Registered in `register` (type invariant); after this no
+        // handler runs on `table` or `value`.
+        unsafe { bindings::unregister_net_sysctl_table(self.header) };
+    }
 }

@@ -382,9 +382,14 @@ fn forget_socket(state: &Arc<RdsSock>) {
 pub(crate) struct NetCleanup;
 
 impl NetExit for NetCleanup {
+    fn init(net: NetRef) -> Result {
+        crate::knobs::net_init(net)
+    }
+
     fn exit(net: NetRef) {
         conn::forget_net(net, |_| true, false);
         cong::forget_net(net);
+        crate::knobs::net_exit(net);
     }
 }
 

@@ -143,7 +143,7 @@ impl IbPath {
         if !self.ctl.lock().retiring.is_empty() {
             self.enqueue();
         }
-        self.check_idle(crate::limits::idle_timeout_secs());
+        self.check_idle(crate::knobs::idle_timeout_secs(self.key.net));
     }
 
     /// Takes the up link down once the connection has carried nothing, with
