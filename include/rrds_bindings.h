@@ -10,6 +10,8 @@
 #include <linux/in.h>
 #include <linux/in6.h>
 #include <linux/inetdevice.h>
+#include <net/addrconf.h>
+#include <net/if_inet6.h>
 #include <linux/netdevice.h>
 #include <linux/rds.h>
 #include <linux/skbuff.h>
@@ -52,6 +54,8 @@ struct net_device *rrds_first_netdev_rcu(struct net *net);
 struct net_device *rrds_next_netdev_rcu(struct net_device *dev);
 const struct in_ifaddr *rrds_first_ifa_rcu(const struct net_device *dev);
 const struct in_ifaddr *rrds_next_ifa_rcu(const struct in_ifaddr *ifa);
+struct inet6_ifaddr *rrds_first_ifa6_rcu(struct net_device *dev);
+struct inet6_ifaddr *rrds_next_ifa6_rcu(struct net_device *dev, struct inet6_ifaddr *ifa);
 size_t rrds_sizeof_rrds_sock(void);
 int rrds_sk_sndbuf(const struct sock *sk);
 long rrds_sk_rcvtimeo(const struct sock *sk);

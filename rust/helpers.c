@@ -67,6 +67,23 @@ const struct in_ifaddr *rrds_next_ifa_rcu(const struct in_ifaddr *ifa)
 	return rcu_dereference(ifa->ifa_next);
 }
 
+/* @dev's first IPv6 address, under rcu_read_lock (as addrconf walks them). */
+struct inet6_ifaddr *rrds_first_ifa6_rcu(struct net_device *dev)
+{
+	struct inet6_dev *idev = __in6_dev_get(dev);
+
+	return idev ? list_first_or_null_rcu(&idev->addr_list, struct inet6_ifaddr, if_list) :
+		      NULL;
+}
+
+struct inet6_ifaddr *rrds_next_ifa6_rcu(struct net_device *dev, struct inet6_ifaddr *ifa)
+{
+	struct inet6_dev *idev = __in6_dev_get(dev);
+
+	return list_next_or_null_rcu(&idev->addr_list, &ifa->if_list, struct inet6_ifaddr,
+				     if_list);
+}
+
 /* Checked against bindgen's view at module load (rust/ffi/net.rs). */
 size_t rrds_sizeof_rrds_sock(void)
 {

@@ -473,9 +473,10 @@ TEST_F(ib_tools, ping_and_info_show_the_connection)
  * A host answers rds-ping as soon as rrds is loaded, as upstream does: the
  * initial namespace listens on each of its RDMA addresses with no socket
  * bound. A pair of its own joins it to rrds-a: <kind>_h on veth <kind>h0
- * (10.254.5.1 for rxe, 10.254.6.1 for siw) in the initial namespace,
- * <kind>_g on <kind>h1 (.2) in rrds-a. rrds ping from rrds-a gets every
- * pong, and the initial namespace lists the connection it accepted.
+ * (10.254.5.1 and fd00:254:5::1 for rxe, .6 for siw) in the initial
+ * namespace, <kind>_g on <kind>h1 (.2, ::2) in rrds-a. rrds ping from
+ * rrds-a gets every pong over IPv4 and IPv6, and the initial namespace
+ * lists the connection it accepted.
  * (Other namespaces listen only while a socket is bound: an rdma_cm id
  * would pin the namespace; see the admin guide.)
  */
@@ -490,16 +491,23 @@ TEST_F(ib_tools, host_answers_pings_with_nothing_bound)
 	host_pair_down(k);
 	ASSERT_EQ(0, sh(HOST_SH_INIT "ip link add %sh0 type veth peer name %sh1 netns rrds-a && "
 			HOST_SH_INIT "ip addr add %s/24 dev %sh0 && "
+			HOST_SH_INIT "ip addr add fd00:254:%d::1/64 dev %sh0 nodad && "
 			HOST_SH_INIT "ip link set %sh0 up && "
-			"ip addr add %s/24 dev %sh1 && ip link set %sh1 up && "
+			"ip addr add %s/24 dev %sh1 && ip addr add fd00:254:%d::2/64 dev %sh1 nodad && "
+			"ip link set %sh1 up && "
 			HOST_SH_INIT "rdma link add %s_h type %s netdev %sh0 && "
 			"rdma link add %s_g type %s netdev %sh1",
-			k, k, host, k, k, peer, k, k, k, k, k, k, k, k));
+			k, k, host, k, subnet, k, k, peer, k, subnet, k, k, k, k, k, k, k, k));
 	ASSERT_EQ(0, sh("for i in $(seq 100); do rdma link show %s_h/1 | grep -q ACTIVE && "
 			"rdma link show %s_g/1 | grep -q ACTIVE && exit 0; sleep 0.1; done; exit 1",
 			k, k));
 	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s ping -c 3 -i 100 -W 20000 -I %s %s 2>&1",
 			    rrds_cmd(), peer, host)) TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "3 pings sent, 3 pongs received")) TH_LOG("%s", out);
+	/* And its IPv6 address (port 16385). */
+	ASSERT_EQ(0, sh_out(out, sizeof(out),
+			    "%s ping -c 3 -i 100 -W 20000 -I fd00:254:%d::2 fd00:254:%d::1 2>&1",
+			    rrds_cmd(), subnet, subnet)) TH_LOG("%s", out);
 	EXPECT_NE(NULL, strstr(out, "3 pings sent, 3 pongs received")) TH_LOG("%s", out);
 	/* The host's side: a connection from its address, and no socket of its own. */
 	ASSERT_EQ(0, sh_out(out, sizeof(out), HOST_SH_INIT "%s info connections 2>&1",

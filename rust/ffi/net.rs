@@ -120,21 +120,28 @@ impl NetRef {
     }
 }
 
-/// Most addresses [`ipv4_addresses`] reports: a namespace with more has the
+/// Most addresses [`addresses`] reports: a namespace with more has the
 /// rest left out.
 pub(crate) const MAX_ADDRESSES: usize = 1024;
 
-/// The IPv4 addresses of `net`'s interfaces but host-scoped ones (loopback),
+/// The addresses of `net`'s interfaces as IPv6 ones (IPv4 mapped) but
+/// host- and link-scoped ones (loopback, fe80::) and tentative IPv6 ones,
 /// at most [`MAX_ADDRESSES`]. The caller keeps `net` alive.
-pub(crate) fn ipv4_addresses(net: NetRef) -> Result<KVec<[u8; 4]>> {
+pub(crate) fn addresses(net: NetRef) -> Result<KVec<[u8; 16]>> {
     let mut capacity = 16;
     loop {
         let mut out = KVec::with_capacity(capacity, GFP_KERNEL)?;
         let mut found = 0;
+        let mut add = |addr: [u8; 16]| {
+            found += 1;
+            // Counted when there is no room: the next pass makes it.
+            let _ = out.push_within_capacity(addr);
+        };
         {
             let _rcu = kernel::sync::rcu::read_lock();
             // SAFETY: `net` is live (caller), and the RCU read lock is held across
-            // the walk, as for_each_netdev_rcu and in_dev_for_each_ifa_rcu require.
+            // the walk, as for_each_netdev_rcu, in_dev_for_each_ifa_rcu and
+            // addrconf's walks of `addr_list` require.
             let mut dev = unsafe { bindings::rrds_first_netdev_rcu(net.as_ptr()) };
             while !dev.is_null() {
                 // SAFETY: `dev` is a netdev of `net`, valid under the RCU read lock.
@@ -143,12 +150,24 @@ pub(crate) fn ipv4_addresses(net: NetRef) -> Result<KVec<[u8; 4]>> {
                     // SAFETY: `ifa` is an address of `dev`, valid under the RCU read lock.
                     let (local, scope) = unsafe { ((*ifa).ifa_local, (*ifa).ifa_scope) };
                     if u32::from(scope) != bindings::rt_scope_t_RT_SCOPE_HOST {
-                        found += 1;
-                        // Counted when there is no room: the next pass makes it.
-                        let _ = out.push_within_capacity(local.to_ne_bytes());
+                        add(crate::addr::v4_mapped(local.to_ne_bytes()));
                     }
                     // SAFETY: As above.
                     ifa = unsafe { bindings::rrds_next_ifa_rcu(ifa) };
+                }
+                // SAFETY: As above.
+                let mut ifa6 = unsafe { bindings::rrds_first_ifa6_rcu(dev) };
+                while !ifa6.is_null() {
+                    // SAFETY: `ifa6` is an IPv6 address of `dev`, valid under the RCU
+                    // read lock; `addr` is 16 bytes whatever union view is read.
+                    let (addr, scope, flags) =
+                        unsafe { ((*ifa6).addr.in6_u.u6_addr8, (*ifa6).scope, (*ifa6).flags) };
+                    // Global scope only (0); IFA_HOST, IFA_LINK and IFA_SITE are not.
+                    if scope == 0 && flags & bindings::IFA_F_TENTATIVE == 0 {
+                        add(addr);
+                    }
+                    // SAFETY: As above.
+                    ifa6 = unsafe { bindings::rrds_next_ifa6_rcu(dev, ifa6) };
                 }
                 // SAFETY: As above.
                 dev = unsafe { bindings::rrds_next_netdev_rcu(dev) };

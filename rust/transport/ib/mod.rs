@@ -10,7 +10,7 @@
 //! every IB connection of the namespace go. rdma_cm ids hold a reference on
 //! their namespace, so this is also what lets a namespace with idle
 //! connections be deleted. The initial namespace, which is never deleted,
-//! also listens on each of its IPv4 RDMA addresses from load to unload, as
+//! also listens on each of its RDMA addresses from load to unload, as
 //! upstream does on its wildcard: a host answers pings and accepts
 //! connections with nothing bound (see [`HostListeners`]).
 
@@ -359,37 +359,36 @@ static HOST_STOPPED: kernel::sync::atomic::Atomic<bool> = kernel::sync::atomic::
 static DEVICE_GENERATION: kernel::sync::atomic::Atomic<u32> = kernel::sync::atomic::Atomic::new(0);
 
 /// The initial namespace's addresses last found not to be RDMA addresses,
-/// and the device generation they were probed at: not probed again until a
-/// device is added.
+/// the device generation they were probed at and the scans since: probed
+/// again once a device is added, or after [`NOT_RDMA_SCANS`] (a device's
+/// address can take a moment to reach its GID table after the device is
+/// added).
 struct NotRdma {
     addrs: KVec<[u8; 16]>,
     generation: u32,
+    scans: u32,
 }
+
+/// Scans (seconds) an address found not to be an RDMA address is left alone.
+const NOT_RDMA_SCANS: u32 = 10;
 
 kernel::sync::global_lock! {
     // SAFETY: Initialised by `init()` in module init, before the watchdog starts.
     unsafe(uninit) static NOT_RDMA: Mutex<NotRdma> = NotRdma {
         addrs: KVec::new(),
         generation: 0,
+        scans: 0,
     };
 }
 
-/// Listens on every IPv4 RDMA address of the initial namespace, and stops
+/// Listens on every RDMA address of the initial namespace, and stops
 /// serving those that went (the watchdog's tick: a new address is served
 /// within about a second). Process context.
 fn serve_host_addresses() {
     let net = NetRef::init_net();
-    let Ok(v4) = crate::ffi::net::ipv4_addresses(net) else {
+    let Ok(addrs) = crate::ffi::net::addresses(net) else {
         return;
     };
-    let mut addrs = KVec::new();
-    if addrs.reserve(v4.len(), GFP_KERNEL).is_err() {
-        return;
-    }
-    for a in v4.iter() {
-        // Within the capacity just reserved.
-        let _ = addrs.push_within_capacity(crate::addr::v4_mapped(*a));
-    }
     // Addresses gone: their listeners go unless a socket is bound there.
     let none_left = {
         let mut listeners = LISTENERS.lock();
@@ -409,9 +408,11 @@ fn serve_host_addresses() {
     let generation = DEVICE_GENERATION.load(kernel::sync::atomic::Relaxed);
     {
         let mut not_rdma = NOT_RDMA.lock();
-        if not_rdma.generation != generation {
+        not_rdma.scans += 1;
+        if not_rdma.generation != generation || not_rdma.scans >= NOT_RDMA_SCANS {
             not_rdma.addrs.clear();
             not_rdma.generation = generation;
+            not_rdma.scans = 0;
         }
     }
     for addr in addrs.iter() {
