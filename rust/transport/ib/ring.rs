@@ -312,6 +312,8 @@ pub(super) struct Rings {
     ack_covers: usize,
     /// Sequence of the last message received whole (what `h_ack` says).
     last_received: u64,
+    /// The last `h_ack` sent (on data, a pack or an explicit ack).
+    ack_sent: u64,
     ack_in_flight: bool,
     ack_wanted: bool,
     /// Messages until the next ACK_REQUIRED.
@@ -381,6 +383,7 @@ impl Rings {
             frame_len: PAGE_SIZE,
             pack: None,
             last_received: 0,
+            ack_sent: 0,
             ack_in_flight: false,
             ack_wanted: false,
             until_ack_required: 0,
@@ -593,6 +596,7 @@ impl Rings {
             }
             // The ack rides on the data.
             self.ack_wanted = false;
+            self.ack_sent = header.ack;
         }
     }
 
@@ -951,7 +955,21 @@ impl Rings {
         }
         self.ack_in_flight = true;
         self.ack_wanted = false;
+        self.ack_sent = self.last_received;
         self.ack_covers = self.send_posted;
         Ok(())
+    }
+
+    /// Whether messages received have not been acknowledged to the peer yet
+    /// (a one-way stream's last few, below the next ACK_REQUIRED): asks
+    /// for an explicit ack and posts it if it can.
+    pub(super) fn settle_acks(&mut self, path: &IbPath) -> bool {
+        if self.last_received == self.ack_sent {
+            return false;
+        }
+        self.ack_wanted = true;
+        // The watchdog's next tick tries again if this fails.
+        let _ = self.send_ack(path);
+        true
     }
 }

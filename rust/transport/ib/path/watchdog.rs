@@ -156,7 +156,10 @@ impl IbPath {
             return;
         };
         let mark = conn.sequences();
-        let busy = conn.has_queued();
+        // A peer waiting for our ack of its last messages would reconnect at
+        // once to retransmit them: settle that first.
+        let owed = Option::as_mut(&mut *self.rings.lock()).is_some_and(|r| r.settle_acks(self));
+        let busy = owed || conn.has_queued();
         let mut c = self.ctl.lock();
         if timeout == 0 || c.state != State::Up || busy || mark != c.idle_mark {
             c.idle_mark = mark;

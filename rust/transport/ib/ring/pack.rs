@@ -126,6 +126,7 @@ impl Rings {
         stats::add(Stat::IbTxPackedMessages, messages);
         self.pack = None;
         self.ack_wanted = false;
+        self.ack_sent = header.ack;
         true
     }
 
