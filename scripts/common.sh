@@ -18,6 +18,20 @@ die() {
 	exit 1
 }
 
+# The calling script's header: its comment block after the shebang.
+rrds_usage() {
+	awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
+}
+
+# -h/--help as the first argument prints the header and does nothing else,
+# before the script starts its work (common.sh is sourced at the top).
+case "${1:-}" in
+-h | --help)
+	rrds_usage
+	exit 0
+	;;
+esac
+
 note() {
 	echo "rrds: $*" >&2
 }
