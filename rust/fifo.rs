@@ -29,15 +29,20 @@ pub(crate) struct Fifo<T> {
 
 impl<T> Default for Fifo<T> {
     fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Fifo<T> {
+    /// An empty queue with no buffer (for statics).
+    pub(crate) const fn new() -> Self {
         Self {
             slots: KVVec::new(),
             head: 0,
             len: 0,
         }
     }
-}
 
-impl<T> Fifo<T> {
     pub(crate) fn len(&self) -> usize {
         self.len
     }

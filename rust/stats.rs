@@ -141,6 +141,9 @@ counters! {
     // IB links taken down because their connection carried nothing for
     // `idle_timeout_secs` (the next send brings them back).
     IbIdleReaped => "ib_idle_reaped",
+    // Connection events a monitoring socket's full queue could not take
+    // (`RRDS_CONN_MONITOR`; the next one queued is flagged).
+    ConnEventsLost => "conn_events_lost",
 }
 
 const COUNT: usize = NAMES.len();

@@ -53,3 +53,18 @@ assert_no_padding!(bindings::rrds_info_xrc_target {
 // SAFETY: Integers and a byte array with no padding (asserted above): every byte of
 // a value is initialised, and none of it has interior mutability.
 unsafe impl AsBytes for bindings::rrds_info_xrc_target {}
+
+assert_no_padding!(bindings::rrds_conn_event {
+    laddr,
+    faddr,
+    event,
+    reason,
+    flags,
+    lost,
+    tos,
+    pad,
+});
+
+// SAFETY: Byte arrays and integers with no padding (asserted above): every byte of
+// a value is initialised, and none of it has interior mutability.
+unsafe impl AsBytes for bindings::rrds_conn_event {}

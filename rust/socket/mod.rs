@@ -78,6 +78,7 @@ use crate::{
     transport::{
         ib,
         loopback::LOOPBACK,
+        LinkChange,
         Transport, //
     },
     xrc,
@@ -233,6 +234,12 @@ struct RecvQueue {
     bound_scope: u32,
     /// RDMA operation outcomes to report (`RDS_CMSG_RDMA_STATUS`): token, status.
     rdma_notes: Fifo<(u64, i32)>,
+    /// `RRDS_CONN_MONITOR`: the mode, the link changes to report (room for
+    /// `RRDS_CONN_EVENT_QUEUE_LEN`, made when the mode is set) and those
+    /// lost to a full queue since the last one queued.
+    conn_monitor: u32,
+    conn_events: Fifo<bindings::rrds_conn_event>,
+    conn_events_lost: u32,
 }
 
 /// One RDS socket.
@@ -456,6 +463,7 @@ impl SocketFamily for RdsFamily {
     fn release(state: Arc<RdsSock>, _sk: &Sock) {
         forget_socket(&state);
         cong::remove_monitor(&*state);
+        conn::remove_monitor(&*state);
         // XRC registrations made through the socket end with it.
         let registrations = core::mem::take(&mut *state.xrc.lock());
         for r in registrations.iter() {
@@ -600,6 +608,7 @@ impl SocketFamily for RdsFamily {
             if !rx.messages.is_empty()
                 || rx.cong_notify != 0
                 || !rx.rdma_notes.is_empty()
+                || !rx.conn_events.is_empty()
                 || state.xrc_has_events()
             {
                 mask |= poll_bits::IN | poll_bits::RDNORM;
@@ -705,6 +714,7 @@ impl SocketFamily for RdsFamily {
         }
         let v: i32 = match name {
             bindings::RDS_RECVERR => i32::from(state.state.lock().recverr),
+            bindings::RRDS_CONN_MONITOR => state.rx.lock().conn_monitor as i32,
             bindings::SO_RDS_TRANSPORT => state
                 .state
                 .lock()
@@ -788,6 +798,71 @@ impl cong::CongMonitor for RdsSock {
         rx.cong_mask = 0;
         drop(rx);
         self.wait.notify_all();
+    }
+}
+
+impl conn::ConnMonitor for RdsSock {
+    fn net(&self) -> NetRef {
+        self.net
+    }
+
+    /// Queues the change as an `rrds_conn_event` if the socket asked for
+    /// it: all of the namespace's, or those of connections it sent on.
+    fn link_changed(&self, key: &ConnKey, change: LinkChange) {
+        let mode = self.rx.lock().conn_monitor;
+        if mode == bindings::RRDS_CONN_MONITOR_OFF
+            || (mode == bindings::RRDS_CONN_MONITOR_USED
+                && self.state.lock().conns.get(key).is_none())
+        {
+            return;
+        }
+        let (event, reason) = match change {
+            LinkChange::Up => (bindings::RRDS_CONN_EV_UP, 0),
+            LinkChange::Down { reason, retransmit } => (
+                if retransmit {
+                    bindings::RRDS_CONN_EV_RESET
+                } else {
+                    bindings::RRDS_CONN_EV_DOWN
+                },
+                reason as u32,
+            ),
+        };
+        let mut record = bindings::rrds_conn_event {
+            laddr: key.laddr,
+            faddr: key.faddr,
+            event,
+            reason,
+            flags: 0,
+            lost: 0,
+            tos: key.tos,
+            pad: [0; 7],
+        };
+        let mut rx = self.rx.lock();
+        if rx.conn_monitor == bindings::RRDS_CONN_MONITOR_OFF {
+            return;
+        }
+        if rx.conn_events.len() >= bindings::RRDS_CONN_EVENT_QUEUE_LEN as usize
+            || !rx.conn_events.has_room()
+        {
+            rx.conn_events_lost = rx.conn_events_lost.saturating_add(1);
+            crate::stats::inc(crate::stats::Stat::ConnEventsLost);
+            return;
+        }
+        record.lost = core::mem::take(&mut rx.conn_events_lost);
+        if record.lost > 0 {
+            record.flags |= bindings::RRDS_CONN_EVENT_OVERFLOW;
+        }
+        // There is room: nothing is allocated.
+        let _ = rx.conn_events.push_back(record, GFP_ATOMIC);
+        drop(rx);
+        self.wait.notify_all();
+    }
+
+    fn changes_lost(&self, n: u32) {
+        let mut rx = self.rx.lock();
+        if rx.conn_monitor != bindings::RRDS_CONN_MONITOR_OFF {
+            rx.conn_events_lost = rx.conn_events_lost.saturating_add(n);
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use super::{
     TRANS_COUNT, //
 };
 use crate::{
-    addr, cong, errno,
+    addr, cong, conn, errno,
     ffi::{
         bindings,
         net::{
@@ -29,6 +29,7 @@ use crate::{
         },
         process,
     },
+    fifo::Fifo,
     transport::ib,
     xrc,
 };
@@ -57,6 +58,7 @@ pub(super) fn set_option(
         bindings::RDS_FREE_MR => free_mr(&state, &value),
         bindings::RDS_RECVERR => set_recverr(&state, &value),
         bindings::RDS_CONG_MONITOR => set_cong_monitor(state, &value),
+        bindings::RRDS_CONN_MONITOR => set_conn_monitor(state, &value),
         bindings::SO_RDS_TRANSPORT => set_transport(&state, &value),
         bindings::SO_TIMESTAMP_OLD | bindings::SO_TIMESTAMP_NEW => {
             set_rcv_timestamp(sk, name, &value)
@@ -107,6 +109,43 @@ fn free_mr(state: &RdsSock, value: &SockOptValue) -> Result {
 fn set_recverr(state: &RdsSock, value: &SockOptValue) -> Result {
     let v = read_int(value)?;
     state.state.lock().recverr = v != 0;
+    Ok(())
+}
+
+/// `RRDS_CONN_MONITOR`: `RRDS_CONN_MONITOR_*`. On (USED or ALL) makes room
+/// for `RRDS_CONN_EVENT_QUEUE_LEN` events and joins the connections'
+/// monitors; OFF leaves them and drops what is queued. EINVAL below 4 bytes
+/// or for another value, EFAULT; ENOMEM turning it on.
+fn set_conn_monitor(state: ArcBorrow<'_, RdsSock>, value: &SockOptValue) -> Result {
+    let mode = u32::try_from(read_int(value)?)
+        .ok()
+        .filter(|m| *m <= bindings::RRDS_CONN_MONITOR_ALL)
+        .ok_or(EINVAL)?;
+    if mode == bindings::RRDS_CONN_MONITOR_OFF {
+        conn::remove_monitor(&*state);
+        let dropped = {
+            let mut rx = state.rx.lock();
+            rx.conn_monitor = mode;
+            rx.conn_events_lost = 0;
+            core::mem::take(&mut rx.conn_events)
+        };
+        drop(dropped);
+        return Ok(());
+    }
+    let len = bindings::RRDS_CONN_EVENT_QUEUE_LEN as usize;
+    let slots = if state.rx.lock().conn_events.capacity() < len {
+        Some(Fifo::new_slots(len, GFP_KERNEL_ACCOUNT)?)
+    } else {
+        None
+    };
+    conn::add_monitor(Arc::<RdsSock>::from(state))?;
+    let mut rx = state.rx.lock();
+    if let Some(slots) = slots {
+        if rx.conn_events.capacity() < len {
+            rx.conn_events.grow_into(slots);
+        }
+    }
+    rx.conn_monitor = mode;
     Ok(())
 }
 

@@ -273,6 +273,7 @@ fn take_next(
             !r.messages.is_empty()
                 || r.cong_notify != 0
                 || !r.rdma_notes.is_empty()
+                || !r.conn_events.is_empty()
                 || state.xrc_has_events()
         })?;
         if let Some(note) = take_notification(state, &mut rx, msg, peek) {
@@ -312,6 +313,8 @@ enum Notification {
     /// XRC events are pending, taken from their registrations once the
     /// receive queue's lock is dropped.
     XrcEvent,
+    /// A connection's link changed (`RRDS_CMSG_CONN_EVENT`).
+    ConnEvent(bindings::rrds_conn_event),
 }
 
 /// The notification to report, if any, taken off the receive queue (`rx`,
@@ -336,6 +339,16 @@ fn take_notification(
     if rx.cong_notify != 0 {
         let notify = core::mem::take(&mut rx.cong_notify);
         return Some(Notification::CongUpdate(notify));
+    }
+    if let Some(&event) = rx.conn_events.front() {
+        if !msg.cmsg_fits(core::mem::size_of::<bindings::rrds_conn_event>()) {
+            // No room for it: it stays queued.
+            return Some(Notification::NoRoom);
+        }
+        if !peek {
+            rx.conn_events.pop_front();
+        }
+        return Some(Notification::ConnEvent(event));
     }
     if state.xrc_has_events() {
         return Some(Notification::XrcEvent);
@@ -364,6 +377,11 @@ fn report_notification(
             bindings::SOL_RDS,
             bindings::RDS_CMSG_CONG_UPDATE,
             &notify.to_ne_bytes(),
+        )?,
+        Notification::ConnEvent(event) => msg.put_cmsg(
+            bindings::SOL_RDS,
+            bindings::RRDS_CMSG_CONN_EVENT,
+            event.as_bytes(),
         )?,
         Notification::XrcEvent => {
             // Another reader may have taken it: look again.

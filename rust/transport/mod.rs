@@ -51,6 +51,34 @@ pub(crate) enum LinkState {
     Up,
 }
 
+/// Why a connection's link went down (`RRDS_CONN_REASON_*`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum DownReason {
+    /// The peer disconnected, or refused the link we thought up.
+    PeerClosed = 1,
+    /// A completion error, a stalled link, a failed rdma_cm step.
+    LinkError = 2,
+    /// Its RDMA device was removed.
+    DeviceRemoved = 3,
+    /// It carried nothing for the namespace's idle timeout.
+    Idle = 4,
+    /// The local address moved to another device.
+    AddrChange = 5,
+}
+
+/// A change of a connection's link, reported to the sockets that monitor
+/// connections (`RRDS_CONN_MONITOR`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum LinkChange {
+    Up,
+    /// An up link went; with `retransmit`, messages it had not had
+    /// acknowledged are sent again on the next one.
+    Down {
+        reason: DownReason,
+        retransmit: bool,
+    },
+}
+
 /// A transport.
 pub(crate) trait Transport: Sync {
     /// The name RDS_INFO connection records carry ("loopback", ...).

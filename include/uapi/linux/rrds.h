@@ -93,6 +93,51 @@ struct rrds_info_xrc_target {
 };
 
 /*
+ * Connection events: setsockopt(SOL_RDS, RRDS_CONN_MONITOR, int) with one of
+ * the values below makes the socket receive, as 0-byte recvmsg notifications
+ * with an RRDS_CMSG_CONN_EVENT cmsg (struct rrds_conn_event), the state
+ * changes of its namespace's connections: those it has sent on (USED), or
+ * all of them (ALL). 0 stops them and drops what is queued. getsockopt
+ * returns the value set.
+ */
+#define RRDS_CONN_MONITOR		(RRDS_OPT_BASE + 5)	/* int: RRDS_CONN_MONITOR_* */
+#define RRDS_CONN_MONITOR_OFF		0
+#define RRDS_CONN_MONITOR_USED		1
+#define RRDS_CONN_MONITOR_ALL		2
+
+/* SOL_RDS cmsg of a 0-byte recvmsg: struct rrds_conn_event. */
+#define RRDS_CMSG_CONN_EVENT		(RRDS_OPT_BASE + 2)
+
+/* struct rrds_conn_event event */
+#define RRDS_CONN_EV_UP			1	/* the link came up */
+#define RRDS_CONN_EV_DOWN		2	/* the link went, nothing to resend */
+#define RRDS_CONN_EV_RESET		3	/* the link went; unacknowledged messages are sent again */
+
+/* struct rrds_conn_event reason (DOWN and RESET) */
+#define RRDS_CONN_REASON_PEER_CLOSED	1	/* the peer disconnected or refused */
+#define RRDS_CONN_REASON_LINK_ERROR	2	/* a completion error, a stalled link, a failed connect */
+#define RRDS_CONN_REASON_DEVICE_REMOVED	3	/* its RDMA device went */
+#define RRDS_CONN_REASON_IDLE		4	/* idle for net.rrds.idle_timeout_secs */
+#define RRDS_CONN_REASON_ADDR_CHANGE	5	/* the local address moved to another device */
+
+/* struct rrds_conn_event flags */
+#define RRDS_CONN_EVENT_OVERFLOW	0x1	/* events were lost before this one */
+
+struct rrds_conn_event {
+	__u8	laddr[16];	/* IPv4 as ::ffff:a.b.c.d */
+	__u8	faddr[16];
+	__u32	event;		/* RRDS_CONN_EV_* */
+	__u32	reason;		/* RRDS_CONN_REASON_*, 0 for UP */
+	__u32	flags;		/* RRDS_CONN_EVENT_* */
+	__u32	lost;		/* events lost to a full queue just before this one */
+	__u8	tos;
+	__u8	pad[7];
+};
+
+/* Events a monitoring socket holds before it overflows. */
+#define RRDS_CONN_EVENT_QUEUE_LEN	64
+
+/*
  * Memory registration: a flag of struct rds_get_mr_args.flags (RDS_GET_MR,
  * RDS_GET_MR_FOR_DEST, RDS_CMSG_RDMA_MAP), above upstream's RDS_RDMA_* bits.
  * The peer may only read the region: its RDMA WRITEs and atomics to the

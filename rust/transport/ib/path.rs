@@ -124,6 +124,8 @@ use crate::{
         Stat, //
     },
     transport::Direction,
+    transport::DownReason,
+    transport::LinkChange,
     transport::Xmit,
 };
 
@@ -528,7 +530,7 @@ impl IbPath {
         let overflow = {
             let mut c = self.ctl.lock();
             if c.link.as_ref().is_some_and(|l| l.on_device(device)) {
-                self.retire_locked(&mut c)
+                self.retire_locked(&mut c, DownReason::DeviceRemoved)
             } else {
                 None
             }
@@ -608,22 +610,32 @@ impl IbPath {
     /// everything sent but unacknowledged back for retransmission. Returns the
     /// link if the list had no room, which its invariant rules out: the
     /// caller then tears it down once it has dropped `ctl`.
-    fn retire_locked(&self, c: &mut Control) -> Option<Retired> {
+    fn retire_locked(&self, c: &mut Control, reason: DownReason) -> Option<Retired> {
         stats::inc(Stat::ConnReset);
-        self.retire_quietly(c)
+        self.retire_quietly(c, reason)
     }
 
-    /// [`Self::retire_locked`] without counting a reset (an idle link).
-    fn retire_quietly(&self, c: &mut Control) -> Option<Retired> {
+    /// [`Self::retire_locked`] without counting a reset (an idle link). An
+    /// up link's going is reported to the connection's monitors, as going
+    /// for `reason`.
+    fn retire_quietly(&self, c: &mut Control, reason: DownReason) -> Option<Retired> {
         let link = c.link.take()?;
         let rings = self.rings.lock().take();
+        let was_up = c.state == State::Up;
         c.state = State::Down;
         c.responder_waiting = None;
         if let Some(conn) = self.conn() {
             // A message `kick` posted after `xmit` gave it back is not in the
             // connection's sent count, but the peer may have it too.
             conn.reset_for_retransmit(rings.as_ref().and_then(Rings::handed_over));
-            c.connect_wanted |= conn.has_queued();
+            let waiting = conn.has_queued();
+            c.connect_wanted |= waiting;
+            if was_up {
+                conn.link_changed(LinkChange::Down {
+                    reason,
+                    retransmit: waiting,
+                });
+            }
         }
         c.idle_ticks = 0;
         c.retiring
@@ -634,7 +646,7 @@ impl IbPath {
 
     /// The link of `id` failed (or the peer left): retire it and let the work
     /// item tear it down and reconnect if messages wait.
-    fn fail(self: &Arc<Self>, id: Option<&CmIdRef>, why: &str) {
+    fn fail(self: &Arc<Self>, id: Option<&CmIdRef>, reason: DownReason, why: &str) {
         let mut c = self.ctl.lock();
         let matches = match (&c.link, id) {
             (Some(link), Some(id)) => link.is(id),
@@ -647,7 +659,7 @@ impl IbPath {
         }
         c.step(Trail::Failed);
         pr_debug!("connection down: {}\n", why);
-        let overflow = self.retire_locked(&mut c);
+        let overflow = self.retire_locked(&mut c, reason);
         drop(c);
         if let Some(r) = overflow {
             self.tear_down_now(r);
@@ -662,7 +674,7 @@ impl IbPath {
     }
 
     /// Like `fail`, for an id known by address only.
-    fn fail_id(self: &Arc<Self>, id: usize, why: &str) {
+    fn fail_id(self: &Arc<Self>, id: usize, reason: DownReason, why: &str) {
         let matches = self
             .ctl
             .lock()
@@ -670,7 +682,7 @@ impl IbPath {
             .as_ref()
             .is_some_and(|l| core::ptr::from_ref::<CmIdRef>(&l.cm_id) as usize == id);
         if matches {
-            self.fail(None, why);
+            self.fail(None, reason, why);
         }
     }
 
@@ -682,7 +694,7 @@ impl IbPath {
             .as_ref()
             .is_some_and(|r| r.qp.as_raw() == qp);
         if mine {
-            self.fail(None, "completion error");
+            self.fail(None, DownReason::LinkError, "completion error");
         }
     }
 }

@@ -172,7 +172,7 @@ impl IbPath {
             State::Up => {
                 // The peer lost the link we still think is up: drop ours; it retries.
                 c.step(Trail::RefusedUp);
-                let overflow = self.retire_locked(&mut c);
+                let overflow = self.retire_locked(&mut c, DownReason::PeerClosed);
                 drop(c);
                 if let Some(r) = overflow {
                     self.tear_down_now(r);
@@ -196,7 +196,7 @@ impl IbPath {
                 // retransmitted ones): replace it. Rejecting would refuse the peer for
                 // as long as the stale attempt lasts, which is forever when its RTU was
                 // lost (rxe raises no COMM_EST to establish it otherwise).
-                if let Some(r) = self.retire_locked(&mut c) {
+                if let Some(r) = self.retire_locked(&mut c, DownReason::LinkError) {
                     // Our own attempt: its handler does not wait for `ctl` while we
                     // are in the listener's handler of another id.
                     drop(c);
@@ -236,7 +236,7 @@ impl IbPath {
             if let Some(link) = &c.link {
                 link.cm_id.reject(&REJECT_RETRY);
             }
-            overflow = self.retire_locked(&mut c);
+            overflow = self.retire_locked(&mut c, DownReason::LinkError);
         }
         drop(c);
         if let Some(r) = overflow {
@@ -260,7 +260,8 @@ impl IbPath {
             }
             c.step_event(event.number(), live_link);
         }
-        match event.kind() {
+        let kind = event.kind();
+        match kind {
             CmEventKind::AddrResolved => {
                 let c = self.ctl.lock();
                 if !c.link.as_ref().is_some_and(|l| l.is(id)) {
@@ -271,7 +272,7 @@ impl IbPath {
                 id.set_service_type(self.key.tos);
                 if id.resolve_route(ROUTE_TIMEOUT_MS).is_err() {
                     drop(c);
-                    self.fail(Some(id), "route resolution");
+                    self.fail(Some(id), DownReason::LinkError, "route resolution");
                 }
             }
             CmEventKind::RouteResolved => {
@@ -295,7 +296,7 @@ impl IbPath {
                 if let Err(e) = result {
                     drop(c);
                     pr_debug!("connect: {:?}\n", e);
-                    self.fail(Some(id), "connect");
+                    self.fail(Some(id), DownReason::LinkError, "connect");
                 }
             }
             CmEventKind::Established => {
@@ -337,7 +338,13 @@ impl IbPath {
                     event.number(),
                     event.status()
                 );
-                self.fail(Some(id), "rdma_cm event");
+                let reason = match kind {
+                    CmEventKind::Disconnected => DownReason::PeerClosed,
+                    CmEventKind::DeviceRemoval => DownReason::DeviceRemoved,
+                    CmEventKind::AddrChange => DownReason::AddrChange,
+                    _ => DownReason::LinkError,
+                };
+                self.fail(Some(id), reason, "rdma_cm event");
             }
             _ => {}
         }
@@ -361,6 +368,7 @@ impl IbPath {
         drop(c);
         self.peer_connected(restarted, peer.ack_seq);
         if let Some(conn) = self.conn() {
+            conn.link_changed(LinkChange::Up);
             // Our congestion map first, as upstream does on a new connection.
             if let Some(wire) = conn.local_cong_message() {
                 self.send_cong_map(wire);

@@ -55,7 +55,11 @@ impl TaskWork for IwarpConnect {
         // It may have changed namespace since it sent (`setns`).
         if !task_work::user_task_in(&**kernel::current!(), path.key.net) {
             drop(teardowns);
-            path.fail_id(self.id, "connecting task left the namespace");
+            path.fail_id(
+                self.id,
+                DownReason::LinkError,
+                "connecting task left the namespace",
+            );
             return;
         }
         // SAFETY: `self.id` is the current link's id, which cannot be destroyed while
@@ -69,13 +73,14 @@ impl TaskWork for IwarpConnect {
         drop(teardowns);
         if let Err(e) = result {
             pr_debug!("iWARP connect: {:?}\n", e);
-            path.fail_id(self.id, "iWARP connect");
+            path.fail_id(self.id, DownReason::LinkError, "iWARP connect");
         }
     }
 
     fn cancel(self) {
         // Retried, from the next task that sends.
-        self.path.fail_id(self.id, "connecting task exited");
+        self.path
+            .fail_id(self.id, DownReason::LinkError, "connecting task exited");
     }
 }
 
@@ -131,9 +136,9 @@ impl IbPath {
                 (stalled, ack_failed, core::mem::take(&mut r.blocked))
             });
         if stalled {
-            self.fail(None, "no send progress");
+            self.fail(None, DownReason::LinkError, "no send progress");
         } else if ack_failed {
-            self.fail(None, "explicit ack not posted");
+            self.fail(None, DownReason::LinkError, "explicit ack not posted");
         } else if blocked {
             if let Some(conn) = self.conn() {
                 self.resume(&conn);
@@ -173,7 +178,7 @@ impl IbPath {
         c.step(Trail::IdleReaped);
         c.idle_reaped = c.idle_reaped.wrapping_add(1);
         stats::inc(Stat::IbIdleReaped);
-        let overflow = self.retire_quietly(&mut c);
+        let overflow = self.retire_quietly(&mut c, DownReason::Idle);
         drop(c);
         if let Some(r) = overflow {
             self.tear_down_now(r);
@@ -233,7 +238,11 @@ impl IbPath {
             }
         };
         drop(old);
-        self.fail_id(id, "connecting task did not run its connect");
+        self.fail_id(
+            id,
+            DownReason::LinkError,
+            "connecting task did not run its connect",
+        );
     }
 
     /// Hands the connect of `id` to the connector task (iWARP); returns
