@@ -42,6 +42,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include <linux/rrds.h>
+
 #include "kselftest_harness.h"
 #include "rrds_test.h"
 #include "rds_socket.h"
@@ -1880,6 +1882,168 @@ TEST_F_TIMEOUT(ib, idle_link_is_reaped_and_comes_back, 300)
 	close(a);
 	close(b);
 	/* The next case loads rrds with its defaults. */
+	EXPECT_EQ(0, reload_with(""));
+}
+
+#define EV_RX_PORT	6600
+#define EV_ALL_PORT	6601
+#define EV_USED_PORT	6602
+#define EV_IDLE_PORT	6603
+#define EV_QUIET_PORT	6604
+#define EV_MAX		16
+
+/* The connection events queued on @fd, read until none comes for @wait_ms; how many. */
+static int conn_events(int fd, struct rrds_conn_event *out, int max, int wait_ms)
+{
+	int n = 0;
+
+	for (;;) {
+		union {
+			struct cmsghdr align;
+			char buf[CMSG_SPACE(sizeof(struct rrds_conn_event))];
+		} control;
+		char data[8];
+		struct iovec iov = { .iov_base = data, .iov_len = sizeof(data) };
+		struct msghdr m = {
+			.msg_iov = &iov, .msg_iovlen = 1,
+			.msg_control = &control, .msg_controllen = sizeof(control),
+		};
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct cmsghdr *c;
+
+		if (poll(&p, 1, wait_ms) != 1 || recvmsg(fd, &m, MSG_DONTWAIT) != 0)
+			return n;
+		c = CMSG_FIRSTHDR(&m);
+		if (!c || c->cmsg_level != SOL_RDS || c->cmsg_type != RRDS_CMSG_CONN_EVENT ||
+		    c->cmsg_len != CMSG_LEN(sizeof(*out)))
+			return -1;
+		if (n < max)
+			memcpy(&out[n], CMSG_DATA(c), sizeof(*out));
+		n++;
+	}
+}
+
+/* Whether @e is about @laddr -> @faddr with TOS 0, @event and @reason. */
+static bool conn_event_is(const struct rrds_conn_event *e, const char *laddr, const char *faddr,
+			  unsigned int event, unsigned int reason)
+{
+	struct sockaddr_in l = sin4(laddr, 0), f = sin4(faddr, 0);
+	unsigned char lm[16] = { [10] = 0xff, [11] = 0xff }, fm[16];
+
+	memcpy(&lm[12], &l.sin_addr, 4);
+	memcpy(fm, lm, 12);
+	memcpy(&fm[12], &f.sin_addr, 4);
+	return !memcmp(e->laddr, lm, 16) && !memcmp(e->faddr, fm, 16) && e->tos == 0 &&
+	       e->event == event && e->reason == reason && !e->flags && !e->lost;
+}
+
+static int conn_monitor(int fd, int mode)
+{
+	return ERR(setsockopt(fd, SOL_RDS, RRDS_CONN_MONITOR, &mode, sizeof(mode)));
+}
+
+/*
+ * RRDS_CONN_MONITOR: in rrds-a, a socket monitoring all of the namespace's
+ * connections and one monitoring those it sends on each get exactly: UP
+ * when its first message brings the link up; DOWN with reason IDLE when
+ * the link is reaped idle (net.rrds.idle_timeout_secs 2); UP again with
+ * the next message; DOWN or RESET with reason PEER_CLOSED or LINK_ERROR
+ * when the peer's device is removed (rdma link del), and UP once it is
+ * back and a message goes. A socket that monitors connections it sent on
+ * but sent on none, and a socket that did not ask, get nothing.
+ */
+TEST_F_TIMEOUT(ib, connection_events_reach_the_sockets_that_ask, 300)
+{
+	const char *l = variant->local, *r = variant->remote;
+	struct sockaddr_in to = sin4(r, EV_RX_PORT);
+	struct rrds_conn_event ev[EV_MAX];
+	int rx, all, used, idle, quiet, mode = 0, n;
+	socklen_t len = sizeof(mode);
+	char buf[8];
+
+	ASSERT_EQ(0, reload_with("idle_timeout_secs=0"));
+	deadline = now() + 240;
+	ASSERT_EQ(0, enter_ns(NS_B));
+	rx = bound_socket(r, EV_RX_PORT);
+	ASSERT_LE(0, rx);
+	ASSERT_EQ(0, enter_ns(NS_A));
+	all = bound_socket(l, EV_ALL_PORT);
+	used = bound_socket(l, EV_USED_PORT);
+	idle = bound_socket(l, EV_IDLE_PORT);
+	quiet = bound_socket(l, EV_QUIET_PORT);
+	ASSERT_LE(0, all);
+	ASSERT_LE(0, used);
+	ASSERT_LE(0, idle);
+	ASSERT_LE(0, quiet);
+	EXPECT_EQ(-EINVAL, conn_monitor(all, 3));
+	EXPECT_EQ(-EINVAL, ERR(setsockopt(all, SOL_RDS, RRDS_CONN_MONITOR, &mode, 2)));
+	ASSERT_EQ(0, conn_monitor(all, RRDS_CONN_MONITOR_ALL));
+	ASSERT_EQ(0, conn_monitor(used, RRDS_CONN_MONITOR_USED));
+	ASSERT_EQ(0, conn_monitor(idle, RRDS_CONN_MONITOR_USED));
+	ASSERT_EQ(0, getsockopt(all, SOL_RDS, RRDS_CONN_MONITOR, &mode, &len));
+	EXPECT_EQ(RRDS_CONN_MONITOR_ALL, mode);
+
+	/* Up, with the first message of `used` (and one of `quiet`). */
+	send_msg(used, "u", 1, &to);
+	recv_from(rx, buf, sizeof(buf), "used's message", l, EV_USED_PORT);
+	send_msg(quiet, "q", 1, &to);
+	recv_from(rx, buf, sizeof(buf), "quiet's message", l, EV_QUIET_PORT);
+	for (int s = 0; s < 2; s++) {
+		n = conn_events(s ? used : all, ev, EV_MAX, 2000);
+		ASSERT_EQ(1, n) TH_LOG("%s: %d events at link up", s ? "used" : "all", n);
+		EXPECT_TRUE(conn_event_is(&ev[0], l, r, RRDS_CONN_EV_UP, 0))
+			TH_LOG("event %u reason %u flags %#x", ev[0].event, ev[0].reason, ev[0].flags);
+	}
+
+	/* Reaped idle. */
+	ASSERT_EQ(0, sh("ip netns exec %s sh -c 'echo 2 > /proc/sys/net/rrds/idle_timeout_secs'",
+			NS_A));
+	for (int s = 0; s < 2; s++) {
+		n = conn_events(s ? used : all, ev, EV_MAX, 8000);
+		ASSERT_EQ(1, n) TH_LOG("%s: %d events at the reap", s ? "used" : "all", n);
+		EXPECT_TRUE(conn_event_is(&ev[0], l, r, RRDS_CONN_EV_DOWN, RRDS_CONN_REASON_IDLE))
+			TH_LOG("event %u reason %u", ev[0].event, ev[0].reason);
+	}
+	ASSERT_EQ(0, sh("ip netns exec %s sh -c 'echo 0 > /proc/sys/net/rrds/idle_timeout_secs'",
+			NS_A));
+	send_msg(used, "v", 1, &to);
+	recv_from(rx, buf, sizeof(buf), "used's message after the reap", l, EV_USED_PORT);
+	for (int s = 0; s < 2; s++) {
+		n = conn_events(s ? used : all, ev, EV_MAX, 2000);
+		ASSERT_EQ(1, n);
+		EXPECT_TRUE(conn_event_is(&ev[0], l, r, RRDS_CONN_EV_UP, 0));
+	}
+
+	/* The peer's device goes: down (a reset if a message waited), then up again. */
+	ASSERT_EQ(0, sh("rdma link del %s_b", variant->kind));
+	for (int s = 0; s < 2; s++) {
+		n = conn_events(s ? used : all, ev, EV_MAX, 10000);
+		ASSERT_EQ(1, n) TH_LOG("%s: %d events at the peer's removal", s ? "used" : "all", n);
+		EXPECT_TRUE(ev[0].event == RRDS_CONN_EV_DOWN || ev[0].event == RRDS_CONN_EV_RESET);
+		EXPECT_TRUE(ev[0].reason == RRDS_CONN_REASON_PEER_CLOSED ||
+			    ev[0].reason == RRDS_CONN_REASON_LINK_ERROR)
+			TH_LOG("reason %u", ev[0].reason);
+	}
+	ASSERT_EQ(0, pair_up_loaded(variant->kind));
+	send_msg(used, "w", 1, &to);
+	recv_from(rx, buf, sizeof(buf), "used's message after the device is back", l,
+		  EV_USED_PORT);
+	for (int s = 0; s < 2; s++) {
+		n = conn_events(s ? used : all, ev, EV_MAX, 2000);
+		ASSERT_EQ(1, n);
+		EXPECT_TRUE(conn_event_is(&ev[0], l, r, RRDS_CONN_EV_UP, 0));
+	}
+
+	/* Nothing for the sockets that did not ask or sent nothing. */
+	EXPECT_EQ(0, conn_events(idle, ev, EV_MAX, 0));
+	EXPECT_EQ(-EAGAIN, ERR(recv(quiet, buf, sizeof(buf), MSG_DONTWAIT)));
+	/* Off: nothing more. */
+	ASSERT_EQ(0, conn_monitor(all, RRDS_CONN_MONITOR_OFF));
+	close(used);
+	close(idle);
+	close(quiet);
+	close(all);
+	close(rx);
 	EXPECT_EQ(0, reload_with(""));
 }
 
