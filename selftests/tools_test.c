@@ -470,6 +470,41 @@ TEST_F(ib_tools, ping_and_info_show_the_connection)
 }
 
 /*
+ * rrds watch prints the namespace's connection events: started in rrds-a
+ * (its socket bound there), it shows the link to rrds-b coming up with a
+ * message, and going idle once net.rrds.idle_timeout_secs is 2.
+ */
+TEST_F(ib_tools, watch_prints_link_up_and_idle_down)
+{
+	char out[4096], want[96];
+	struct sockaddr_in to = sin4(variant->remote, 4100);
+	int peer, fd;
+
+	ASSERT_EQ(0, enter_ns("rrds-b"));
+	peer = bound_socket(variant->remote, 4100);
+	ASSERT_EQ(0, enter_ns("rrds-a"));
+	ASSERT_LE(0, peer);
+	ASSERT_EQ(0, sh("rm -f /tmp/rrds-watch.out; %s watch -I %s -c 2 -d 60 >/tmp/rrds-watch.out 2>&1 & "
+			"for i in $(seq 100); do grep -q watching /tmp/rrds-watch.out && exit 0; "
+			"sleep 0.1; done; exit 1", rrds_cmd(), variant->local));
+	fd = bound_socket(variant->local, 0);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(1, ERR(sendto(fd, "x", 1, 0, (struct sockaddr *)&to, sizeof(to))));
+	ASSERT_EQ(0, sh("echo 2 > /proc/sys/net/rrds/idle_timeout_secs"));
+	ASSERT_EQ(0, sh("for i in $(seq 300); do [ $(grep -c tos /tmp/rrds-watch.out) -ge 2 ] && exit 0; "
+			"sleep 0.1; done; exit 1"));
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "cat /tmp/rrds-watch.out"));
+	TH_LOG("%s", out);
+	snprintf(want, sizeof(want), "%s -> %s tos 0: up\n", variant->local, variant->remote);
+	EXPECT_NE(NULL, strstr(out, want));
+	snprintf(want, sizeof(want), "%s -> %s tos 0: down (idle)\n", variant->local, variant->remote);
+	EXPECT_NE(NULL, strstr(out, want));
+	sh("echo 300 > /proc/sys/net/rrds/idle_timeout_secs");
+	close(fd);
+	close(peer);
+}
+
+/*
  * A host answers rds-ping as soon as rrds is loaded, as upstream does: the
  * initial namespace listens on each of its RDMA addresses with no socket
  * bound. A pair of its own joins it to rrds-a: <kind>_h on veth <kind>h0

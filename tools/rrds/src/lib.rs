@@ -22,6 +22,7 @@
 //! ```
 
 mod addr;
+pub mod conn_events;
 pub mod info;
 pub mod mr;
 pub mod rdma;
@@ -31,6 +32,10 @@ pub mod xrc;
 
 use std::path::Path;
 
+pub use conn_events::ConnEvent;
+pub use conn_events::ConnEventKind;
+pub use conn_events::ConnMonitor;
+pub use conn_events::DownReason;
 pub use info::ConnectionInfo;
 pub use info::Counter;
 pub use info::IbConnectionInfo;

@@ -31,6 +31,9 @@ enum Command {
     /// Register and free memory regions (RDS_GET_MR / RDS_FREE_MR) through a
     /// socket bound to LOCAL_ADDR, timing each call. Exits 0 if all succeed.
     Mr(cmd::mr::MrArgs),
+    /// Print the connections' links of this network namespace coming up and
+    /// going down as it happens (RRDS_CONN_MONITOR; rrds only).
+    Watch(cmd::watch::WatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
         Command::Info(args) => cmd::info::run(args),
         Command::Xrc(args) => cmd::xrc::run(args),
         Command::Mr(args) => cmd::mr::run(args),
+        Command::Watch(args) => cmd::watch::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -129,6 +129,9 @@ pub struct Received {
     pub timestamp: Option<SystemTime>,
     /// The notification was an rrds XRC event (a 0-byte receive).
     pub xrc_event: Option<crate::xrc::XrcEvent>,
+    /// The notification was a change of a connection's link
+    /// (`RRDS_CONN_MONITOR`; a 0-byte receive).
+    pub conn_event: Option<crate::conn_events::ConnEvent>,
     /// The notification was the outcome of an RDMA or atomic operation
     /// (a 0-byte receive).
     pub rdma_status: Option<crate::mr::RdmaStatus>,
@@ -300,6 +303,8 @@ impl RdsSocket {
             timestamp: find_timestamp(control),
             xrc_event: find_cmsg(control, sys::SOL_RDS, sys::RRDS_CMSG_XRC_EVENT)
                 .and_then(crate::xrc::XrcEvent::decode),
+            conn_event: find_cmsg(control, sys::SOL_RDS, sys::RRDS_CMSG_CONN_EVENT)
+                .and_then(crate::conn_events::ConnEvent::decode),
             rdma_status: find_cmsg(control, sys::SOL_RDS, sys::RDS_CMSG_RDMA_STATUS)
                 .and_then(crate::mr::RdmaStatus::decode),
             rdma_dest: find_cmsg(control, sys::SOL_RDS, sys::RDS_CMSG_RDMA_DEST).and_then(ne_u64),
@@ -393,7 +398,7 @@ impl RdsSocket {
         Ok(self.poll(libc::POLLOUT, timeout)? & libc::POLLOUT != 0)
     }
 
-    fn setsockopt_int(&self, level: c_int, name: c_int, value: c_int) -> io::Result<()> {
+    pub(crate) fn setsockopt_int(&self, level: c_int, name: c_int, value: c_int) -> io::Result<()> {
         self.setsockopt_value(level, name, &value)
     }
 
@@ -418,7 +423,7 @@ impl RdsSocket {
         Ok(())
     }
 
-    fn getsockopt_int(&self, level: c_int, name: c_int) -> io::Result<c_int> {
+    pub(crate) fn getsockopt_int(&self, level: c_int, name: c_int) -> io::Result<c_int> {
         let mut value: c_int = 0;
         let mut len = size_of::<c_int>() as socklen_t;
         // SAFETY: value is a live int of len bytes; the kernel writes at most

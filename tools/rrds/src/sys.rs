@@ -131,6 +131,21 @@ pub const RRDS_XRC_EVENT_SYNTHESIZED: u32 = 0x1;
 pub const RRDS_XRC_EVENT_FINAL: u32 = 0x2;
 pub const RRDS_XRC_EVENT_OVERFLOW: u32 = 0x4;
 pub const RRDS_XRC_EVENT_QUEUE_LEN: usize = 64;
+pub const RRDS_CONN_MONITOR: c_int = RRDS_OPT_BASE + 5;
+pub const RRDS_CONN_MONITOR_OFF: c_int = 0;
+pub const RRDS_CONN_MONITOR_USED: c_int = 1;
+pub const RRDS_CONN_MONITOR_ALL: c_int = 2;
+pub const RRDS_CMSG_CONN_EVENT: c_int = RRDS_OPT_BASE + 2;
+pub const RRDS_CONN_EV_UP: u32 = 1;
+pub const RRDS_CONN_EV_DOWN: u32 = 2;
+pub const RRDS_CONN_EV_RESET: u32 = 3;
+pub const RRDS_CONN_REASON_PEER_CLOSED: u32 = 1;
+pub const RRDS_CONN_REASON_LINK_ERROR: u32 = 2;
+pub const RRDS_CONN_REASON_DEVICE_REMOVED: u32 = 3;
+pub const RRDS_CONN_REASON_IDLE: u32 = 4;
+pub const RRDS_CONN_REASON_ADDR_CHANGE: u32 = 5;
+pub const RRDS_CONN_EVENT_OVERFLOW: u32 = 0x1;
+pub const RRDS_CONN_EVENT_QUEUE_LEN: usize = 64;
 /// Length of the NUL-padded device name in `rrds_info_xrc_target`.
 pub const RRDS_XRC_DEVICE_NAME_LEN: usize = 64;
 
@@ -168,6 +183,20 @@ pub struct rrds_xrc_event {
     pub event: u32,
     pub flags: u32,
     pub lost: u32,
+}
+
+/// `struct rrds_conn_event`: the data of an `RRDS_CMSG_CONN_EVENT` cmsg.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct rrds_conn_event {
+    pub laddr: [u8; 16],
+    pub faddr: [u8; 16],
+    pub event: u32,
+    pub reason: u32,
+    pub flags: u32,
+    pub lost: u32,
+    pub tos: u8,
+    pub pad: [u8; 7],
 }
 
 /// `struct rrds_info_xrc_target`: one `RRDS_INFO_XRC_TARGETS` record.
@@ -548,6 +577,8 @@ mod tests {
         assert_eq!(size_of::<rrds_xrc_inject>(), 16);
         assert_eq!(offset_of!(rrds_xrc_inject, event), 8);
         assert_eq!(size_of::<rrds_xrc_event>(), 16);
+        assert_eq!(size_of::<rrds_conn_event>(), 56);
+        assert_eq!(offset_of!(rrds_conn_event, tos), 48);
         assert_eq!(offset_of!(rrds_xrc_event, lost), 12);
         assert_eq!(size_of::<rrds_info_xrc_target>(), 96);
         assert_eq!(offset_of!(rrds_info_xrc_target, events), 16);

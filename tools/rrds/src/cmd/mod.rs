@@ -6,6 +6,7 @@ pub mod json;
 pub mod mr;
 pub mod ping;
 pub mod stats;
+pub mod watch;
 pub mod xrc;
 
 use std::fmt::Display;
