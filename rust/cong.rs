@@ -342,11 +342,17 @@ pub(crate) fn remove_monitor(sock: &dyn CongMonitor) {
     drop(removed);
 }
 
+/// A local port of `net` has uncongested (its socket read or closed): an
+/// update as upstream counts one for loopback, and the monitors are told.
+pub(crate) fn local_port_cleared(net: NetRef) {
+    stats::inc(Stat::CongUpdateReceived);
+    notify_monitors(net);
+}
+
 /// A port of `net` has uncongested: every monitoring socket of `net` gets the
 /// ports it was refused for as a notification (upstream passes an all-ones
 /// port mask to `rds_cong_map_updated`, so every refused port is reported).
 pub(crate) fn notify_monitors(net: NetRef) {
-    stats::inc(Stat::CongUpdateReceived);
     for sock in MONITORS.lock().iter().filter(|s| s.net() == net) {
         sock.cong_notify_all_refused();
     }

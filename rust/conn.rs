@@ -868,6 +868,8 @@ impl Connection {
     /// The peer's congestion map arrived (a message of `FLAG_CONG_BITMAP`):
     /// the bits of its ports, which our senders to it check. Process context.
     pub(crate) fn peer_cong_map(&self, message: &Message) -> Result {
+        // Every map a peer sends is an update (upstream's `rds_cong_map_updated`).
+        stats::inc(Stat::CongUpdateReceived);
         if self.fcong.apply_message(message)? {
             cong::notify_monitors(self.key.net);
         }

@@ -518,7 +518,7 @@ impl SocketFamily for RdsFamily {
         };
         // Only a port that was congested has anything to tell monitors.
         if cleared {
-            cong::notify_monitors(state.net);
+            cong::local_port_cleared(state.net);
         }
         if let Some((map, _)) = map {
             cong::put(map);

@@ -418,7 +418,7 @@ fn dequeue_head(state: &RdsSock, sk: &Sock, message: &Arc<Message>) -> bool {
     drop(rx);
     drop(gone);
     if cleared {
-        cong::notify_monitors(state.net);
+        cong::local_port_cleared(state.net);
     }
     stats::inc(Stat::RecvDelivered);
     true
