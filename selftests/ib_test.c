@@ -1844,12 +1844,19 @@ TEST_F_TIMEOUT(ib, idle_link_is_reaped_and_comes_back, 300)
 
 		poll(NULL, 0, 1500 + (round * 397) % 2000);
 		numbered_fill(buf, IDLE_SIZE, stream, *seq);
+		/*
+		 * From the sending socket's namespace: over iWARP the connect runs
+		 * in the sending task, and siw opens its TCP socket in the task's
+		 * namespace.
+		 */
+		ASSERT_EQ(0, enter_ns(from_a ? NS_A : NS_B));
 		send_msg(from_a ? a : b, buf, IDLE_SIZE, from_a ? &to_b : &to_a);
 		n = recv_from(from_a ? b : a, buf, sizeof(buf), "a message racing the reap",
 			      from_a ? variant->local : variant->remote,
 			      from_a ? IDLE_TX_PORT : IDLE_RX_PORT);
 		numbered_check(buf, n, IDLE_SIZE, stream, (*seq)++);
 	}
+	ASSERT_EQ(0, enter_ns(NS_A));
 	/* Nothing more: no message came twice. */
 	poll(NULL, 0, 1000);
 	EXPECT_EQ(-EAGAIN, ERR(recv(a, buf, sizeof(buf), MSG_DONTWAIT)));
@@ -1957,7 +1964,7 @@ TEST_F_TIMEOUT(ib, connection_events_reach_the_sockets_that_ask, 300)
 	const char *l = variant->local, *r = variant->remote;
 	struct sockaddr_in to = sin4(r, EV_RX_PORT);
 	struct rrds_conn_event ev[EV_MAX];
-	int rx, all, used, idle, quiet, mode = 0, n;
+	int rx, all, used, idle, quiet, relisten, mode = 0, n;
 	socklen_t len = sizeof(mode);
 	char buf[8];
 
@@ -2025,6 +2032,14 @@ TEST_F_TIMEOUT(ib, connection_events_reach_the_sockets_that_ask, 300)
 			TH_LOG("reason %u", ev[0].reason);
 	}
 	ASSERT_EQ(0, pair_up_loaded(variant->kind));
+	/*
+	 * rrds-b listens again on its address from a task of rrds-b: siw opens
+	 * its listening TCP socket in the calling task's namespace.
+	 */
+	ASSERT_EQ(0, enter_ns(NS_B));
+	relisten = bound_socket(r, 0);
+	ASSERT_EQ(0, enter_ns(NS_A));
+	ASSERT_LE(0, relisten);
 	send_msg(used, "w", 1, &to);
 	recv_from(rx, buf, sizeof(buf), "used's message after the device is back", l,
 		  EV_USED_PORT);
@@ -2043,6 +2058,7 @@ TEST_F_TIMEOUT(ib, connection_events_reach_the_sockets_that_ask, 300)
 	close(idle);
 	close(quiet);
 	close(all);
+	close(relisten);
 	close(rx);
 	EXPECT_EQ(0, reload_with(""));
 }
