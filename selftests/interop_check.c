@@ -322,15 +322,22 @@ TEST_F_TIMEOUT(interop, in_tree_flow_control_honoured, 900)
 {
 	const uint64_t count = 600, first = 5000;
 	struct interop_cmd r = { 0 };
+	long long reaped0;
+	bool reaped;
 
 	ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_FLOW_CONTROL, .count = 1 }));
 	ASSERT_EQ(0, result(self->fd, &r));
 	ASSERT_EQ(0, r.status);
-	/* A new connection: the last socket closing takes rrds's down. */
-	close(self->fd);
-	self->fd = bound_socket(INTEROP_RRDS_IP, INTEROP_PORT);
-	ASSERT_LE(0, self->fd);
-	set_timeouts(self->fd);
+	/*
+	 * A new connection, made with the peer's new setting: the initial
+	 * namespace keeps its connections, so let the idle link be reaped (the
+	 * in-tree peer reconnects at once).
+	 */
+	reaped0 = rds_counter("ib_idle_reaped");
+	ASSERT_EQ(0, sh("echo 1 > /proc/sys/net/rrds/idle_timeout_secs"));
+	reaped = WAIT_FOR(30, rds_counter("ib_idle_reaped") > reaped0);
+	ASSERT_EQ(0, sh("echo 300 > /proc/sys/net/rrds/idle_timeout_secs"));
+	ASSERT_TRUE(reaped);
 
 	ASSERT_EQ(0, request(self->fd, (struct interop_cmd){ .op = OP_STREAM, .seed = first,
 							     .count = count }));
