@@ -218,26 +218,7 @@ impl RdsSocket {
     /// reported as `InvalidData` (read with [`RdsSocket::recv_msg`] where both
     /// can arrive: it reports events too).
     pub fn recv_conn_event(&self, timeout: Duration) -> io::Result<Option<ConnEvent>> {
-        if !self.wait_readable(timeout)? {
-            return Ok(None);
-        }
-        match self.recv_msg_flags(&mut [], libc::MSG_DONTWAIT) {
-            Ok(received) => received.conn_event.map(Some).ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "received a datagram or another notification, not a connection event",
-                )
-            }),
-            Err(err)
-                if matches!(
-                    err.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) =>
-            {
-                Ok(None)
-            }
-            Err(err) => Err(err),
-        }
+        self.recv_notification(timeout, "a connection event", |r| r.conn_event)
     }
 }
 

@@ -383,6 +383,37 @@ impl RdsSocket {
         }
     }
 
+    /// Waits up to `timeout` for a 0-byte notification and returns what
+    /// `take` finds in it (`None` on timeout). Anything else that comes
+    /// first is consumed and reported as `InvalidData`, naming `what`.
+    pub(crate) fn recv_notification<T>(
+        &self,
+        timeout: Duration,
+        what: &str,
+        take: impl FnOnce(Received) -> Option<T>,
+    ) -> io::Result<Option<T>> {
+        if !self.wait_readable(timeout)? {
+            return Ok(None);
+        }
+        match self.recv_msg_flags(&mut [], libc::MSG_DONTWAIT) {
+            Ok(received) => take(received).map(Some).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("received a datagram or another notification, not {what}"),
+                )
+            }),
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(err) => Err(err),
+        }
+    }
+
     /// Waits up to `timeout` until a receive would not block. `false` on
     /// timeout or a signal. RDS may report readiness spuriously (the first
     /// poll after a congestion update), so a receive can still say

@@ -382,26 +382,7 @@ impl RdsSocket {
     /// comes first is consumed and reported as `InvalidData` (read with
     /// [`RdsSocket::recv_msg`] where both can arrive: it reports events too).
     pub fn recv_xrc_event(&self, timeout: Duration) -> io::Result<Option<XrcEvent>> {
-        if !self.wait_readable(timeout)? {
-            return Ok(None);
-        }
-        match self.recv_msg_flags(&mut [], libc::MSG_DONTWAIT) {
-            Ok(received) => received.xrc_event.map(Some).ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "received a datagram or another notification, not an XRC event",
-                )
-            }),
-            Err(err)
-                if matches!(
-                    err.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) =>
-            {
-                Ok(None)
-            }
-            Err(err) => Err(err),
-        }
+        self.recv_notification(timeout, "an XRC event", |r| r.xrc_event)
     }
 }
 
