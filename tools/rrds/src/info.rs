@@ -173,7 +173,7 @@ pub(crate) fn records<'a>(
     min: usize,
     what: &str,
 ) -> io::Result<ChunksExact<'a, u8>> {
-    if elem_size < min || !buf.len().is_multiple_of(elem_size) {
+    if elem_size < min || elem_size == 0 || buf.len() % elem_size != 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!(

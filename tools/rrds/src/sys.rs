@@ -585,9 +585,9 @@ mod tests {
         assert_eq!(offset_of!(rrds_info_xrc_target, overflows), 24);
         assert_eq!(offset_of!(rrds_info_xrc_target, device), 32);
         // Far from upstream's options (1..12), RDS_INFO (10000..10017), cmsgs (1..13).
-        const {
+        const _: () = {
             assert!(RRDS_XRC_CREATE > RDS_INFO_LAST);
             assert!(RRDS_CMSG_XRC_EVENT > RDS_CMSG_ZCOPY_COMPLETION);
-        }
+        };
     }
 }

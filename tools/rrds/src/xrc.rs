@@ -26,6 +26,7 @@
 //! Against the in-tree `rds` module every call here fails with `ENOPROTOOPT`.
 
 use core::mem::offset_of;
+use core::mem::size_of;
 use std::fmt;
 use std::io;
 use std::os::fd::AsRawFd;

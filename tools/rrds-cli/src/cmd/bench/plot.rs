@@ -313,9 +313,9 @@ fn num_label(v: f64) -> String {
 
 /// A message size in bytes, K and M being 1024 and 1024².
 fn size_label(size: usize) -> String {
-    if size >= 1 << 20 && size.is_multiple_of(1 << 20) {
+    if size >= 1 << 20 && size % (1 << 20) == 0 {
         format!("{}M", size >> 20)
-    } else if size >= 1 << 10 && size.is_multiple_of(1 << 10) {
+    } else if size >= 1 << 10 && size % (1 << 10) == 0 {
         format!("{}K", size >> 10)
     } else {
         size.to_string()
