@@ -19,6 +19,7 @@ use std::fmt;
 use std::io;
 use std::ops::Range;
 
+use crate::rdma::RdmaFlags;
 use crate::socket::RdsSocket;
 use crate::sys;
 
@@ -32,26 +33,114 @@ pub fn cookie_offset(cookie: u64) -> u32 {
     (cookie >> 32) as u32
 }
 
-/// The outcome of an RDMA or atomic operation (`RDS_CMSG_RDMA_STATUS`).
+/// How an RDMA or atomic operation ended (`rds_rdma_notify.status`, the
+/// `RDS_RDMA_*` status values of [`sys`]).
+///
+/// ```
+/// use rrds::RdmaOutcome;
+///
+/// assert_eq!(RdmaOutcome::from_raw(rrds::sys::RDS_RDMA_DROPPED), RdmaOutcome::Dropped);
+/// assert_eq!(RdmaOutcome::from_raw(42), RdmaOutcome::Unknown(42));
+/// assert_eq!(RdmaOutcome::Unknown(42).as_raw(), 42);
+/// assert!(RdmaOutcome::Success.is_success());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RdmaOutcome {
+    /// `RDS_RDMA_SUCCESS`: done (for a WRITE over iWARP: the data left).
+    Success,
+    /// `RDS_RDMA_REMOTE_ERROR`: the peer's device refused the key, e.g. a
+    /// freed, invalidated or read-only region.
+    RemoteError,
+    /// `RDS_RDMA_CANCELED`: its message was cancelled first
+    /// ([`RdsSocket::cancel_sent_to`]).
+    Canceled,
+    /// `RDS_RDMA_DROPPED`: the connection failed before the operation
+    /// completed; it is not run again.
+    Dropped,
+    /// `RDS_RDMA_OTHER_ERROR`: any other failure.
+    OtherError,
+    /// A status this crate does not know.
+    Unknown(i32),
+}
+
+impl RdmaOutcome {
+    /// The outcome a raw `RDS_RDMA_*` status names.
+    pub fn from_raw(raw: i32) -> Self {
+        match raw {
+            sys::RDS_RDMA_SUCCESS => Self::Success,
+            sys::RDS_RDMA_REMOTE_ERROR => Self::RemoteError,
+            sys::RDS_RDMA_CANCELED => Self::Canceled,
+            sys::RDS_RDMA_DROPPED => Self::Dropped,
+            sys::RDS_RDMA_OTHER_ERROR => Self::OtherError,
+            other => Self::Unknown(other),
+        }
+    }
+
+    /// The raw `RDS_RDMA_*` status.
+    pub fn as_raw(self) -> i32 {
+        match self {
+            Self::Success => sys::RDS_RDMA_SUCCESS,
+            Self::RemoteError => sys::RDS_RDMA_REMOTE_ERROR,
+            Self::Canceled => sys::RDS_RDMA_CANCELED,
+            Self::Dropped => sys::RDS_RDMA_DROPPED,
+            Self::OtherError => sys::RDS_RDMA_OTHER_ERROR,
+            Self::Unknown(raw) => raw,
+        }
+    }
+
+    /// Whether the operation succeeded.
+    pub fn is_success(self) -> bool {
+        self == Self::Success
+    }
+}
+
+impl fmt::Display for RdmaOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Success => f.write_str("success"),
+            Self::RemoteError => f.write_str("remote error"),
+            Self::Canceled => f.write_str("canceled"),
+            Self::Dropped => f.write_str("dropped"),
+            Self::OtherError => f.write_str("other error"),
+            Self::Unknown(raw) => write!(f, "status {raw}"),
+        }
+    }
+}
+
+/// The outcome notification of an RDMA or atomic operation
+/// (`RDS_CMSG_RDMA_STATUS`), as [`Received::rdma_status`](crate::Received::rdma_status)
+/// reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RdmaStatus {
-    /// The operation's `user_token`.
+    /// The operation's `user_token` ([`RdmaOp::token`](crate::RdmaOp::token)).
     pub token: u64,
-    /// `RDS_RDMA_SUCCESS`, `RDS_RDMA_REMOTE_ERROR`, `RDS_RDMA_CANCELED`,
-    /// `RDS_RDMA_DROPPED` or `RDS_RDMA_OTHER_ERROR` (see [`sys`]).
-    pub status: i32,
+    /// How it ended.
+    pub status: RdmaOutcome,
 }
 
 impl RdmaStatus {
-    /// Decodes the data of an `RDS_CMSG_RDMA_STATUS` cmsg.
+    /// The notification of operation `token` that ended with `status`, as
+    /// the kernel would deliver it (for tests of code that handles them).
+    pub fn new(token: u64, status: RdmaOutcome) -> Self {
+        Self { token, status }
+    }
+
+    /// Decodes the data of an `RDS_CMSG_RDMA_STATUS` cmsg (`struct
+    /// rds_rdma_notify`); `None` if it is too short.
     pub fn decode(data: &[u8]) -> Option<Self> {
         let token = u64::from_ne_bytes(data.get(..8)?.try_into().ok()?);
         let status = i32::from_ne_bytes(data.get(8..12)?.try_into().ok()?);
-        Some(Self { token, status })
+        Some(Self {
+            token,
+            status: RdmaOutcome::from_raw(status),
+        })
     }
 
+    /// Whether the operation succeeded.
     pub fn is_success(&self) -> bool {
-        self.status == sys::RDS_RDMA_SUCCESS
+        self.status.is_success()
     }
 }
 
@@ -173,7 +262,7 @@ fn get_mr_args(
     buf: &mut Vec<u8>,
     range: &Range<usize>,
     cookie: &mut u64,
-    flags: u64,
+    flags: RdmaFlags,
 ) -> sys::rds_get_mr_args {
     sys::rds_get_mr_args {
         vec: sys::rds_iovec {
@@ -182,7 +271,7 @@ fn get_mr_args(
             bytes: range.len() as u64,
         },
         cookie_addr: cookie as *mut u64 as u64,
-        flags,
+        flags: flags.bits(),
     }
 }
 
@@ -195,8 +284,12 @@ const NO_COOKIE: u64 = u64::MAX;
 /// `RDS_RDMA_INVALIDATE`, and if that fails, a flush (cookie 0), which
 /// waits for every region the socket freed to be invalid. The error is the
 /// first call's if both fail.
-fn invalidate(cookie: u64, mut free_mr: impl FnMut(u64, u64) -> io::Result<()>) -> io::Result<()> {
-    free_mr(cookie, sys::RDS_RDMA_INVALIDATE).or_else(|err| free_mr(0, 0).map_err(|_| err))
+fn invalidate(
+    cookie: u64,
+    mut free_mr: impl FnMut(u64, RdmaFlags) -> io::Result<()>,
+) -> io::Result<()> {
+    free_mr(cookie, RdmaFlags::INVALIDATE)
+        .or_else(|err| free_mr(0, RdmaFlags::empty()).map_err(|_| err))
 }
 
 /// `buf` back if `invalidated` succeeded; leaked otherwise, since the
@@ -301,7 +394,7 @@ impl RdsSocket {
     pub fn register_memory(
         &self,
         buf: Vec<u8>,
-        flags: u64,
+        flags: RdmaFlags,
     ) -> Result<MemoryRegion<'_>, RegisterError> {
         let all = 0..buf.len();
         self.register_memory_range(buf, all, flags)
@@ -317,7 +410,7 @@ impl RdsSocket {
         &self,
         mut buf: Vec<u8>,
         range: Range<usize>,
-        flags: u64,
+        flags: RdmaFlags,
     ) -> Result<MemoryRegion<'_>, RegisterError> {
         if let Err(error) = check_range(&range, buf.len()) {
             return Err(RegisterError::returning(error, buf));
@@ -346,7 +439,7 @@ impl RdsSocket {
         data: &[u8],
         addr: std::net::SocketAddr,
         buf: Vec<u8>,
-        flags: u64,
+        flags: RdmaFlags,
     ) -> Result<MemoryRegion<'_>, RegisterError> {
         let all = 0..buf.len();
         self.send_to_mapped_range(data, addr, buf, all, flags)
@@ -361,7 +454,7 @@ impl RdsSocket {
         addr: std::net::SocketAddr,
         mut buf: Vec<u8>,
         range: Range<usize>,
-        flags: u64,
+        flags: RdmaFlags,
     ) -> Result<MemoryRegion<'_>, RegisterError> {
         if let Err(error) = check_range(&range, buf.len()) {
             return Err(RegisterError::returning(error, buf));
@@ -398,8 +491,11 @@ impl RdsSocket {
 
     /// `RDS_FREE_MR` of a raw cookie; cookie 0 flushes (waits for every
     /// freed region's invalidation and releases the device's unused MRs).
-    pub fn free_mr(&self, cookie: u64, flags: u64) -> io::Result<()> {
-        let args = sys::rds_free_mr_args { cookie, flags };
+    pub fn free_mr(&self, cookie: u64, flags: RdmaFlags) -> io::Result<()> {
+        let args = sys::rds_free_mr_args {
+            cookie,
+            flags: flags.bits(),
+        };
         self.setsockopt_value(sys::SOL_RDS, sys::RDS_FREE_MR, &args)
     }
 }
@@ -414,9 +510,35 @@ mod tests {
         data[..8].copy_from_slice(&7u64.to_ne_bytes());
         data[8..12].copy_from_slice(&sys::RDS_RDMA_DROPPED.to_ne_bytes());
         let s = RdmaStatus::decode(&data).unwrap();
-        assert_eq!((s.token, s.status), (7, sys::RDS_RDMA_DROPPED));
+        assert_eq!((s.token, s.status), (7, RdmaOutcome::Dropped));
         assert!(!s.is_success());
         assert_eq!(RdmaStatus::decode(&data[..11]), None);
+        data[8..12].copy_from_slice(&99i32.to_ne_bytes());
+        let s = RdmaStatus::decode(&data).unwrap();
+        assert_eq!(s, RdmaStatus::new(7, RdmaOutcome::Unknown(99)));
+        assert_eq!(s.status.to_string(), "status 99");
+    }
+
+    #[test]
+    fn rdma_outcomes_round_trip() {
+        let known = [
+            (sys::RDS_RDMA_SUCCESS, RdmaOutcome::Success),
+            (sys::RDS_RDMA_REMOTE_ERROR, RdmaOutcome::RemoteError),
+            (sys::RDS_RDMA_CANCELED, RdmaOutcome::Canceled),
+            (sys::RDS_RDMA_DROPPED, RdmaOutcome::Dropped),
+            (sys::RDS_RDMA_OTHER_ERROR, RdmaOutcome::OtherError),
+        ];
+        for (raw, outcome) in known {
+            assert_eq!(RdmaOutcome::from_raw(raw), outcome);
+            assert_eq!(outcome.as_raw(), raw);
+            assert_eq!(outcome.is_success(), raw == sys::RDS_RDMA_SUCCESS);
+        }
+        for raw in [-1, 5, i32::MAX] {
+            assert_eq!(RdmaOutcome::from_raw(raw), RdmaOutcome::Unknown(raw));
+            assert_eq!(RdmaOutcome::from_raw(raw).as_raw(), raw);
+            assert!(!RdmaOutcome::from_raw(raw).is_success());
+        }
+        assert_eq!(RdmaOutcome::RemoteError.to_string(), "remote error");
     }
 
     #[test]
@@ -427,7 +549,7 @@ mod tests {
     }
 
     /// The `RDS_FREE_MR` calls `invalidate` makes, each answered by `answer`.
-    fn free_calls(answers: &[Option<i32>]) -> (io::Result<()>, Vec<(u64, u64)>) {
+    fn free_calls(answers: &[Option<i32>]) -> (io::Result<()>, Vec<(u64, RdmaFlags)>) {
         let mut calls = Vec::new();
         let outcome = invalidate(0x1234, |cookie, flags| {
             calls.push((cookie, flags));
@@ -441,20 +563,20 @@ mod tests {
 
     #[test]
     fn freeing_invalidates_then_flushes_if_that_fails() {
-        let inv = (0x1234, sys::RDS_RDMA_INVALIDATE);
+        let inv = (0x1234, RdmaFlags::INVALIDATE);
         let (outcome, calls) = free_calls(&[None]);
         assert!(outcome.is_ok());
         assert_eq!(calls, [inv]);
         // A USE_ONCE region the kernel already dropped: the flush waits.
         let (outcome, calls) = free_calls(&[Some(libc::EINVAL), None]);
         assert!(outcome.is_ok());
-        assert_eq!(calls, [inv, (0, 0)]);
+        assert_eq!(calls, [inv, (0, RdmaFlags::empty())]);
         let (outcome, calls) = free_calls(&[Some(libc::EINVAL), Some(libc::ETIMEDOUT)]);
         assert_eq!(
             outcome.err().and_then(|e| e.raw_os_error()),
             Some(libc::EINVAL)
         );
-        assert_eq!(calls, [inv, (0, 0)]);
+        assert_eq!(calls, [inv, (0, RdmaFlags::empty())]);
     }
 
     #[test]
@@ -506,7 +628,7 @@ mod tests {
         let mut buf = vec![0u8; 64];
         let mut cookie = 0u64;
         let base = buf.as_ptr() as u64;
-        let args = get_mr_args(&mut buf, &(5..21), &mut cookie, sys::RDS_RDMA_USE_ONCE);
+        let args = get_mr_args(&mut buf, &(5..21), &mut cookie, RdmaFlags::USE_ONCE);
         assert_eq!((args.vec.addr, args.vec.bytes), (base + 5, 16));
         assert_eq!(args.cookie_addr, &cookie as *const u64 as u64);
         assert_eq!(args.flags, sys::RDS_RDMA_USE_ONCE);

@@ -22,6 +22,49 @@ use crate::mr::RdmaStatus;
 use crate::socket::RdsSocket;
 use crate::sys;
 
+bitflags::bitflags! {
+    /// `RDS_RDMA_*` flags of memory registration ([`RdsSocket::register_memory`],
+    /// [`RdsSocket::send_to_mapped`]), of [`RdsSocket::free_mr`] and of
+    /// operations ([`RdmaOp::flags`], [`AtomicOp::flags`]). The raw bits
+    /// are the `RDS_RDMA_*` constants of [`sys`].
+    ///
+    /// ```
+    /// use rrds::RdmaFlags;
+    ///
+    /// let flags = RdmaFlags::USE_ONCE | RdmaFlags::READ_ONLY;
+    /// assert_eq!(flags.bits(), rrds::sys::RDS_RDMA_USE_ONCE | rrds::sys::RRDS_RDMA_READ_ONLY);
+    /// assert!(flags.contains(RdmaFlags::USE_ONCE));
+    /// // Bits this crate has no name for are kept, not dropped.
+    /// assert_eq!(RdmaFlags::from_bits_retain(1 << 40).bits(), 1 << 40);
+    /// ```
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct RdmaFlags: u64 {
+        /// `RDS_RDMA_READWRITE`: an operation writes the peer's memory (set
+        /// by [`RdsSocket::send_rdma`] for [`Direction::Write`]);
+        /// accepted and ignored by registration.
+        const READWRITE = sys::RDS_RDMA_READWRITE;
+        /// `RDS_RDMA_FENCE`: the operation waits for earlier ones to finish.
+        const FENCE = sys::RDS_RDMA_FENCE;
+        /// `RDS_RDMA_INVALIDATE`: freeing waits until the key is invalid
+        /// on the device (the crate always frees so).
+        const INVALIDATE = sys::RDS_RDMA_INVALIDATE;
+        /// `RDS_RDMA_USE_ONCE`: the region is freed as soon as the message
+        /// of a peer's operation on it arrives.
+        const USE_ONCE = sys::RDS_RDMA_USE_ONCE;
+        /// `RDS_RDMA_DONTWAIT`: do not wait for a free MR.
+        const DONTWAIT = sys::RDS_RDMA_DONTWAIT;
+        /// `RDS_RDMA_NOTIFY_ME`: queue the outcome on the sending socket
+        /// (always set by [`RdsSocket::send_rdma`] and
+        /// [`RdsSocket::send_atomic`]).
+        const NOTIFY_ME = sys::RDS_RDMA_NOTIFY_ME;
+        /// `RDS_RDMA_SILENT`: no message for the peer, only the operation.
+        const SILENT = sys::RDS_RDMA_SILENT;
+        /// `RRDS_RDMA_READ_ONLY` (rrds extension; in-tree RDS ignores it):
+        /// the region grants the peer RDMA READ only.
+        const READ_ONLY = sys::RRDS_RDMA_READ_ONLY;
+    }
+}
+
 /// What an [`RdmaOp`] does with the peer's memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
@@ -35,6 +78,7 @@ pub enum Direction {
 /// handed over (its `RDS_GET_MR` or an `RDS_CMSG_RDMA_DEST`).
 #[derive(Debug)]
 pub struct RdmaOp {
+    /// A WRITE into the peer's region or a READ of it.
     pub direction: Direction,
     /// The peer's cookie.
     pub cookie: u64,
@@ -44,9 +88,9 @@ pub struct RdmaOp {
     pub buf: Vec<u8>,
     /// Handed back in the outcome notification.
     pub token: u64,
-    /// Extra `RDS_RDMA_*` flags: `FENCE`, `SILENT` (`READWRITE` and
-    /// `NOTIFY_ME` are set for you).
-    pub flags: u64,
+    /// Extra flags: [`RdmaFlags::FENCE`], [`RdmaFlags::SILENT`]
+    /// (`NOTIFY_ME` is set for you, and `READWRITE` follows `direction`).
+    pub flags: RdmaFlags,
 }
 
 /// An operation the kernel has taken; it owns the local buffer until its
@@ -84,6 +128,19 @@ impl Drop for RdmaInFlight {
     }
 }
 
+/// The `rds_rdma_args.flags` of an operation: the caller's `extra`, with
+/// `NOTIFY_ME` (the buffer is handed back only with the outcome) and, for a
+/// WRITE, `READWRITE`.
+fn rdma_args_flags(direction: Direction, extra: RdmaFlags) -> RdmaFlags {
+    let mut flags = extra | RdmaFlags::NOTIFY_ME;
+    match direction {
+        Direction::Write => flags |= RdmaFlags::READWRITE,
+        // A READ that asked for READWRITE would write the peer's memory.
+        Direction::Read => flags.remove(RdmaFlags::READWRITE),
+    }
+    flags
+}
+
 impl RdsSocket {
     /// Sends `data` to `addr` carrying `op`; the peer receives `data` once
     /// the operation is done. The outcome arrives on this socket as a
@@ -96,10 +153,7 @@ impl RdsSocket {
             addr: buf.as_mut_ptr() as u64,
             bytes: buf.len() as u64,
         };
-        let mut flags = op.flags | sys::RDS_RDMA_NOTIFY_ME;
-        if op.direction == Direction::Write {
-            flags |= sys::RDS_RDMA_READWRITE;
-        }
+        let flags = rdma_args_flags(op.direction, op.flags);
         let args = sys::rds_rdma_args {
             cookie: op.cookie,
             remote_vec: sys::rds_iovec {
@@ -108,7 +162,7 @@ impl RdsSocket {
             },
             local_vec_addr: &local as *const sys::rds_iovec as u64,
             nr_local: 1,
-            flags,
+            flags: flags.bits(),
             user_token: op.token,
         };
         // The kernel copies the iovec (and pins the buffer) during the call.
@@ -169,6 +223,7 @@ impl Atomic {
 /// One atomic operation on 8 bytes of a peer's region, named by its cookie.
 #[derive(Clone, Copy, Debug)]
 pub struct AtomicOp {
+    /// The operation and its operands.
     pub atomic: Atomic,
     /// The peer's cookie.
     pub cookie: u64,
@@ -176,8 +231,8 @@ pub struct AtomicOp {
     pub remote_offset: u64,
     /// Handed back in the outcome notification.
     pub token: u64,
-    /// Extra `RDS_RDMA_*` flags, e.g. `SILENT` (`NOTIFY_ME` is set for you).
-    pub flags: u64,
+    /// Extra flags, e.g. [`RdmaFlags::SILENT`] (`NOTIFY_ME` is set for you).
+    pub flags: RdmaFlags,
 }
 
 /// An atomic the kernel has taken; it owns the 8 bytes the old value lands
@@ -237,7 +292,7 @@ impl RdsSocket {
             local_addr: std::ptr::addr_of_mut!(*old) as u64,
             remote_addr: op.remote_offset,
             operands: op.atomic.operands(),
-            flags: op.flags | sys::RDS_RDMA_NOTIFY_ME,
+            flags: (op.flags | RdmaFlags::NOTIFY_ME).bits(),
             user_token: op.token,
         };
         // The kernel pins the result word during the call.
@@ -252,6 +307,7 @@ impl RdsSocket {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mr::RdmaOutcome;
 
     #[test]
     fn finish_takes_only_its_own_outcome() {
@@ -259,16 +315,47 @@ mod tests {
             token: 7,
             buf: Some(vec![1, 2, 3]),
         };
-        let other = RdmaStatus {
-            token: 8,
-            status: sys::RDS_RDMA_SUCCESS,
-        };
+        let other = RdmaStatus::new(8, RdmaOutcome::Success);
         let op = op.finish(&other).expect_err("another token");
-        let mine = RdmaStatus {
-            token: 7,
-            status: sys::RDS_RDMA_REMOTE_ERROR,
-        };
+        let mine = RdmaStatus::new(7, RdmaOutcome::RemoteError);
         assert_eq!(op.finish(&mine).expect("its token"), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn operations_always_ask_for_their_outcome() {
+        let read = rdma_args_flags(Direction::Read, RdmaFlags::FENCE | RdmaFlags::READWRITE);
+        assert_eq!(read, RdmaFlags::FENCE | RdmaFlags::NOTIFY_ME);
+        let write = rdma_args_flags(Direction::Write, RdmaFlags::SILENT);
+        assert_eq!(
+            write.bits(),
+            sys::RDS_RDMA_SILENT | sys::RDS_RDMA_NOTIFY_ME | sys::RDS_RDMA_READWRITE
+        );
+    }
+
+    #[test]
+    fn flags_are_the_raw_bits() {
+        let named = [
+            (RdmaFlags::READWRITE, sys::RDS_RDMA_READWRITE),
+            (RdmaFlags::FENCE, sys::RDS_RDMA_FENCE),
+            (RdmaFlags::INVALIDATE, sys::RDS_RDMA_INVALIDATE),
+            (RdmaFlags::USE_ONCE, sys::RDS_RDMA_USE_ONCE),
+            (RdmaFlags::DONTWAIT, sys::RDS_RDMA_DONTWAIT),
+            (RdmaFlags::NOTIFY_ME, sys::RDS_RDMA_NOTIFY_ME),
+            (RdmaFlags::SILENT, sys::RDS_RDMA_SILENT),
+            (RdmaFlags::READ_ONLY, sys::RRDS_RDMA_READ_ONLY),
+        ];
+        for (flag, raw) in named {
+            assert_eq!(flag.bits(), raw);
+            assert_eq!(RdmaFlags::from_bits(raw), Some(flag));
+        }
+        assert_eq!(RdmaFlags::all().bits(), 0x1_0000_007f);
+        assert_eq!(RdmaFlags::default(), RdmaFlags::empty());
+        assert_eq!(RdmaFlags::from_bits(1 << 7), None);
+        assert_eq!(RdmaFlags::from_bits_retain(1 << 7).bits(), 1 << 7);
+        assert_eq!(
+            RdmaFlags::from_bits_truncate(0xff),
+            RdmaFlags::from_bits(0x7f).unwrap()
+        );
     }
 
     #[test]
@@ -305,10 +392,9 @@ mod tests {
                 token: 3,
                 old: Some(Box::new(41)),
             };
-            op.finish(&RdmaStatus { token: 3, status })
-                .expect("its token")
+            op.finish(&RdmaStatus::new(3, status)).expect("its token")
         };
-        assert_eq!(done(sys::RDS_RDMA_SUCCESS), Some(41));
-        assert_eq!(done(sys::RDS_RDMA_REMOTE_ERROR), None);
+        assert_eq!(done(RdmaOutcome::Success), Some(41));
+        assert_eq!(done(RdmaOutcome::RemoteError), None);
     }
 }

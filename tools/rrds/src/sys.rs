@@ -220,6 +220,9 @@ pub const RDS_RDMA_USE_ONCE: u64 = 0x0008;
 pub const RDS_RDMA_DONTWAIT: u64 = 0x0010;
 pub const RDS_RDMA_NOTIFY_ME: u64 = 0x0020;
 pub const RDS_RDMA_SILENT: u64 = 0x0040;
+/// rrds extension (`<linux/rrds.h>`): the region grants the peer RDMA READ
+/// only. In-tree RDS ignores the bit.
+pub const RRDS_RDMA_READ_ONLY: u64 = 1 << 32;
 
 // Outcomes of RDMA and atomic operations (`rds_rdma_notify.status`).
 pub const RDS_RDMA_SUCCESS: i32 = 0;

@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use rrds::mr::cookie_offset;
 use rrds::rdma::Direction;
-use rrds::sys::RDS_RDMA_USE_ONCE;
-use rrds::{Atomic, AtomicOp, RdmaOp, RdmaStatus, RdsSocket, Received};
+use rrds::{Atomic, AtomicOp, RdmaFlags, RdmaOp, RdmaStatus, RdsSocket, Received};
 
 struct Pair {
     local: IpAddr,
@@ -92,7 +91,7 @@ fn mapped_region_is_announced_to_the_peer() {
     let mut got = [0u8; 16];
 
     let region = a
-        .send_to_mapped_range(b"m", to, memory, 5..5 + 3 * 4096, 0)
+        .send_to_mapped_range(b"m", to, memory, 5..5 + 3 * 4096, RdmaFlags::empty())
         .expect("RDS_CMSG_RDMA_MAP");
     assert_eq!(region.len(), 3 * 4096);
     assert_eq!(cookie_offset(region.cookie()), offset);
@@ -110,7 +109,9 @@ fn mapped_region_is_announced_to_the_peer() {
     let cookie = region.cookie();
     let memory = region.free().expect("RDS_FREE_MR");
     assert_eq!(memory.len(), 4 * 4096, "the whole buffer back");
-    let err = a.free_mr(cookie, 0).expect_err("freed twice");
+    let err = a
+        .free_mr(cookie, RdmaFlags::empty())
+        .expect_err("freed twice");
     assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
 }
 
@@ -124,14 +125,14 @@ fn mapping_fails_cleanly() {
     a.bind(SocketAddr::new(p.local, 4203)).expect("bind");
     let to = SocketAddr::new(p.remote, 4204);
     let err = a
-        .send_to_mapped(b"x", to, Vec::new(), 0)
+        .send_to_mapped(b"x", to, Vec::new(), RdmaFlags::empty())
         .expect_err("0 bytes");
     assert_eq!(err.error().raw_os_error(), Some(libc::EINVAL));
     assert_eq!(err.into_buf(), Some(Vec::new()));
     // Unbound: ENOTCONN, as every send.
     let unbound = RdsSocket::new().expect("socket");
     let err = unbound
-        .send_to_mapped(b"x", to, vec![7u8; 64], 0)
+        .send_to_mapped(b"x", to, vec![7u8; 64], RdmaFlags::empty())
         .expect_err("unbound");
     assert_eq!(err.error().raw_os_error(), Some(libc::ENOTCONN));
     assert_eq!(err.into_buf(), Some(vec![7u8; 64]));
@@ -152,7 +153,7 @@ fn atomics_change_the_peers_memory() {
     memory[skip..skip + 8].copy_from_slice(&5u64.to_ne_bytes());
     // siw connects the registration QP from the registering task's namespace.
     let region = in_netns(&p.peer_netns, || {
-        Ok(b.register_memory_range(memory, skip..skip + 4096, 0)?)
+        Ok(b.register_memory_range(memory, skip..skip + 4096, RdmaFlags::empty())?)
     })
     .expect("RDS_GET_MR");
     let peer_value = || {
@@ -165,7 +166,7 @@ fn atomics_change_the_peers_memory() {
         cookie: region.cookie(),
         remote_offset: 0,
         token,
-        flags: 0,
+        flags: RdmaFlags::empty(),
     };
     let masked = Atomic::MaskedFetchAdd {
         add: 1,
@@ -239,7 +240,7 @@ fn dropped_region_refuses_the_peers_rdma() {
             remote_offset: 0,
             buf: vec![0x5a; 100],
             token,
-            flags: 0,
+            flags: RdmaFlags::empty(),
         };
         let in_flight = a.send_rdma(msg, to, op).expect("send_rdma");
         let mut note = [0u8; 16];
@@ -250,8 +251,10 @@ fn dropped_region_refuses_the_peers_rdma() {
     };
     let mut got = [0u8; 16];
     // siw connects the registration QP from the registering task's namespace.
-    let region =
-        in_netns(&p.peer_netns, || Ok(b.register_memory(vec![0u8; 4096], 0)?)).expect("RDS_GET_MR");
+    let region = in_netns(&p.peer_netns, || {
+        Ok(b.register_memory(vec![0u8; 4096], RdmaFlags::empty())?)
+    })
+    .expect("RDS_GET_MR");
     let cookie = region.cookie();
     let status = rdma(Direction::Write, cookie, 1, b"w");
     assert!(status.is_success(), "{status:?}");
@@ -283,7 +286,7 @@ fn dropped_region_refuses_the_peers_rdma() {
     }
 
     let once = in_netns(&p.peer_netns, || {
-        Ok(b.register_memory(vec![0u8; 4096], RDS_RDMA_USE_ONCE)?)
+        Ok(b.register_memory(vec![0u8; 4096], RdmaFlags::USE_ONCE)?)
     })
     .expect("RDS_GET_MR USE_ONCE");
     let status = rdma(Direction::Write, once.cookie(), 4, b"u");
@@ -292,7 +295,9 @@ fn dropped_region_refuses_the_peers_rdma() {
     assert_eq!((used.len, got[0]), (1, b'u'));
     // Gone with its use: RDS_FREE_MR of its cookie is EINVAL, so `free`
     // waits for the invalidation with a flush.
-    let err = b.free_mr(once.cookie(), 0).expect_err("used once");
+    let err = b
+        .free_mr(once.cookie(), RdmaFlags::empty())
+        .expect_err("used once");
     assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
     let memory = once.free().expect("flushed");
     assert_eq!(memory.len(), 4096);

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use clap::value_parser;
 use clap::Args;
+use rrds::RdmaFlags;
 
 use super::context;
 use super::new_socket;
@@ -50,7 +51,7 @@ pub fn run(args: &MrArgs) -> io::Result<bool> {
     for i in 0..args.count {
         let start = Instant::now();
         let region = sock
-            .register_memory(buf, 0)
+            .register_memory(buf, RdmaFlags::empty())
             .map_err(|e| context(e.into(), format!("RDS_GET_MR #{}", i + 1)))?;
         get_ns.push(start.elapsed().as_nanos() as u64);
         keys.insert(rrds::mr::cookie_rkey(region.cookie()));

@@ -25,6 +25,7 @@ use std::time::Instant;
 
 use rrds::rdma::Direction;
 use rrds::MemoryRegion;
+use rrds::RdmaFlags;
 use rrds::RdmaInFlight;
 use rrds::RdmaOp;
 use rrds::RdsSocket;
@@ -122,10 +123,10 @@ impl<'a> Flow<'a> {
                 .into_iter()
                 .map(|(buf, range)| match registered {
                     Registered::GetMr => rx
-                        .register_memory_range(buf, range, 0)
+                        .register_memory_range(buf, range, RdmaFlags::empty())
                         .map_err(|err| context(err.into(), "receiver: RDS_GET_MR")),
                     Registered::Map => rx
-                        .send_to_mapped_range(MAPPED, sender, buf, range, 0)
+                        .send_to_mapped_range(MAPPED, sender, buf, range, RdmaFlags::empty())
                         .map_err(|err| context(err.into(), "receiver: RDS_CMSG_RDMA_MAP")),
                 })
                 .collect::<io::Result<Vec<MemoryRegion<'_>>>>()?;
@@ -155,7 +156,7 @@ fn wait_until_mappable(cfg: &Config, rx: &RdsSocket, sender: SocketAddr) -> io::
     loop {
         // The probe region is freed again at once.
         match rx
-            .send_to_mapped(MAPPED, sender, vec![0u8; PAGE], 0)
+            .send_to_mapped(MAPPED, sender, vec![0u8; PAGE], RdmaFlags::empty())
             .map_err(io::Error::from)
         {
             Ok(_) => return Ok(()),
@@ -193,7 +194,7 @@ impl Registered {
     pub(super) fn probe(cfg: &Config, rx: &RdsSocket, sender: SocketAddr) -> io::Result<Self> {
         // The probe region is freed again at once.
         let refused = rx
-            .register_memory(vec![0u8; PAGE], 0)
+            .register_memory(vec![0u8; PAGE], RdmaFlags::empty())
             .err()
             .map(io::Error::from);
         match refused {
@@ -372,7 +373,7 @@ pub(super) fn send(
             remote_offset: 0,
             buf,
             token: sent,
-            flags: 0,
+            flags: RdmaFlags::empty(),
         };
         match tx.send_rdma(&sent.to_le_bytes(), receiver, op) {
             Ok(op) => {

@@ -16,6 +16,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use rrds::RdmaFlags;
 use rrds::RdsSocket;
 
 use super::context;
@@ -91,7 +92,7 @@ fn cycles(
         };
         let began = Instant::now();
         let region = if registered == Registered::Map {
-            match rx.send_to_mapped_range(MAPPED, peer, buf, range.clone(), 0) {
+            match rx.send_to_mapped_range(MAPPED, peer, buf, range.clone(), RdmaFlags::empty()) {
                 Ok(mapped) => mapped,
                 // The peer's receive queue is full: not part of a cycle.
                 Err(err) if is_transient(err.error()) => {
@@ -102,7 +103,7 @@ fn cycles(
                 Err(err) => return Err(context(err.into(), "RDS_CMSG_RDMA_MAP")),
             }
         } else {
-            rx.register_memory_range(buf, range.clone(), 0)
+            rx.register_memory_range(buf, range.clone(), RdmaFlags::empty())
                 .map_err(|err| context(err.into(), "RDS_GET_MR"))?
         };
         let buf = region.free().map_err(|err| context(err, "RDS_FREE_MR"))?;
