@@ -114,8 +114,43 @@ impl fmt::Display for Transport {
     }
 }
 
-/// What [`RdsSocket::recv_msg`] received.
+/// What [`RdsSocket::recv_msg`] received: a datagram, or a notification
+/// (a 0-byte receive whose `from` is `None`).
+///
+/// Receiving notifications: turn them on ([`RdsSocket::set_cong_monitor`],
+/// [`RdsSocket::set_conn_monitor`], an operation's outcome comes unasked)
+/// and look at the fields of each receive:
+///
+/// ```no_run
+/// # fn main() -> std::io::Result<()> {
+/// use rrds::RdsSocket;
+///
+/// let sock = RdsSocket::new()?;
+/// sock.bind("10.0.0.1:4000".parse().unwrap())?;
+/// sock.set_cong_monitor(true)?;
+/// let mut buf = [0u8; 9000];
+/// loop {
+///     let got = sock.recv_msg(&mut buf)?;
+///     if let Some(from) = got.from {
+///         println!("{} bytes from {from}", got.len);
+///     }
+///     for status in &got.rdma_statuses {
+///         println!("operation {}: {}", status.token, status.status);
+///     }
+///     if let Some(ports) = got.cong_update {
+///         println!("uncongested ports (mod 64): {ports:#x}");
+///     }
+///     if let Some(event) = got.conn_event {
+///         println!("{event}");
+///     }
+///     if let Some(event) = got.xrc_event {
+///         println!("{event}");
+///     }
+/// }
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Received {
     /// Full length of the datagram, even when it was truncated (the call
     /// passes `MSG_TRUNC`). Only `min(len, buf.len())` bytes were copied.
@@ -132,9 +167,11 @@ pub struct Received {
     /// The notification was a change of a connection's link
     /// (`RRDS_CONN_MONITOR`; a 0-byte receive).
     pub conn_event: Option<crate::conn_events::ConnEvent>,
-    /// The notification was the outcome of an RDMA or atomic operation
-    /// (a 0-byte receive).
-    pub rdma_status: Option<crate::mr::RdmaStatus>,
+    /// The notification was the outcome of RDMA or atomic operations (a
+    /// 0-byte receive), in the order they were queued: rrds hands over
+    /// one per receive, in-tree RDS as many as the control buffer holds.
+    /// Empty for anything else.
+    pub rdma_statuses: Vec<crate::mr::RdmaStatus>,
     /// The cookie of a memory region the sender announced with the datagram
     /// (`RDS_CMSG_RDMA_DEST`; see [`RdsSocket::send_to_mapped`]).
     pub rdma_dest: Option<u64>,
@@ -152,9 +189,15 @@ const IOCTL_ARG_LEN: usize = 64;
 #[repr(C, align(8))]
 struct IoctlArg([u8; IOCTL_ARG_LEN]);
 
-/// Control buffer for `recvmsg`, aligned like `struct cmsghdr`.
+/// Bytes of the control buffer of `recvmsg`: room for everything one
+/// receive can carry (see `control_len_covers_every_receive`), so
+/// `MSG_CTRUNC` is not expected; if it comes, the receive is an error.
+const CONTROL_LEN: usize = 512;
+
+/// Control buffer for `recvmsg` and `sendmsg`, aligned like `struct
+/// cmsghdr`.
 #[repr(C, align(8))]
-struct ControlBuf([u8; 128]);
+struct ControlBuf([u8; CONTROL_LEN]);
 
 /// An owned `PF_RDS` socket (`socket(AF_RDS, SOCK_SEQPACKET, 0)`), closed on
 /// drop.
@@ -269,7 +312,7 @@ impl RdsSocket {
     /// [`Self::recv_msg`] with extra `recvmsg` flags (`MSG_DONTWAIT`).
     pub(crate) fn recv_msg_flags(&self, buf: &mut [u8], flags: c_int) -> io::Result<Received> {
         let mut name = RawAddr::empty();
-        let mut control = ControlBuf([0; 128]);
+        let mut control = ControlBuf([0; CONTROL_LEN]);
         let mut iov = libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: buf.len(),
@@ -295,22 +338,7 @@ impl RdsSocket {
             Some(name.to_socket_addr()?)
         };
         let control_len = (msg.msg_controllen as usize).min(control.0.len());
-        let control = &control.0[..control_len];
-        Ok(Received {
-            len,
-            truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
-            from,
-            timestamp: find_timestamp(control),
-            xrc_event: find_cmsg(control, sys::SOL_RDS, sys::RRDS_CMSG_XRC_EVENT)
-                .and_then(crate::xrc::XrcEvent::decode),
-            conn_event: find_cmsg(control, sys::SOL_RDS, sys::RRDS_CMSG_CONN_EVENT)
-                .and_then(crate::conn_events::ConnEvent::decode),
-            rdma_status: find_cmsg(control, sys::SOL_RDS, sys::RDS_CMSG_RDMA_STATUS)
-                .and_then(crate::mr::RdmaStatus::decode),
-            rdma_dest: find_cmsg(control, sys::SOL_RDS, sys::RDS_CMSG_RDMA_DEST).and_then(ne_u64),
-            cong_update: find_cmsg(control, sys::SOL_RDS, sys::RDS_CMSG_CONG_UPDATE)
-                .and_then(ne_u64),
-        })
+        decode_received(len, msg.msg_flags, from, &control.0[..control_len])
     }
 
     /// Sends `buf` to `addr` with one `SOL_RDS` control message of `kind`
@@ -327,7 +355,7 @@ impl RdsSocket {
         let data =
             unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), size_of::<T>()) };
         let raw = RawAddr::from_socket_addr(&addr);
-        let mut control = ControlBuf([0; 128]);
+        let mut control = ControlBuf([0; CONTROL_LEN]);
         let used = encode_cmsg(&mut control.0, sys::SOL_RDS, kind, data).ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, "control message too long")
         })?;
@@ -763,6 +791,43 @@ impl From<RdsSocket> for OwnedFd {
     }
 }
 
+/// What a `recvmsg` returned: `len`, `msg_flags`, the sender and the
+/// control data. `MSG_CTRUNC` is an error: the kernel had more control data
+/// than fit (a notification rrds keeps queued for the next receive, one
+/// in-tree RDS drops), which [`CONTROL_LEN`] should have made impossible.
+fn decode_received(
+    len: usize,
+    msg_flags: c_int,
+    from: Option<SocketAddr>,
+    control: &[u8],
+) -> io::Result<Received> {
+    if msg_flags & libc::MSG_CTRUNC != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "recvmsg: control data truncated (MSG_CTRUNC) in a {CONTROL_LEN}-byte buffer; \
+                 a notification or the datagram's ancillary data may be lost"
+            ),
+        ));
+    }
+    Ok(Received {
+        len,
+        truncated: msg_flags & libc::MSG_TRUNC != 0,
+        from,
+        timestamp: find_timestamp(control),
+        xrc_event: find_cmsg(control, sys::SOL_RDS, sys::RRDS_CMSG_XRC_EVENT)
+            .and_then(crate::xrc::XrcEvent::decode),
+        conn_event: find_cmsg(control, sys::SOL_RDS, sys::RRDS_CMSG_CONN_EVENT)
+            .and_then(crate::conn_events::ConnEvent::decode),
+        rdma_statuses: cmsgs(control)
+            .filter(|&(level, kind, _)| level == sys::SOL_RDS && kind == sys::RDS_CMSG_RDMA_STATUS)
+            .filter_map(|(_, _, data)| crate::mr::RdmaStatus::decode(data))
+            .collect(),
+        rdma_dest: find_cmsg(control, sys::SOL_RDS, sys::RDS_CMSG_RDMA_DEST).and_then(ne_u64),
+        cong_update: find_cmsg(control, sys::SOL_RDS, sys::RDS_CMSG_CONG_UPDATE).and_then(ne_u64),
+    })
+}
+
 /// Size of a field, given an accessor: `field_size(|h: &T| &h.f)`.
 fn field_size<T, F>(_: fn(&T) -> &F) -> usize {
     size_of::<F>()
@@ -811,28 +876,37 @@ fn ne_u64(data: &[u8]) -> Option<u64> {
     Some(u64::from_ne_bytes(data.get(..8)?.try_into().ok()?))
 }
 
-/// Walks the control messages in `control` (what `recvmsg` returned in
-/// `msg_control`) for the first of `level` and `kind`; returns its data.
-fn find_cmsg(control: &[u8], level: c_int, kind: c_int) -> Option<&[u8]> {
+/// The control messages in `control` (what `recvmsg` returned in
+/// `msg_control`): level, type and data of each, up to the first malformed
+/// one.
+fn cmsgs(control: &[u8]) -> impl Iterator<Item = (c_int, c_int, &[u8])> {
     let len_size = field_size(|h: &libc::cmsghdr| &h.cmsg_len);
     let level_off = offset_of!(libc::cmsghdr, cmsg_level);
     let type_off = offset_of!(libc::cmsghdr, cmsg_type);
     let header = cmsg_align(size_of::<libc::cmsghdr>());
     let mut off = 0;
-    while off + header <= control.len() {
-        let cmsg = &control[off..];
+    std::iter::from_fn(move || {
+        let cmsg = control.get(off..)?;
+        if cmsg.len() < header {
+            return None;
+        }
         let cmsg_len = usize::try_from(read_int(cmsg, len_size)?).ok()?;
         if cmsg_len < header || cmsg_len > cmsg.len() {
             return None;
         }
-        if read_int(&cmsg[level_off..], 4)? == i64::from(level)
-            && read_int(&cmsg[type_off..], 4)? == i64::from(kind)
-        {
-            return Some(&cmsg[header..cmsg_len]);
-        }
+        let level = c_int::try_from(read_int(&cmsg[level_off..], 4)?).ok()?;
+        let kind = c_int::try_from(read_int(&cmsg[type_off..], 4)?).ok()?;
         off += cmsg_align(cmsg_len);
-    }
-    None
+        Some((level, kind, &cmsg[header..cmsg_len]))
+    })
+}
+
+/// The data of the first control message in `control` of `level` and
+/// `kind`.
+fn find_cmsg(control: &[u8], level: c_int, kind: c_int) -> Option<&[u8]> {
+    cmsgs(control)
+        .find(|&(l, k, _)| l == level && k == kind)
+        .map(|(_, _, data)| data)
 }
 
 /// Decodes an `SCM_TIMESTAMP` control message in `control`, if present.
@@ -858,6 +932,7 @@ fn timeval_to_time(data: &[u8]) -> Option<SystemTime> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mr::RdmaOutcome;
 
     #[test]
     fn encoded_cmsg_is_found_again() {
@@ -940,6 +1015,74 @@ mod tests {
         assert_eq!(find_timestamp(&control), None);
         let other = cmsg(sys::SOL_RDS, sys::RDS_CMSG_CONG_UPDATE, &1u64.to_ne_bytes());
         assert_eq!(find_timestamp(&other), None);
+    }
+
+    #[test]
+    fn truncated_control_data_is_an_error() {
+        let control = cmsg(sys::SOL_RDS, sys::RDS_CMSG_CONG_UPDATE, &1u64.to_ne_bytes());
+        let err = decode_received(0, libc::MSG_CTRUNC, None, &control).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("MSG_CTRUNC"), "{err}");
+        let got = decode_received(0, 0, None, &control).unwrap();
+        assert_eq!(got.cong_update, Some(1));
+        assert!(!got.truncated);
+        let got = decode_received(9, libc::MSG_TRUNC, None, &[]).unwrap();
+        assert!(got.truncated);
+    }
+
+    fn rdma_note(token: u64, status: i32) -> Vec<u8> {
+        let mut note = token.to_ne_bytes().to_vec();
+        note.extend_from_slice(&status.to_ne_bytes());
+        note.extend_from_slice(&[0; 4]);
+        cmsg(sys::SOL_RDS, sys::RDS_CMSG_RDMA_STATUS, &note)
+    }
+
+    #[test]
+    fn every_rdma_status_of_a_receive_is_kept() {
+        // In-tree RDS puts as many outcomes in one receive as fit.
+        let mut control = rdma_note(1, sys::RDS_RDMA_SUCCESS);
+        control.extend(rdma_note(2, sys::RDS_RDMA_DROPPED));
+        control.extend(rdma_note(3, 77));
+        let got = decode_received(0, 0, None, &control).unwrap();
+        let statuses: Vec<_> = got
+            .rdma_statuses
+            .iter()
+            .map(|s| (s.token, s.status))
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                (1, RdmaOutcome::Success),
+                (2, RdmaOutcome::Dropped),
+                (3, RdmaOutcome::Unknown(77))
+            ]
+        );
+        assert!(decode_received(0, 0, None, &[])
+            .unwrap()
+            .rdma_statuses
+            .is_empty());
+    }
+
+    #[test]
+    fn control_len_covers_every_receive() {
+        let space = |data: usize| cmsg_align(size_of::<libc::cmsghdr>()) + cmsg_align(data);
+        // A datagram: its region's cookie, its timestamp, the receive path's
+        // latency trace (struct rds_cmsg_rx_trace: a u8 and two arrays of
+        // 4 u64, 72 bytes) and zero-copy completions (struct
+        // rds_zcopy_cookies: a u32 and 8 more, 36 bytes).
+        let datagram = space(8) + space(size_of::<libc::timeval>()) + space(72) + space(36);
+        // A notification: one of each kind rrds has (it hands over one at a
+        // time, and keeps one that does not fit queued, with MSG_CTRUNC).
+        let notification = [
+            space(16),
+            space(8),
+            space(size_of::<sys::rrds_conn_event>()),
+            space(size_of::<sys::rrds_xrc_event>()),
+        ];
+        assert!(CONTROL_LEN >= datagram, "{datagram}");
+        assert!(notification.iter().all(|&n| CONTROL_LEN >= n));
+        // In-tree RDS fills the buffer with outcomes: several per receive.
+        assert!(CONTROL_LEN / space(16) > 1);
     }
 
     #[test]

@@ -209,7 +209,11 @@ fn atomics_change_the_peers_memory() {
             .send_atomic(b"a", to, op(atomic, token))
             .expect("send_atomic");
         assert_eq!(receive(&b, &mut got).len, 1);
-        let status = receive(&a, &mut got).rdma_status.expect("an outcome");
+        let status = receive(&a, &mut got)
+            .rdma_statuses
+            .first()
+            .copied()
+            .expect("an outcome");
         assert!(status.is_success(), "{status:?}");
         assert_eq!(in_flight.finish(&status).expect("its outcome"), Some(old));
         assert_eq!(peer_value(), now, "after {atomic:?}");
@@ -244,7 +248,11 @@ fn dropped_region_refuses_the_peers_rdma() {
         };
         let in_flight = a.send_rdma(msg, to, op).expect("send_rdma");
         let mut note = [0u8; 16];
-        let status = receive(&a, &mut note).rdma_status.expect("an outcome");
+        let status = receive(&a, &mut note)
+            .rdma_statuses
+            .first()
+            .copied()
+            .expect("an outcome");
         assert_eq!(status.token, token);
         in_flight.finish(&status).expect("its outcome");
         status

@@ -319,24 +319,28 @@ pub(super) fn send(
         if unacknowledged >= flow.slots() || in_flight.len() as u64 >= flow.slots() {
             match tx.recv_msg(&mut note) {
                 Ok(got) => {
-                    if let Some(status) = got.rdma_status {
-                        let Some(op) = in_flight.remove(&status.token) else {
-                            continue;
-                        };
-                        let Ok(buf) = op.finish(&status) else {
-                            continue;
-                        };
-                        last_progress = Instant::now();
-                        let wrong_bytes = cfg.verify
-                            && flow.direction == Direction::Read
-                            && !flow.pattern.matches(status.token % flow.slots(), &buf);
-                        if !status.is_success() {
-                            lost += 1;
+                    if !got.rdma_statuses.is_empty() {
+                        // In-tree RDS hands over as many as the control
+                        // buffer holds, rrds one at a time.
+                        for status in got.rdma_statuses {
+                            let Some(op) = in_flight.remove(&status.token) else {
+                                continue;
+                            };
+                            let Ok(buf) = op.finish(&status) else {
+                                continue;
+                            };
+                            last_progress = Instant::now();
+                            let wrong_bytes = cfg.verify
+                                && flow.direction == Direction::Read
+                                && !flow.pattern.matches(status.token % flow.slots(), &buf);
+                            if !status.is_success() {
+                                lost += 1;
+                            }
+                            if !status.is_success() || wrong_bytes {
+                                errors += 1;
+                            }
+                            spare.push(buf);
                         }
-                        if !status.is_success() || wrong_bytes {
-                            errors += 1;
-                        }
-                        spare.push(buf);
                     } else if got.from == Some(receiver) && got.len == MESSAGE {
                         let granted = u64::from_le_bytes(note[..8].try_into().unwrap_or_default());
                         if granted.min(sent) > acked {
@@ -392,11 +396,11 @@ pub(super) fn send(
     while !in_flight.is_empty() && since.elapsed() < cfg.timeout {
         match tx.recv_msg(&mut note) {
             Ok(got) => {
-                if let Some(op) = got.rdma_status.and_then(|s| {
-                    let op = in_flight.remove(&s.token)?;
-                    op.finish(&s).ok().map(|_| s)
-                }) {
-                    if !op.is_success() {
+                for status in got.rdma_statuses {
+                    let Some(op) = in_flight.remove(&status.token) else {
+                        continue;
+                    };
+                    if op.finish(&status).is_ok() && !status.is_success() {
                         errors += 1;
                     }
                 }
