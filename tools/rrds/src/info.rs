@@ -30,6 +30,7 @@ use crate::sys;
 
 /// One entry of `RDS_INFO_COUNTERS`.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Counter {
     /// The counter's name, for example `conn_reset`.
     pub name: String,
@@ -39,6 +40,7 @@ pub struct Counter {
 
 /// One entry of `RDS_INFO_SOCKETS` (sockets bound to IPv4 addresses).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SocketInfo {
     /// Effective send buffer: half the socket's `sk_sndbuf`.
     pub sndbuf: u32,
@@ -56,6 +58,7 @@ pub struct SocketInfo {
 /// `RDS6_INFO_CONNECTIONS`. A multipath connection is reported once, with
 /// its first path's sequence numbers and state (upstream's limitation).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConnectionInfo {
     /// Local address (`__be32` / `struct in6_addr` on the wire).
     pub laddr: IpAddr,
@@ -101,6 +104,7 @@ impl ConnectionInfo {
 /// receiving socket's bound address and the header's destination port,
 /// foreign the sender.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MessageInfo {
     /// The header's sequence number (host byte order).
     pub seq: u64,
@@ -122,6 +126,24 @@ pub struct MessageInfo {
 }
 
 impl MessageInfo {
+    /// The record of a `len`-byte message with sequence number `seq`
+    /// between `local` and `foreign`, flags and TOS 0 (for tests of code
+    /// that prints records; the kernel's come from
+    /// [`RdsSocket::send_messages`](crate::RdsSocket::send_messages) and
+    /// its siblings).
+    pub fn new(local: SocketAddr, foreign: SocketAddr, seq: u64, len: u32) -> Self {
+        Self {
+            seq,
+            len,
+            laddr: local.ip(),
+            faddr: foreign.ip(),
+            lport: local.port(),
+            fport: foreign.port(),
+            flags: 0,
+            tos: 0,
+        }
+    }
+
     /// Local address and port.
     pub fn local(&self) -> SocketAddr {
         SocketAddr::new(self.laddr, self.lport)
@@ -137,6 +159,7 @@ impl MessageInfo {
 /// `RDS6_INFO_IB_CONNECTIONS`. The GIDs and the queue and MR sizes are
 /// only filled in while the connection is up (zeroes otherwise).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct IbConnectionInfo {
     /// Local address (network byte order on the wire).
     pub src_addr: IpAddr,

@@ -21,6 +21,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 mod addr;
 pub mod conn_events;
 pub mod info;

@@ -109,7 +109,7 @@ impl fmt::Display for RdmaOutcome {
 }
 
 /// The outcome notification of an RDMA or atomic operation
-/// (`RDS_CMSG_RDMA_STATUS`), as [`Received::rdma_status`](crate::Received::rdma_status)
+/// (`RDS_CMSG_RDMA_STATUS`), as [`Received::rdma_statuses`](crate::Received::rdma_statuses)
 /// reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -328,6 +328,7 @@ impl MemoryRegion<'_> {
         self.len
     }
 
+    /// Whether the region has no bytes.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -391,6 +392,30 @@ impl RdsSocket {
     /// owns `buf` until it is freed. The socket must be bound to an RDMA
     /// address (`ENOTCONN` unbound, `EOPNOTSUPP` on loopback). On failure
     /// nothing is registered and the error carries `buf` back.
+    ///
+    /// ```no_run
+    /// # fn main() -> std::io::Result<()> {
+    /// use rrds::{RdmaFlags, RdsSocket};
+    ///
+    /// let sock = RdsSocket::new()?;
+    /// sock.bind("10.0.0.2:4001".parse().unwrap())?; // an RDMA device's address
+    /// let region = match sock.register_memory(vec![0u8; 65536], RdmaFlags::empty()) {
+    ///     Ok(region) => region,
+    ///     Err(failed) => {
+    ///         let (error, _buf) = failed.into_parts(); // the buffer comes back
+    ///         return Err(error);
+    ///     }
+    /// };
+    /// // The peer needs the cookie for its RDMA: send it over.
+    /// sock.send_to(&region.cookie().to_le_bytes(), "10.0.0.1:4000".parse().unwrap())?;
+    /// // ... once the peer said it wrote:
+    /// let mut head = [0u8; 16];
+    /// region.copy_out(0, &mut head).expect("within the region");
+    /// let buf = region.free()?; // invalid on the device before it comes back
+    /// # let _ = buf;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn register_memory(
         &self,
         buf: Vec<u8>,

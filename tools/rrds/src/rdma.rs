@@ -108,7 +108,7 @@ impl RdmaInFlight {
         self.token
     }
 
-    /// Takes the outcome `status` (from [`Received::rdma_status`](crate::Received))
+    /// Takes the outcome `status` (one of [`Received::rdma_statuses`](crate::Received::rdma_statuses))
     /// and returns the buffer: filled by the peer's bytes after a successful
     /// READ. `Err(self)` if the status is another operation's.
     pub fn finish(mut self, status: &RdmaStatus) -> Result<Vec<u8>, Self> {
@@ -147,6 +147,39 @@ impl RdsSocket {
     /// notification with `op.token`. Errors are the kernel's: `EINVAL` for
     /// an empty buffer or a remote range shorter than it, `EOPNOTSUPP` over
     /// loopback, ...
+    ///
+    /// ```no_run
+    /// # fn main() -> std::io::Result<()> {
+    /// use std::net::SocketAddr;
+    /// use rrds::rdma::Direction;
+    /// use rrds::{RdmaFlags, RdmaOp, RdsSocket};
+    ///
+    /// let sock = RdsSocket::new()?;
+    /// sock.bind("10.0.0.1:4000".parse().unwrap())?;
+    /// let peer: SocketAddr = "10.0.0.2:4001".parse().unwrap();
+    /// let cookie = 0x1234; // from the peer's MemoryRegion::cookie()
+    /// let op = RdmaOp {
+    ///     direction: Direction::Write,
+    ///     cookie,
+    ///     remote_offset: 0,
+    ///     buf: b"written by RDMA".to_vec(),
+    ///     token: 1,
+    ///     flags: RdmaFlags::empty(),
+    /// };
+    /// let in_flight = sock.send_rdma(b"done", peer, op)?;
+    /// // The outcome arrives on this socket, as a notification.
+    /// let status = loop {
+    ///     let got = sock.recv_msg(&mut [])?;
+    ///     let mine = got.rdma_statuses.into_iter().find(|s| s.token == in_flight.token());
+    ///     if let Some(status) = mine {
+    ///         break status;
+    ///     }
+    /// };
+    /// let buf = in_flight.finish(&status).expect("its own outcome");
+    /// println!("{}: {} bytes back", status.status, buf.len());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn send_rdma(&self, data: &[u8], addr: SocketAddr, op: RdmaOp) -> io::Result<RdmaInFlight> {
         let mut buf = op.buf;
         let local = sys::rds_iovec {
@@ -178,18 +211,35 @@ impl RdsSocket {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Atomic {
     /// Adds `add` (`RDS_CMSG_ATOMIC_FADD`).
-    FetchAdd { add: u64 },
+    FetchAdd {
+        /// What is added.
+        add: u64,
+    },
     /// Writes `swap` if the value is `compare` (`RDS_CMSG_ATOMIC_CSWP`).
-    CompareSwap { compare: u64, swap: u64 },
+    CompareSwap {
+        /// The value expected.
+        compare: u64,
+        /// The value written if it was there.
+        swap: u64,
+    },
     /// Adds `add` with no carry out of the bits set in `nocarry_mask`
     /// (`RDS_CMSG_MASKED_ATOMIC_FADD`).
-    MaskedFetchAdd { add: u64, nocarry_mask: u64 },
+    MaskedFetchAdd {
+        /// What is added.
+        add: u64,
+        /// Bits no carry crosses out of: the field boundaries.
+        nocarry_mask: u64,
+    },
     /// Compares the bits of `compare_mask`; if equal, writes the bits of
     /// `swap_mask` from `swap` (`RDS_CMSG_MASKED_ATOMIC_CSWP`).
     MaskedCompareSwap {
+        /// The value expected, in the bits of `compare_mask`.
         compare: u64,
+        /// The value written, in the bits of `swap_mask`.
         swap: u64,
+        /// The bits compared.
         compare_mask: u64,
+        /// The bits written.
         swap_mask: u64,
     },
 }

@@ -59,6 +59,7 @@ fn int_value(value: usize, what: &str) -> io::Result<c_int> {
 
 /// A transport, as `SO_RDS_TRANSPORT` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Transport {
     /// InfiniBand / RDMA (`RDS_TRANS_IB`, 0).
     Ib,

@@ -40,15 +40,18 @@ use crate::RdsSocket;
 
 /// How a target QP is implemented on its device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Backend {
     /// An `IB_QPT_XRC_TGT` QP in an XRC domain.
     Xrc,
     /// An RC QP on a shared receive queue: devices without XRC (rxe, siw).
     Emulated,
+    /// A backend number this crate does not know.
     Unknown(u32),
 }
 
 impl Backend {
+    /// The backend an `RRDS_XRC_BACKEND_*` number names.
     pub fn from_raw(raw: u32) -> Self {
         match raw {
             sys::RRDS_XRC_BACKEND_XRC => Self::Xrc,
@@ -70,17 +73,28 @@ impl fmt::Display for Backend {
 
 /// An event type: ib_core's `enum ib_event_type` numbers, plus rrds's own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum EventKind {
+    /// `IB_EVENT_QP_FATAL`: the QP hit an error it cannot report otherwise.
     QpFatal,
+    /// `IB_EVENT_QP_REQ_ERR`: an invalid request reached the QP.
     QpReqErr,
+    /// `IB_EVENT_QP_ACCESS_ERR`: a request violated the QP's access rights.
     QpAccessErr,
+    /// `IB_EVENT_COMM_EST`: the first message arrived on the QP.
     CommEst,
+    /// `IB_EVENT_SQ_DRAINED`: the send queue drained.
     SqDrained,
+    /// `IB_EVENT_PATH_MIG`: the QP moved to its alternate path.
     PathMig,
+    /// `IB_EVENT_PATH_MIG_ERR`: moving to the alternate path failed.
     PathMigErr,
+    /// `IB_EVENT_QP_LAST_WQE_REACHED`: the QP, in the error state, will
+    /// take no more receives from its shared queue.
     LastWqeReached,
     /// The target went away under the registration (device removed).
     TargetGone,
+    /// An event number this crate does not know.
     Other(u32),
 }
 
@@ -98,6 +112,7 @@ const EVENT_NAMES: [(EventKind, &str); 9] = [
 ];
 
 impl EventKind {
+    /// The kind an `RRDS_XRC_EV_*` number names.
     pub fn from_raw(raw: u32) -> Self {
         match raw {
             sys::RRDS_XRC_EV_QP_FATAL => Self::QpFatal,
@@ -113,6 +128,7 @@ impl EventKind {
         }
     }
 
+    /// The `RRDS_XRC_EV_*` number.
     pub fn as_raw(self) -> u32 {
         match self {
             Self::QpFatal => sys::RRDS_XRC_EV_QP_FATAL,
@@ -153,8 +169,11 @@ impl fmt::Display for EventKind {
 
 /// One event of a target QP, as a registration received it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct XrcEvent {
+    /// The target QP's number.
     pub qp_num: u32,
+    /// What happened.
     pub kind: EventKind,
     /// Made by rrds, not raised by the driver.
     pub synthesized: bool,
@@ -208,14 +227,21 @@ impl fmt::Display for XrcEvent {
 
 /// One `RRDS_INFO_XRC_TARGETS` record.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TargetInfo {
+    /// The target QP's number.
     pub qp_num: u32,
+    /// Its RDMA device's name.
     pub device: String,
+    /// How it is implemented.
     pub backend: Backend,
     /// IB QP state: 0 reset, 1 init, 2 rtr, 3 rts, 4 sqd, 5 sqe, 6 error.
     pub qp_state: u32,
+    /// Processes registered with it.
     pub registrations: u32,
+    /// Events queued to its registrations so far.
     pub events: u64,
+    /// Events lost to full queues so far.
     pub overflows: u64,
 }
 
@@ -274,6 +300,7 @@ pub struct XrcRegistration<'a> {
 }
 
 impl XrcRegistration<'_> {
+    /// The target QP's number.
     pub fn qp_num(&self) -> u32 {
         self.qp_num
     }

@@ -284,16 +284,12 @@ mod tests {
     #[test]
     fn message_table_shows_socket_addresses() {
         let mut out = Vec::new();
-        let message = MessageInfo {
-            seq: 3,
-            len: 64,
-            laddr: "::1".parse().unwrap(),
-            faddr: "::1".parse().unwrap(),
-            lport: 4000,
-            fport: 4001,
-            flags: 0,
-            tos: 0,
-        };
+        let message = MessageInfo::new(
+            "[::1]:4000".parse().unwrap(),
+            "[::1]:4001".parse().unwrap(),
+            3,
+            64,
+        );
         write_messages(&mut out, &[message]).unwrap();
         let out = String::from_utf8(out).unwrap();
         assert_eq!(
