@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+
 //! Ping-pong over RDS: two sockets of this process, on one address
 //! (loopback by default), bounce a message back and forth and time the
 //! round trips.

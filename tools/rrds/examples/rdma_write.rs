@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+
 //! An RDMA WRITE into a registered region: a receiving socket registers a
 //! buffer and sends its cookie; the sending socket writes into it with
 //! RDMA, carried by a message; the receiver reads what arrived once the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+
 //! Prints this network namespace's RDS connections coming up and going
 //! down (`RRDS_CONN_MONITOR`, rrds only: the in-tree module answers
 //! `ENOPROTOOPT`), as `rrds watch` does.

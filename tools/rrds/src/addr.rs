@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+
 //! Socket addresses in the kernel's format, built and read as bytes.
 //!
 //! RDS takes and returns `sockaddr_in` (16 bytes) for IPv4 and

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0-only
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 
 //! Connection events (`RRDS_CONN_MONITOR`, an rrds extension): a socket that
 //! asks hears, as 0-byte receives, of its namespace's connections coming up

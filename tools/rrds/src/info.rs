@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+
 //! Typed decoders for `RDS_INFO_*` results.
 //!
 //! [`RdsSocket::info`](crate::RdsSocket::info) returns the raw bytes and the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+
 //! A safe API over RDS sockets (`PF_RDS`, `<linux/rds.h>`).
 //!
 //! It works the same against the in-tree `rds` module and against rrds:

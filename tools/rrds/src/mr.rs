@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+
 //! Memory regions: user memory registered for the peer's RDMA
 //! (`RDS_GET_MR` / `RDS_FREE_MR`).
 //!

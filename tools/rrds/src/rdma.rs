@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+
 //! RDMA operations carried by a datagram (`RDS_CMSG_RDMA_ARGS`): a WRITE of
 //! local memory into the peer's region, or a READ of it into local memory,
 //! done before the peer receives the datagram.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+
 //! [`RdsSocket`]: an owned `PF_RDS` socket with typed operations.
 
 use core::mem::offset_of;

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+
 //! The RDS socket ABI: constants and structures of `<linux/rds.h>`.
 //!
 //! The values are those of the kernel's `include/uapi/linux/rds.h` (and

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+
 //! rrds's XRC target-QP manager (an rrds extension; `Documentation/userspace-api.rst`,
 //! "XRC target QPs").
 //!

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+
 //! The crate against the loaded module, between two network namespaces over
 //! an RDMA device pair. Ignored by a plain `cargo test`: they need the
 //! kernel. `selftests/tools_test.c` runs them in the test VM on rxe and on
