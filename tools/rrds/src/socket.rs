@@ -12,6 +12,7 @@ use std::os::fd::AsFd;
 use std::os::fd::AsRawFd;
 use std::os::fd::BorrowedFd;
 use std::os::fd::FromRawFd;
+use std::os::fd::IntoRawFd;
 use std::os::fd::OwnedFd;
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -393,6 +394,67 @@ impl RdsSocket {
         // SAFETY: F_SETFL takes an int argument.
         cvt(unsafe { libc::fcntl(self.raw(), libc::F_SETFL, flags) })?;
         Ok(())
+    }
+
+    /// Sets `SO_RCVTIMEO`: a blocking receive waits at most `timeout`, then
+    /// fails with `WouldBlock` (`EAGAIN`), as [`std::net::UdpSocket`]'s
+    /// does. `None` waits for ever. A zero duration is an `InvalidInput`
+    /// error (as std's), and a nonzero one shorter than the kernel's
+    /// microsecond is rounded up to it.
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.set_timeout(libc::SO_RCVTIMEO, timeout)
+    }
+
+    /// `SO_RCVTIMEO`: `None` if receives wait for ever. The kernel keeps
+    /// the timeout in scheduler ticks, so it reads back rounded up to a
+    /// tick (1 to 10 ms).
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        self.timeout(libc::SO_RCVTIMEO)
+    }
+
+    /// Sets `SO_SNDTIMEO`: a blocking send (one waiting for send-buffer
+    /// room) waits at most `timeout`, then fails with `WouldBlock`. `None`
+    /// and zero as for [`set_read_timeout`](Self::set_read_timeout).
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.set_timeout(libc::SO_SNDTIMEO, timeout)
+    }
+
+    /// `SO_SNDTIMEO`: `None` if sends wait for ever; rounded up to a tick
+    /// as [`read_timeout`](Self::read_timeout).
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        self.timeout(libc::SO_SNDTIMEO)
+    }
+
+    fn set_timeout(&self, name: c_int, timeout: Option<Duration>) -> io::Result<()> {
+        let value = timeout_to_timeval(timeout)?;
+        self.setsockopt_value(libc::SOL_SOCKET, name, &value)
+    }
+
+    fn timeout(&self, name: c_int) -> io::Result<Option<Duration>> {
+        // SAFETY: timeval is plain data; all zeroes is a valid value.
+        let mut value: libc::timeval = unsafe { core::mem::zeroed() };
+        let mut len = size_of::<libc::timeval>() as socklen_t;
+        // SAFETY: value is a live timeval of len bytes; the kernel writes at
+        // most len bytes into it and updates len.
+        cvt(unsafe {
+            libc::getsockopt(
+                self.raw(),
+                libc::SOL_SOCKET,
+                name,
+                (&mut value as *mut libc::timeval).cast(),
+                &mut len,
+            )
+        })?;
+        Ok(timeval_to_timeout(&value))
+    }
+
+    /// A second handle to this socket (`F_DUPFD_CLOEXEC`): both refer to
+    /// the one socket, its binding, options and queues; the socket closes
+    /// when the last handle is dropped. Like [`std::net::UdpSocket::try_clone`].
+    pub fn try_clone(&self) -> io::Result<Self> {
+        Ok(Self {
+            fd: self.fd.try_clone()?,
+        })
     }
 
     /// Waits up to `timeout` for `events`; returns the events that are ready
@@ -794,6 +856,82 @@ impl From<RdsSocket> for OwnedFd {
     }
 }
 
+impl IntoRawFd for RdsSocket {
+    /// Gives up ownership: the caller closes the descriptor.
+    fn into_raw_fd(self) -> RawFd {
+        self.fd.into_raw_fd()
+    }
+}
+
+/// Adopts a descriptor as an [`RdsSocket`] if it is one: a socket of
+/// domain `AF_RDS` (`SO_DOMAIN`) and type `SOCK_SEQPACKET` (`SO_TYPE`),
+/// e.g. one inherited from a parent process or received over a Unix
+/// socket. Anything else is an `InvalidInput` error, and the descriptor
+/// is closed with the `OwnedFd` (keep a [`OwnedFd::try_clone`] to use it
+/// otherwise).
+///
+/// A checked conversion rather than `From`: the methods rely on `PF_RDS`
+/// semantics (a memory region or an RDMA operation leaks its buffer or
+/// hands it back according to what RDS answers), and on another socket
+/// they would fail late with misleading errors, or not at all (a UDP
+/// socket takes `send_to` and `set_tos`'s ioctl means something else).
+/// The check is two `getsockopt` calls, once.
+impl TryFrom<OwnedFd> for RdsSocket {
+    type Error = io::Error;
+
+    fn try_from(fd: OwnedFd) -> io::Result<Self> {
+        let socket = Self { fd };
+        let domain = socket.getsockopt_int(libc::SOL_SOCKET, libc::SO_DOMAIN)?;
+        let kind = socket.getsockopt_int(libc::SOL_SOCKET, libc::SO_TYPE)?;
+        if domain != sys::AF_RDS || kind != libc::SOCK_SEQPACKET {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "not an RDS socket: domain {domain}, type {kind} \
+                     (want AF_RDS {}, SOCK_SEQPACKET {})",
+                    sys::AF_RDS,
+                    libc::SOCK_SEQPACKET
+                ),
+            ));
+        }
+        Ok(socket)
+    }
+}
+
+/// `SO_RCVTIMEO`/`SO_SNDTIMEO`'s value for `timeout`: `None` is 0 (no
+/// limit); zero is refused as std refuses it, since to the kernel it
+/// would mean no limit; under a microsecond rounds up to one.
+fn timeout_to_timeval(timeout: Option<Duration>) -> io::Result<libc::timeval> {
+    let Some(timeout) = timeout else {
+        return Ok(libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        });
+    };
+    if timeout.is_zero() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "cannot set a 0 duration timeout",
+        ));
+    }
+    let tv_sec = libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX);
+    let mut tv_usec = timeout.subsec_micros() as libc::suseconds_t;
+    if tv_sec == 0 && tv_usec == 0 {
+        tv_usec = 1;
+    }
+    Ok(libc::timeval { tv_sec, tv_usec })
+}
+
+/// The timeout a `SO_RCVTIMEO`/`SO_SNDTIMEO` value means: `None` for 0.
+fn timeval_to_timeout(value: &libc::timeval) -> Option<Duration> {
+    if value.tv_sec == 0 && value.tv_usec == 0 {
+        return None;
+    }
+    let secs = u64::try_from(value.tv_sec).unwrap_or(0);
+    let micros = u32::try_from(value.tv_usec).unwrap_or(0);
+    Some(Duration::new(secs, micros.saturating_mul(1000)))
+}
+
 /// What a `recvmsg` returned: `len`, `msg_flags`, the sender and the
 /// control data. `MSG_CTRUNC` is an error: the kernel had more control data
 /// than fit (a notification rrds keeps queued for the next receive, one
@@ -1091,6 +1229,140 @@ mod tests {
     #[test]
     fn tos_ioctl_argument_covers_ifreq() {
         assert!(IOCTL_ARG_LEN >= size_of::<libc::ifreq>());
+    }
+
+    /// A UDP socket in an `RdsSocket`: the `SOL_SOCKET` calls are
+    /// generic, so it stands in for an RDS socket without a module.
+    fn udp_stand_in() -> RdsSocket {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        RdsSocket {
+            fd: OwnedFd::from(udp),
+        }
+    }
+
+    /// `got` is `want` rounded up to a scheduler tick (at most 10 ms).
+    fn about(got: Option<Duration>, want: Duration) -> bool {
+        got.is_some_and(|got| got >= want && got <= want + Duration::from_millis(10))
+    }
+
+    #[test]
+    fn timeouts_read_back_as_set() {
+        let sock = udp_stand_in();
+        assert_eq!(sock.read_timeout().unwrap(), None);
+        assert_eq!(sock.write_timeout().unwrap(), None);
+        sock.set_read_timeout(Some(Duration::from_millis(1500)))
+            .unwrap();
+        sock.set_write_timeout(Some(Duration::from_micros(250)))
+            .unwrap();
+        assert!(about(
+            sock.read_timeout().unwrap(),
+            Duration::from_millis(1500)
+        ));
+        assert!(about(
+            sock.write_timeout().unwrap(),
+            Duration::from_micros(250)
+        ));
+        sock.set_read_timeout(None).unwrap();
+        assert_eq!(sock.read_timeout().unwrap(), None);
+        assert!(about(
+            sock.write_timeout().unwrap(),
+            Duration::from_micros(250)
+        ));
+    }
+
+    #[test]
+    fn zero_timeout_is_refused_like_std() {
+        let sock = udp_stand_in();
+        for err in [
+            sock.set_read_timeout(Some(Duration::ZERO)).unwrap_err(),
+            sock.set_write_timeout(Some(Duration::ZERO)).unwrap_err(),
+        ] {
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        }
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let std_err = udp.set_read_timeout(Some(Duration::ZERO)).unwrap_err();
+        assert_eq!(std_err.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn sub_microsecond_timeout_rounds_up() {
+        let tv = timeout_to_timeval(Some(Duration::from_nanos(1))).unwrap();
+        assert_eq!((tv.tv_sec, tv.tv_usec), (0, 1));
+        let tv = timeout_to_timeval(Some(Duration::new(2, 999))).unwrap();
+        assert_eq!((tv.tv_sec, tv.tv_usec), (2, 0));
+        let tv = timeout_to_timeval(None).unwrap();
+        assert_eq!((tv.tv_sec, tv.tv_usec), (0, 0));
+        assert_eq!(timeval_to_timeout(&tv), None);
+        let sock = udp_stand_in();
+        sock.set_read_timeout(Some(Duration::from_nanos(10)))
+            .unwrap();
+        // Not 0, which would read back as no timeout.
+        assert!(about(
+            sock.read_timeout().unwrap(),
+            Duration::from_micros(1)
+        ));
+    }
+
+    #[test]
+    fn timed_out_receive_would_block() {
+        let sock = udp_stand_in();
+        sock.set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let start = std::time::Instant::now();
+        let err = sock.recv_msg(&mut [0; 8]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        assert!(start.elapsed() >= Duration::from_millis(15));
+    }
+
+    #[test]
+    fn clone_shares_the_socket_and_is_cloexec() {
+        let sock = udp_stand_in();
+        let clone = sock.try_clone().unwrap();
+        assert_ne!(clone.as_raw_fd(), sock.as_raw_fd());
+        assert_eq!(clone.local_addr().unwrap(), sock.local_addr().unwrap());
+        // One socket: an option set through one handle reads back through
+        // the other.
+        clone
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+        assert!(about(sock.read_timeout().unwrap(), Duration::from_secs(3)));
+        // SAFETY: F_GETFD takes no argument.
+        let flags = unsafe { libc::fcntl(clone.as_raw_fd(), libc::F_GETFD) };
+        assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
+        drop(sock);
+        assert!(clone.local_addr().is_ok());
+    }
+
+    #[test]
+    fn into_raw_fd_gives_up_ownership() {
+        let sock = udp_stand_in();
+        let raw = sock.into_raw_fd();
+        // SAFETY: raw came from into_raw_fd, so nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // Still open: fcntl succeeds on it.
+        // SAFETY: F_GETFD takes no argument.
+        assert!(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFD) } >= 0);
+    }
+
+    #[test]
+    fn only_rds_sockets_convert_from_owned_fds() {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let err = RdsSocket::try_from(OwnedFd::from(udp)).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("not an RDS socket"), "{err}");
+        // The right type, the wrong domain.
+        let (a, _b) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        let err = RdsSocket::try_from(OwnedFd::from(a)).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        // Not a socket at all.
+        let file = std::fs::File::open("/dev/null").unwrap();
+        let err = RdsSocket::try_from(OwnedFd::from(file)).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOTSOCK));
+        // A real one converts, where a module is loaded.
+        if let Ok(sock) = RdsSocket::new() {
+            let fd = OwnedFd::from(sock);
+            assert!(RdsSocket::try_from(fd).is_ok());
+        }
     }
 
     #[test]
