@@ -199,6 +199,7 @@ mod tests {
         };
         assert_eq!(args.plot, Some(PathBuf::from("out/bench.svg")));
         assert!(args.json);
+        assert!(!args.histogram);
         let Command::Bench(args) = parse(&["bench", "--plot=/tmp/b.svg"]).unwrap().command else {
             panic!("not bench");
         };
@@ -238,6 +239,18 @@ mod tests {
         assert_eq!(args.mode, cmd::bench::Mode::Latency);
         assert_eq!(args.depth, 8);
         assert!(args.json && args.verify);
+    }
+
+    #[test]
+    fn bench_histogram_is_a_flag() {
+        let Command::Bench(args) = parse(&["bench", "--mode", "latency", "--histogram"])
+            .unwrap()
+            .command
+        else {
+            panic!("not bench");
+        };
+        assert!(args.histogram);
+        assert!(parse(&["bench", "--histogram=yes"]).is_err());
     }
 
     #[test]

@@ -17,7 +17,7 @@ use rrds::RdmaFlags;
 
 use super::context;
 use super::new_socket;
-use super::stats::Latency;
+use super::stats::Recorder;
 
 #[derive(Args, Debug)]
 pub struct MrArgs {
@@ -46,38 +46,46 @@ pub fn run(args: &MrArgs) -> io::Result<bool> {
         .map_err(|e| context(e, format!("bind {}", args.local)))?;
     // The region owns the buffer while registered; freeing hands it back.
     let mut buf = vec![0u8; args.bytes as usize];
-    let (mut get_ns, mut free_ns) = (Vec::new(), Vec::new());
+    let (mut get_rec, mut free_rec) = (Recorder::new(), Recorder::new());
     let mut keys = std::collections::HashSet::new();
     for i in 0..args.count {
         let start = Instant::now();
         let region = sock
             .register_memory(buf, RdmaFlags::empty())
             .map_err(|e| context(e.into(), format!("RDS_GET_MR #{}", i + 1)))?;
-        get_ns.push(start.elapsed().as_nanos() as u64);
+        get_rec.record(start.elapsed());
         keys.insert(rrds::mr::cookie_rkey(region.cookie()));
         let start = Instant::now();
         buf = region
             .free()
             .map_err(|e| context(e, format!("RDS_FREE_MR #{}", i + 1)))?;
-        free_ns.push(start.elapsed().as_nanos() as u64);
+        free_rec.record(start.elapsed());
     }
-    let (get, free) = (Latency::from_nanos(&get_ns), Latency::from_nanos(&free_ns));
+    let (get, free) = (get_rec.latency(), free_rec.latency());
     let mut out = io::stdout().lock();
     match (get, free, args.json) {
         (Some(g), Some(f), true) => writeln!(
             out,
             "{{\"count\":{},\"bytes\":{},\"invalidate\":true,\"distinct_keys\":{},\
-             \"get_mr_us\":{{\"mean\":{:.1},\"p50\":{:.1},\"p99\":{:.1}}},\
-             \"free_mr_us\":{{\"mean\":{:.1},\"p50\":{:.1},\"p99\":{:.1}}}}}",
+             \"get_mr_us\":{{\"mean\":{:.1},\"p50\":{:.1},\"p99\":{:.1},\
+             \"min\":{:.1},\"p999\":{:.1},\"max\":{:.1}}},\
+             \"free_mr_us\":{{\"mean\":{:.1},\"p50\":{:.1},\"p99\":{:.1},\
+             \"min\":{:.1},\"p999\":{:.1},\"max\":{:.1}}}}}",
             args.count,
             args.bytes,
             keys.len(),
             g.mean_us,
             g.p50_us,
             g.p99_us,
+            g.min_us,
+            g.p999_us,
+            g.max_us,
             f.mean_us,
             f.p50_us,
-            f.p99_us
+            f.p99_us,
+            f.min_us,
+            f.p999_us,
+            f.max_us
         )?,
         (Some(g), Some(f), false) => {
             writeln!(
@@ -90,13 +98,14 @@ pub fn run(args: &MrArgs) -> io::Result<bool> {
             )?;
             writeln!(
                 out,
-                "RDS_GET_MR  us: mean {:.1} p50 {:.1} p99 {:.1}",
-                g.mean_us, g.p50_us, g.p99_us
+                "RDS_GET_MR  us: mean {:.1} p50 {:.1} p99 {:.1} min {:.1} p99.9 {:.1} max {:.1}",
+                g.mean_us, g.p50_us, g.p99_us, g.min_us, g.p999_us, g.max_us
             )?;
             writeln!(
                 out,
-                "RDS_FREE_MR us: mean {:.1} p50 {:.1} p99 {:.1} (invalidate)",
-                f.mean_us, f.p50_us, f.p99_us
+                "RDS_FREE_MR us: mean {:.1} p50 {:.1} p99 {:.1} min {:.1} p99.9 {:.1} max {:.1} \
+                 (invalidate)",
+                f.mean_us, f.p50_us, f.p99_us, f.min_us, f.p999_us, f.max_us
             )?;
         }
         _ => return Ok(false),

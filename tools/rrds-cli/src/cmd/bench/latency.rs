@@ -23,12 +23,14 @@ use super::Flow;
 use super::Kind;
 use super::Sample;
 use super::SLICE;
-use crate::cmd::stats::Latency;
+use crate::cmd::stats::Recorder;
 
 /// What the client measured (register mode: the registering end, a
 /// cycle per "round trip").
 pub(super) struct Measured {
-    pub(super) rtt_ns: Vec<u64>,
+    /// The round trips (cycles), in a histogram: bounded memory however
+    /// long the run.
+    pub(super) rtt: Recorder,
     pub(super) secs: f64,
     pub(super) errors: u64,
 }
@@ -43,16 +45,20 @@ pub(super) fn run(cfg: &Config, size: usize, run: u32) -> io::Result<Sample> {
 /// The run's sample of `kind` from what each task measured: the tasks'
 /// times pooled, their rates summed.
 pub(super) fn sample(tasks: &[Measured], kind: Kind, size: usize, run: u32) -> Sample {
-    let rtt_ns: Vec<u64> = tasks
-        .iter()
-        .flat_map(|m| m.rtt_ns.iter().copied())
-        .collect();
-    let latency = Latency::from_nanos(&rtt_ns);
+    let mut rtt = Recorder::new();
+    for m in tasks {
+        rtt.merge(&m.rtt);
+    }
+    let latency = rtt.latency();
     Sample {
-        msgs_per_sec: summed_rate(tasks.iter().map(|m| (m.rtt_ns.len() as f64, m.secs))),
+        msgs_per_sec: summed_rate(tasks.iter().map(|m| (m.rtt.count() as f64, m.secs))),
         lat_mean_us: latency.map(|l| l.mean_us),
         lat_p50_us: latency.map(|l| l.p50_us),
         lat_p99_us: latency.map(|l| l.p99_us),
+        lat_min_us: latency.map(|l| l.min_us),
+        lat_p999_us: latency.map(|l| l.p999_us),
+        lat_max_us: latency.map(|l| l.max_us),
+        distribution: rtt.distribution(),
         errors: tasks.iter().map(|m| m.errors).sum(),
         ..Sample::empty(kind, size, run)
     }
@@ -149,7 +155,7 @@ pub(super) fn ping_pong(flow: &Flow, sock: &RdsSocket, server: SocketAddr) -> io
     // connection to come up.
     round_trip(flow, sock, server, &out, &mut back)?;
     let mut measured = Measured {
-        rtt_ns: Vec::new(),
+        rtt: Recorder::new(),
         secs: 0.0,
         errors: 0,
     };
@@ -161,10 +167,7 @@ pub(super) fn ping_pong(flow: &Flow, sock: &RdsSocket, server: SocketAddr) -> io
         }
         let sent_at = Instant::now();
         let len = round_trip(flow, sock, server, &out, &mut back)?;
-        let rtt = sent_at.elapsed();
-        measured
-            .rtt_ns
-            .push(u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX));
+        measured.rtt.record(sent_at.elapsed());
         if len != flow.size || (cfg.verify && back != out) {
             measured.errors += 1;
         }

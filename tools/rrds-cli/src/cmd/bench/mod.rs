@@ -48,6 +48,7 @@ use rrds::Transport;
 use super::context;
 use super::is_transient;
 use super::new_socket;
+use super::stats::Percentile;
 use progress::Progress;
 use progress::Step;
 use report::Report;
@@ -234,6 +235,11 @@ pub struct BenchArgs {
     /// modes measured. Standard output is the same with or without it.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Also print each latency or register run's percentile distribution
+    /// (min, p10 ... p99.999, max, from its HDR histogram): lines under its
+    /// table row, or a "histogram" array at the end of its JSON object.
+    #[arg(long)]
+    pub histogram: bool,
 }
 
 impl BenchArgs {
@@ -401,6 +407,14 @@ pub struct Sample {
     pub lat_p50_us: Option<f64>,
     pub lat_p99_us: Option<f64>,
     pub errors: u64,
+    /// Latency extremes and tail (added after the fields above; JSON
+    /// carries them last).
+    pub lat_min_us: Option<f64>,
+    pub lat_p999_us: Option<f64>,
+    pub lat_max_us: Option<f64>,
+    /// The round trips' percentile distribution (`--histogram`); empty
+    /// for modes without latencies.
+    pub distribution: Vec<Percentile>,
 }
 
 impl Sample {
@@ -415,6 +429,10 @@ impl Sample {
             lat_p50_us: None,
             lat_p99_us: None,
             errors: 0,
+            lat_min_us: None,
+            lat_p999_us: None,
+            lat_max_us: None,
+            distribution: Vec::new(),
         }
     }
 }
@@ -431,6 +449,9 @@ pub struct Summary {
     pub lat_p50_us: Option<f64>,
     pub lat_p99_us: Option<f64>,
     pub errors: u64,
+    pub lat_min_us: Option<f64>,
+    pub lat_p999_us: Option<f64>,
+    pub lat_max_us: Option<f64>,
 }
 
 impl Summary {
@@ -446,6 +467,9 @@ impl Summary {
             lat_p50_us: median_of(samples.iter().map(|s| s.lat_p50_us)),
             lat_p99_us: median_of(samples.iter().map(|s| s.lat_p99_us)),
             errors: samples.iter().map(|s| s.errors).sum(),
+            lat_min_us: median_of(samples.iter().map(|s| s.lat_min_us)),
+            lat_p999_us: median_of(samples.iter().map(|s| s.lat_p999_us)),
+            lat_max_us: median_of(samples.iter().map(|s| s.lat_max_us)),
         }
     }
 }

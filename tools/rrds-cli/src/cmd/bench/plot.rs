@@ -678,6 +678,9 @@ mod tests {
             lat_p50_us: p50.filter(|_| latency),
             lat_p99_us: p50.filter(|_| latency).map(|p| p * 2.5),
             errors: 0,
+            lat_min_us: None,
+            lat_p999_us: None,
+            lat_max_us: None,
         }
     }
 

@@ -36,6 +36,7 @@ use super::Config;
 use super::Kind;
 use super::Sample;
 use super::SLICE;
+use crate::cmd::stats::Recorder;
 
 /// One register run: `--tasks` socket pairs at once, their cycles pooled.
 pub(super) fn run(cfg: &Config, size: usize, run: u32) -> io::Result<Sample> {
@@ -77,7 +78,7 @@ fn cycles(
 ) -> io::Result<Measured> {
     let registered = Registered::probe(cfg, rx, peer)?;
     let mut measured = Measured {
-        rtt_ns: Vec::new(),
+        rtt: Recorder::new(),
         secs: 0.0,
         errors: 0,
     };
@@ -108,7 +109,7 @@ fn cycles(
         };
         let buf = region.free().map_err(|err| context(err, "RDS_FREE_MR"))?;
         memory = Some((buf, range));
-        measured.rtt_ns.push(began.elapsed().as_nanos() as u64);
+        measured.rtt.record(began.elapsed());
     }
     measured.secs = start.elapsed().as_secs_f64();
     Ok(measured)

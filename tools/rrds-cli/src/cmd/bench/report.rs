@@ -5,6 +5,9 @@
 //! Numbers are `null` where a mode does not measure them. Both kinds carry
 //! `addr`, `peer_addr` and `transport` (the `--transport` value), so runs
 //! of different set-ups can be told apart once their lines are collected.
+//! Fields added later (`lat_min_us`, `lat_p999_us`, `lat_max_us` and, with
+//! `--histogram`, a run's `histogram`) come after all of those, so every
+//! older field keeps its place.
 
 use std::io;
 use std::io::Write;
@@ -14,6 +17,7 @@ use super::Sample;
 use super::Summary;
 use crate::cmd::json;
 use crate::cmd::json::Object;
+use crate::cmd::stats::Percentile;
 
 /// Writes the results as they come.
 pub struct Report<W: Write> {
@@ -28,6 +32,7 @@ pub struct Report<W: Write> {
     depth: u32,
     tasks: u32,
     verify: bool,
+    histogram: bool,
 }
 
 /// The measured columns of a table row.
@@ -41,6 +46,9 @@ struct Row<'a> {
     lat_p50_us: Option<f64>,
     lat_p99_us: Option<f64>,
     errors: u64,
+    lat_min_us: Option<f64>,
+    lat_p999_us: Option<f64>,
+    lat_max_us: Option<f64>,
 }
 
 /// A number with `decimals` decimals, or `-` when not measured.
@@ -51,14 +59,25 @@ fn cell(value: Option<f64>, decimals: usize) -> String {
 impl Row<'_> {
     fn header() -> String {
         format!(
-            "{:<10} {:>8} {:<6} {:>12} {:>10} {:>10} {:>10} {:>10} {:>7}",
-            "mode", "size", "run", "msgs/s", "MB/s", "mean_us", "p50_us", "p99_us", "errors"
+            "{:<10} {:>8} {:<6} {:>12} {:>10} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10}",
+            "mode",
+            "size",
+            "run",
+            "msgs/s",
+            "MB/s",
+            "mean_us",
+            "p50_us",
+            "p99_us",
+            "errors",
+            "min_us",
+            "p99.9_us",
+            "max_us"
         )
     }
 
     fn text(&self) -> String {
         format!(
-            "{:<10} {:>8} {:<6} {:>12} {:>10} {:>10} {:>10} {:>10} {:>7}",
+            "{:<10} {:>8} {:<6} {:>12} {:>10} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10}",
             self.mode,
             self.size,
             self.run,
@@ -67,7 +86,10 @@ impl Row<'_> {
             cell(self.lat_mean_us, 2),
             cell(self.lat_p50_us, 2),
             cell(self.lat_p99_us, 2),
-            self.errors
+            self.errors,
+            cell(self.lat_min_us, 2),
+            cell(self.lat_p999_us, 2),
+            cell(self.lat_max_us, 2)
         )
     }
 
@@ -81,6 +103,14 @@ impl Row<'_> {
             .number("lat_p50_us", self.lat_p50_us)
             .number("lat_p99_us", self.lat_p99_us)
             .uint("errors", self.errors)
+    }
+
+    /// The fields added later, for the end of an object.
+    fn json_added(&self, object: Object) -> Object {
+        object
+            .number("lat_min_us", self.lat_min_us)
+            .number("lat_p999_us", self.lat_p999_us)
+            .number("lat_max_us", self.lat_max_us)
     }
 }
 
@@ -96,6 +126,9 @@ impl<'a> From<&'a Sample> for Row<'a> {
             lat_p50_us: s.lat_p50_us,
             lat_p99_us: s.lat_p99_us,
             errors: s.errors,
+            lat_min_us: s.lat_min_us,
+            lat_p999_us: s.lat_p999_us,
+            lat_max_us: s.lat_max_us,
         }
     }
 }
@@ -112,8 +145,41 @@ impl<'a> From<&'a Summary> for Row<'a> {
             lat_p50_us: s.lat_p50_us,
             lat_p99_us: s.lat_p99_us,
             errors: s.errors,
+            lat_min_us: s.lat_min_us,
+            lat_p999_us: s.lat_p999_us,
+            lat_max_us: s.lat_max_us,
         }
     }
+}
+
+/// A percentile distribution as a JSON array of
+/// `{"percentile":P,"us":T,"count":N}`.
+fn distribution_json(distribution: &[Percentile]) -> String {
+    let items: Vec<String> = distribution
+        .iter()
+        .map(|p| {
+            Object::new()
+                .number("percentile", Some(p.percent))
+                .number("us", Some(p.us))
+                .uint("count", p.count)
+                .finish()
+        })
+        .collect();
+    json::array(&items)
+}
+
+/// A percentile distribution as indented lines under a table row.
+fn distribution_text(distribution: &[Percentile]) -> String {
+    let mut text = format!("  {:>10} {:>12} {:>12}\n", "percentile", "us", "count");
+    for p in distribution {
+        text.push_str(&format!(
+            "  {:>10} {:>12.2} {:>12}\n",
+            format!("{}", p.percent),
+            p.us,
+            p.count
+        ));
+    }
+    text
 }
 
 impl<W: Write> Report<W> {
@@ -130,6 +196,7 @@ impl<W: Write> Report<W> {
             depth: args.depth,
             tasks: args.tasks,
             verify: args.verify,
+            histogram: args.histogram,
         }
     }
 
@@ -170,9 +237,17 @@ impl<W: Write> Report<W> {
                 .string("addr", &self.addr)
                 .string("peer_addr", &self.peer_addr)
                 .string("transport", self.transport);
+            let mut object = row.json_added(object);
+            if self.histogram && !sample.distribution.is_empty() {
+                object = object.raw("histogram", &distribution_json(&sample.distribution));
+            }
             writeln!(self.out, "{}", object.finish())
         } else {
-            writeln!(self.out, "{}", row.text())
+            writeln!(self.out, "{}", row.text())?;
+            if self.histogram && !sample.distribution.is_empty() {
+                write!(self.out, "{}", distribution_text(&sample.distribution))?;
+            }
+            Ok(())
         }
     }
 
@@ -194,7 +269,8 @@ impl<W: Write> Report<W> {
             .iter()
             .map(|s| {
                 let object = Object::new().uint("runs", s.runs as u64);
-                Row::from(s).json(object).finish()
+                let row = Row::from(s);
+                row.json_added(row.json(object)).finish()
             })
             .collect();
         let object = Object::new()
@@ -218,6 +294,7 @@ impl<W: Write> Report<W> {
 mod tests {
     use super::super::Kind;
     use super::*;
+    use crate::cmd::stats::DISTRIBUTION;
     use clap::Parser;
 
     #[derive(Parser)]
@@ -250,6 +327,9 @@ mod tests {
             lat_p50_us: Some(19.5),
             lat_p99_us: Some(40.0),
             errors: 0,
+            lat_min_us: Some(12.0),
+            lat_p999_us: Some(80.5),
+            lat_max_us: Some(95.0),
         }
     }
 
@@ -268,8 +348,92 @@ mod tests {
             "{\"type\":\"run\",\"impl\":\"rrds\",\"run\":2,\"mode\":\"rate\",\"size\":64,\
              \"msgs_per_sec\":1000.000,\"mb_per_sec\":0.064,\"lat_mean_us\":null,\
              \"lat_p50_us\":null,\"lat_p99_us\":null,\"errors\":0,\"addr\":\"127.0.0.1\",\
-             \"peer_addr\":\"127.0.0.1\",\"transport\":\"default\"}\n"
+             \"peer_addr\":\"127.0.0.1\",\"transport\":\"default\",\"lat_min_us\":null,\
+             \"lat_p999_us\":null,\"lat_max_us\":null}\n"
         );
+    }
+
+    fn latency_sample() -> Sample {
+        let mut rtt = crate::cmd::stats::Recorder::new();
+        (1..=1000).for_each(|us| rtt.record_ns(us * 1000));
+        let lat = rtt.latency().unwrap();
+        Sample {
+            msgs_per_sec: Some(40000.0),
+            lat_mean_us: Some(lat.mean_us),
+            lat_p50_us: Some(lat.p50_us),
+            lat_p99_us: Some(lat.p99_us),
+            lat_min_us: Some(lat.min_us),
+            lat_p999_us: Some(lat.p999_us),
+            lat_max_us: Some(lat.max_us),
+            distribution: rtt.distribution(),
+            ..Sample::empty(Kind::Latency, 64, 1)
+        }
+    }
+
+    #[test]
+    fn latency_run_json_adds_min_p999_and_max_last() {
+        let text = output(true, |r| r.sample(&latency_sample()).unwrap());
+        assert!(
+            text.starts_with(
+                "{\"type\":\"run\",\"impl\":\"rrds\",\"run\":1,\"mode\":\"latency\",\
+                 \"size\":64,\"msgs_per_sec\":40000.000,\"mb_per_sec\":null,\
+                 \"lat_mean_us\":500.500,\"lat_p50_us\":500."
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                ",\"errors\":0,\"addr\":\"127.0.0.1\",\"peer_addr\":\"127.0.0.1\",\
+                 \"transport\":\"default\",\"lat_min_us\":1.000,\"lat_p999_us\":999."
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with(",\"lat_max_us\":1000.000}\n"), "{text}");
+        assert!(!text.contains("histogram"));
+    }
+
+    #[test]
+    fn histogram_adds_the_distribution() {
+        let with = |json| {
+            let mut buf = Vec::new();
+            let argv = args(&["--histogram"]);
+            let mut report = Report::new(&mut buf, json, "rrds", &argv);
+            report.sample(&latency_sample()).unwrap();
+            // Rate runs have no distribution: nothing is added.
+            report.sample(&rate_sample()).unwrap();
+            String::from_utf8(buf).unwrap()
+        };
+        let json = with(true);
+        let lines: Vec<&str> = json.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(
+            lines[0].contains(
+                ",\"lat_max_us\":1000.000,\"histogram\":[{\"percentile\":0.000,\"us\":1.000,\
+                 \"count\":1},{\"percentile\":10.000,"
+            ),
+            "{json}"
+        );
+        assert!(
+            lines[0].ends_with("{\"percentile\":100.000,\"us\":1000.000,\"count\":1000}]}"),
+            "{json}"
+        );
+        assert!(!lines[1].contains("histogram"));
+        let text = with(false);
+        let lines: Vec<&str> = text.lines().collect();
+        // The run's row, a header and a line per percentile, the rate row.
+        assert_eq!(lines.len(), 1 + 1 + DISTRIBUTION.len() + 1, "{text}");
+        assert!(lines[0].starts_with("latency"));
+        assert_eq!(lines[1], "  percentile           us        count");
+        assert_eq!(lines[2], "           0         1.00            1");
+        assert_eq!(
+            lines[DISTRIBUTION.len() + 1],
+            "         100      1000.00         1000"
+        );
+        assert!(
+            lines.contains(&"      99.999      1000.00         1000"),
+            "{text}"
+        );
+        assert!(lines[DISTRIBUTION.len() + 2].starts_with("rate"));
     }
 
     #[test]
@@ -289,7 +453,8 @@ mod tests {
         let text = String::from_utf8(buf).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].ends_with(
-            ",\"addr\":\"10.254.9.1\",\"peer_addr\":\"10.254.9.2\",\"transport\":\"ib\"}"
+            ",\"addr\":\"10.254.9.1\",\"peer_addr\":\"10.254.9.2\",\"transport\":\"ib\",\
+             \"lat_min_us\":null,\"lat_p999_us\":null,\"lat_max_us\":null}"
         ));
         assert!(lines[1].starts_with(
             "{\"type\":\"summary\",\"impl\":\"rds\",\"addr\":\"10.254.9.1\",\
@@ -310,7 +475,8 @@ mod tests {
              \"peer_addr\":\"127.0.0.1\",\"transport\":\"default\",\"duration_s\":2.000,\
              \"runs\":3,\"depth\":32,\"tasks\":1,\"verify\":false,\"errors\":0,\"medians\":[{\"runs\":3,\
              \"mode\":\"latency\",\"size\":8192,\"msgs_per_sec\":50000.000,\"mb_per_sec\":null,\
-             \"lat_mean_us\":20.250,\"lat_p50_us\":19.500,\"lat_p99_us\":40.000,\"errors\":0}]}\n"
+             \"lat_mean_us\":20.250,\"lat_p50_us\":19.500,\"lat_p99_us\":40.000,\"errors\":0,\
+             \"lat_min_us\":12.000,\"lat_p999_us\":80.500,\"lat_max_us\":95.000}]}\n"
         );
     }
 
@@ -337,5 +503,9 @@ mod tests {
             lines[3].starts_with("latency        8192 median      50000.0          -      20.25")
         );
         assert_eq!(lines[4], "impl=rrds errors=0");
+        // The added columns come after the older ones.
+        assert!(lines[1].ends_with("errors     min_us   p99.9_us     max_us"));
+        assert!(lines[2].ends_with("     0          -          -          -"));
+        assert!(lines[3].ends_with("     0      12.00      80.50      95.00"));
     }
 }
