@@ -115,7 +115,7 @@ TEST_F(impl, ping_gets_every_pong)
 {
 	char out[4096];
 
-	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s ping -c 3 -i 100 127.0.0.1 2>&1", rrds_cmd()));
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s ping -c 3 -i 0.1 127.0.0.1 2>&1", rrds_cmd()));
 	TH_LOG("%s", out);
 	EXPECT_NE(NULL, strstr(out, "3 pings sent, 3 pongs received"));
 }
@@ -124,7 +124,7 @@ TEST_F(impl, info_counters_show_the_pings)
 {
 	char out[16384];
 
-	ASSERT_EQ(0, sh("%s ping -c 2 -i 50 127.0.0.1 >/dev/null 2>&1", rrds_cmd()));
+	ASSERT_EQ(0, sh("%s ping -c 2 -i 0.05 127.0.0.1 >/dev/null 2>&1", rrds_cmd()));
 	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s info counters 2>&1", rrds_cmd()));
 	/* Each ping is counted by the answering side under upstream's name. */
 	EXPECT_NE(NULL, strstr(out, "recv_ping"));
@@ -444,7 +444,7 @@ TEST_F(ib_tools, ping_and_info_show_the_connection)
 	peer = bound_socket(variant->remote, 0);
 	ASSERT_EQ(0, enter_ns("rrds-a"));
 	ASSERT_LE(0, peer);
-	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s ping -c 3 -i 100 -W 20000 -I %s %s 2>&1",
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s ping -c 3 -i 0.1 -W 20 -I %s %s 2>&1",
 			    rrds_cmd(), variant->local, variant->remote)) TH_LOG("%s", out);
 	EXPECT_NE(NULL, strstr(out, "3 pings sent, 3 pongs received")) TH_LOG("%s", out);
 	/* A socket kept open keeps the connection (and the namespace listening). */
@@ -536,12 +536,12 @@ TEST_F(ib_tools, host_answers_pings_with_nothing_bound)
 	ASSERT_EQ(0, sh("for i in $(seq 100); do rdma link show %s_h/1 | grep -q ACTIVE && "
 			"rdma link show %s_g/1 | grep -q ACTIVE && exit 0; sleep 0.1; done; exit 1",
 			k, k));
-	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s ping -c 3 -i 100 -W 20000 -I %s %s 2>&1",
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s ping -c 3 -i 0.1 -W 20 -I %s %s 2>&1",
 			    rrds_cmd(), peer, host)) TH_LOG("%s", out);
 	EXPECT_NE(NULL, strstr(out, "3 pings sent, 3 pongs received")) TH_LOG("%s", out);
 	/* And its IPv6 address (port 16385). */
 	ASSERT_EQ(0, sh_out(out, sizeof(out),
-			    "%s ping -c 3 -i 100 -W 20000 -I fd00:254:%d::2 fd00:254:%d::1 2>&1",
+			    "%s ping -c 3 -i 0.1 -W 20 -I fd00:254:%d::2 fd00:254:%d::1 2>&1",
 			    rrds_cmd(), subnet, subnet)) TH_LOG("%s", out);
 	EXPECT_NE(NULL, strstr(out, "3 pings sent, 3 pongs received")) TH_LOG("%s", out);
 	/* The host's side: a connection from its address, and no socket of its own. */

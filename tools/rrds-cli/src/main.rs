@@ -18,8 +18,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Ping an RDS stack (rds-ping): 0-byte messages to port 0, timed pongs.
-    /// Exits 0 if every pong came back.
+    /// Ping an RDS stack (rds-ping): 0-byte messages to port 0, timed pongs,
+    /// until -c COUNT or Ctrl-C. Exits 0 if any pong came back.
     Ping(cmd::ping::PingArgs),
     /// Measure throughput and round-trip latency between two sockets
     /// (rds-stress-like). Exits 0 if no run counted an error.
@@ -106,34 +106,85 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    fn ping(argv: &[&str]) -> Result<cmd::ping::PingArgs, clap::Error> {
+        match parse(argv)?.command {
+            Command::Ping(args) => Ok(args),
+            _ => panic!("not ping"),
+        }
+    }
+
     #[test]
     fn ping_takes_count_interval_and_local_address() {
-        let cli = parse(&[
+        let args = ping(&[
             "ping",
             "-c",
             "3",
             "-i",
-            "200",
+            "0.2",
             "-I",
             "127.0.0.1",
             "127.0.0.1",
         ])
         .unwrap();
-        let Command::Ping(args) = cli.command else {
-            panic!("not ping");
-        };
-        assert_eq!(args.count, 3);
-        assert_eq!(args.interval_ms, 200);
-        assert_eq!(args.timeout_ms, 1000);
+        assert_eq!(args.count, Some(3));
+        assert_eq!(args.interval, Duration::from_millis(200));
+        assert_eq!(args.timeout, Duration::from_secs(1));
+        assert_eq!(args.tos, None);
         assert_eq!(args.local, Some("127.0.0.1".parse::<IpAddr>().unwrap()));
-        assert_eq!(args.addr, "127.0.0.1".parse::<IpAddr>().unwrap());
+        assert_eq!(args.addr, "127.0.0.1");
+    }
+
+    #[test]
+    fn ping_takes_the_selftests_command_lines() {
+        let args = ping(&["ping", "-c", "3", "-i", "0.1", "127.0.0.1"]).unwrap();
+        assert_eq!(args.interval, Duration::from_millis(100));
+        let args = ping(&[
+            "ping",
+            "-c",
+            "3",
+            "-i",
+            "0.1",
+            "-W",
+            "20",
+            "-I",
+            "fd00:254:5::2",
+            "fd00:254:5::1",
+        ])
+        .unwrap();
+        assert_eq!(args.timeout, Duration::from_secs(20));
+        assert_eq!(args.addr, "fd00:254:5::1");
+        assert_eq!(
+            ping(&["ping", "-i", "0.05", "h"]).unwrap().interval,
+            Duration::from_millis(50)
+        );
+    }
+
+    #[test]
+    fn ping_runs_until_interrupted_without_a_count() {
+        let args = ping(&["ping", "rds-peer.example"]).unwrap();
+        assert_eq!(args.count, None);
+        assert_eq!(args.interval, Duration::from_secs(1));
+        assert_eq!(args.addr, "rds-peer.example");
+    }
+
+    #[test]
+    fn ping_sets_a_tos() {
+        assert_eq!(ping(&["ping", "-Q", "3", "10.0.0.1"]).unwrap().tos, Some(3));
+        assert_eq!(
+            ping(&["ping", "--tos", "0x20", "10.0.0.1"]).unwrap().tos,
+            Some(32)
+        );
+        assert!(ping(&["ping", "-Q", "300", "10.0.0.1"]).is_err());
     }
 
     #[test]
     fn ping_needs_an_address_and_a_positive_count() {
         assert!(parse(&["ping"]).is_err());
+        assert!(parse(&["ping", ""]).is_err());
         assert!(parse(&["ping", "-c", "0", "127.0.0.1"]).is_err());
-        assert!(parse(&["ping", "not-an-address"]).is_err());
+        assert!(parse(&["ping", "-W", "0", "127.0.0.1"]).is_err());
+        assert!(parse(&["ping", "-i", "-1", "127.0.0.1"]).is_err());
+        assert!(parse(&["ping", "-I", "a-name", "127.0.0.1"]).is_err());
     }
 
     #[test]

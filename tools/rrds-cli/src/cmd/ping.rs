@@ -10,7 +10,10 @@ use std::net::IpAddr;
 use std::net::Ipv4Addr;
 use std::net::Ipv6Addr;
 use std::net::SocketAddr;
+use std::net::ToSocketAddrs;
 use std::net::UdpSocket;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::Duration;
 use std::time::Instant;
@@ -22,83 +25,216 @@ use rrds::RdsSocket;
 use super::context;
 use super::is_transient;
 use super::new_socket;
+use super::stats::Recorder;
+
+/// Longest sleep between looks at the Ctrl-C flag.
+const NAP: Duration = Duration::from_millis(50);
 
 #[derive(Args, Debug)]
 pub struct PingArgs {
-    /// Number of pings to send.
-    #[arg(short = 'c', long, default_value_t = 5, value_parser = value_parser!(u32).range(1..))]
-    pub count: u32,
-    /// Milliseconds between pings.
+    /// Number of pings to send. Default: until interrupted (Ctrl-C).
+    #[arg(short = 'c', long, value_parser = value_parser!(u32).range(1..))]
+    pub count: Option<u32>,
+    /// Seconds between pings, fractions allowed (-i 0.1), as ping and
+    /// rds-ping take it.
     #[arg(
         short = 'i',
         long = "interval",
-        value_name = "INTERVAL_MS",
-        default_value_t = 1000
+        value_name = "SECONDS",
+        value_parser = parse_interval,
+        default_value = "1"
     )]
-    pub interval_ms: u64,
-    /// Milliseconds to wait for each pong.
+    pub interval: Duration,
+    /// Seconds to wait for each pong, fractions allowed.
     #[arg(
         short = 'W',
         long = "timeout",
-        value_name = "TIMEOUT_MS",
-        default_value_t = 1000,
-        value_parser = value_parser!(u64).range(1..)
+        value_name = "SECONDS",
+        value_parser = parse_timeout,
+        default_value = "1"
     )]
-    pub timeout_ms: u64,
+    pub timeout: Duration,
+    /// Type of service of the pings' connection (SIOCRDSSETTOS; 0-255,
+    /// decimal or 0x hex). Loopback has none: it fails there.
+    #[arg(short = 'Q', long = "tos", value_name = "TOS", value_parser = parse_tos)]
+    pub tos: Option<u8>,
     /// Local address to bind. Default: ADDR itself if it is a loopback
     /// address (where the loopback transport delivers the pong), else the
     /// source address of the route to ADDR.
     #[arg(short = 'I', long = "local", value_name = "LOCAL_ADDR")]
     pub local: Option<IpAddr>,
-    /// Address to ping.
-    #[arg(value_name = "ADDR")]
-    pub addr: IpAddr,
+    /// Address or host name to ping (IPv4 or IPv6).
+    #[arg(value_name = "ADDR", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub addr: String,
 }
 
-/// Runs the pings; `Ok(true)` if every pong came back in time.
+/// Parses seconds, fractions allowed, from `min` up to a day.
+fn parse_seconds(text: &str, zero_ok: bool) -> Result<Duration, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    let low_ok = if zero_ok { secs >= 0.0 } else { secs > 0.0 };
+    if !(low_ok && secs <= 86400.0) {
+        let low = if zero_ok { "from 0" } else { "above 0" };
+        return Err(format!("{text} is not {low} up to 86400 seconds"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|err| err.to_string())
+}
+
+/// `-i`: 0 sends the next ping as soon as the last pong is in.
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    parse_seconds(text, true)
+}
+
+/// `-W`: a pong cannot come back in no time.
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    parse_seconds(text, false)
+}
+
+/// `-Q`: a byte, decimal or `0x` hexadecimal.
+fn parse_tos(text: &str) -> Result<u8, String> {
+    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u8::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    parsed.map_err(|_| format!("`{text}` is not a type of service from 0 to 255"))
+}
+
+/// Seconds as ping prints them: `1`, `0.5`, `20`.
+fn seconds(d: Duration) -> String {
+    format!("{}", d.as_secs_f64())
+}
+
+/// Resolves `host` (an address or a name) to the address to ping: the
+/// first of the family of `local` when one is given, else the first.
+fn resolve(host: &str, local: Option<IpAddr>) -> io::Result<IpAddr> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(ip);
+    }
+    let ips: Vec<IpAddr> = (host, 0)
+        .to_socket_addrs()
+        .map_err(|err| context(err, format_args!("cannot resolve {host}")))?
+        .map(|addr| addr.ip())
+        .collect();
+    let same_family = |ip: &&IpAddr| local.is_none_or(|l| l.is_ipv4() == ip.is_ipv4());
+    ips.iter()
+        .find(same_family)
+        .or(ips.first())
+        .copied()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address")))
+}
+
+/// Set by SIGINT: stop pinging and print the summary.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    // An atomic store is async-signal-safe.
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// Catches SIGINT (Ctrl-C) in [`INTERRUPTED`], without `SA_RESTART`, so
+/// a `poll` waiting for a pong returns at once.
+fn catch_sigint() -> io::Result<()> {
+    // SAFETY: sigaction is plain data, all zeroes valid (no flags, empty
+    // mask); the handler only stores to an atomic, which is
+    // async-signal-safe, and has the signature sa_sigaction expects
+    // without SA_SIGINFO.
+    unsafe {
+        let mut action: libc::sigaction = core::mem::zeroed();
+        action.sa_sigaction = on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::sigemptyset(&mut action.sa_mask);
+        if libc::sigaction(libc::SIGINT, &action, core::ptr::null_mut()) != 0 {
+            return Err(context(io::Error::last_os_error(), "sigaction(SIGINT)"));
+        }
+    }
+    Ok(())
+}
+
+fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
+
+/// Sleeps until `until`, or until Ctrl-C.
+fn pause_until(until: Instant) {
+    while !interrupted() {
+        let now = Instant::now();
+        if now >= until {
+            return;
+        }
+        thread::sleep(NAP.min(until - now));
+    }
+}
+
+/// Runs the pings; `Ok(true)` if any pong came back (as ping: 1 if none
+/// did).
 pub fn run(args: &PingArgs) -> io::Result<bool> {
     let mut out = io::stdout().lock();
+    let target_ip = resolve(&args.addr, args.local)?;
     let local_ip = match args.local {
         Some(ip) => ip,
-        None => default_local(args.addr)?,
+        None => default_local(target_ip)?,
     };
     let sock = new_socket()?;
     sock.bind(SocketAddr::new(local_ip, 0))
         .map_err(|err| context(err, format_args!("bind {local_ip}")))?;
+    if let Some(tos) = args.tos {
+        sock.set_tos(tos).map_err(|err| {
+            if err.raw_os_error() == Some(libc::ENOTTY) {
+                context(
+                    err,
+                    format_args!("-Q {tos}: SIOCRDSSETTOS (the loopback transport has no TOS)"),
+                )
+            } else {
+                context(err, format_args!("-Q {tos}: SIOCRDSSETTOS"))
+            }
+        })?;
+    }
     sock.set_nonblocking(true)?;
     let local = sock.local_addr()?;
-    let target = SocketAddr::new(args.addr, 0);
-    let interval = Duration::from_millis(args.interval_ms);
-    let timeout = Duration::from_millis(args.timeout_ms);
+    let target = SocketAddr::new(target_ip, 0);
+    catch_sigint()?;
 
-    writeln!(out, "PING {} from {local}: 0-byte RDS messages", args.addr)?;
-    let mut rtts = Vec::new();
-    for seq in 1..=args.count {
+    let shown = if args.addr == target_ip.to_string() {
+        args.addr.clone()
+    } else {
+        format!("{} ({target_ip})", args.addr)
+    };
+    writeln!(out, "PING {shown} from {local}: 0-byte RDS messages")?;
+    let mut rtts = Recorder::new();
+    let mut sent: u64 = 0;
+    while !interrupted() && args.count.is_none_or(|count| sent < u64::from(count)) {
+        sent += 1;
+        let seq = sent;
         // A pong later than its timeout must not answer the next ping.
         drain(&sock)?;
         let sent_at = Instant::now();
         match sock.send_to(&[], target) {
-            Ok(_) => match wait_pong(&sock, sent_at, timeout)? {
-                Some((from, rtt)) => {
+            Ok(_) => match wait_pong(&sock, sent_at, args.timeout)? {
+                Pong::Back(from, rtt) => {
                     writeln!(
                         out,
                         "pong from {}: seq={seq} time={:.3} ms",
                         from.ip(),
                         rtt.as_secs_f64() * 1e3
                     )?;
-                    rtts.push(rtt);
+                    rtts.record(rtt);
                 }
-                None => writeln!(out, "no pong for seq={seq} within {} ms", args.timeout_ms)?,
+                Pong::TimedOut => writeln!(
+                    out,
+                    "no pong for seq={seq} within {} s",
+                    seconds(args.timeout)
+                )?,
+                Pong::Interrupted => {}
             },
             Err(err) if is_transient(&err) => writeln!(out, "seq={seq}: send failed: {err}")?,
             Err(err) => return Err(context(err, format_args!("sendmsg to {target}"))),
         }
-        if seq < args.count {
-            thread::sleep(interval.saturating_sub(sent_at.elapsed()));
+        if args.count.is_none_or(|count| sent < u64::from(count)) {
+            pause_until(sent_at + args.interval);
         }
     }
-    write!(out, "{}", summary(args.addr, args.count, &rtts))?;
-    Ok(rtts.len() == args.count as usize)
+    write!(out, "{}", summary(&args.addr, sent, &rtts))?;
+    Ok(rtts.count() > 0)
 }
 
 /// The local address for pinging `addr` when none is given.
@@ -140,26 +276,36 @@ fn drain(sock: &RdsSocket) -> io::Result<()> {
     }
 }
 
+/// How waiting for a pong ended.
+#[derive(Debug)]
+enum Pong {
+    /// From whom, after how long.
+    Back(SocketAddr, Duration),
+    TimedOut,
+    /// Ctrl-C.
+    Interrupted,
+}
+
 /// Waits until `sent_at + timeout` for a pong (a message from port 0).
-fn wait_pong(
-    sock: &RdsSocket,
-    sent_at: Instant,
-    timeout: Duration,
-) -> io::Result<Option<(SocketAddr, Duration)>> {
+fn wait_pong(sock: &RdsSocket, sent_at: Instant, timeout: Duration) -> io::Result<Pong> {
     let deadline = sent_at + timeout;
     let mut buf = [0u8; 64];
     loop {
         match sock.recv_msg(&mut buf) {
             Ok(received) => match received.from {
-                Some(from) if from.port() == 0 => return Ok(Some((from, sent_at.elapsed()))),
+                Some(from) if from.port() == 0 => return Ok(Pong::Back(from, sent_at.elapsed())),
                 // Not a pong (a datagram from a socket, or a notification).
                 _ => {}
             },
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                if interrupted() {
+                    return Ok(Pong::Interrupted);
+                }
                 let now = Instant::now();
                 if now >= deadline {
-                    return Ok(None);
+                    return Ok(Pong::TimedOut);
                 }
+                // SIGINT ends the poll early (no SA_RESTART).
                 sock.wait_readable(deadline - now)?;
             }
             Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
@@ -168,25 +314,26 @@ fn wait_pong(
     }
 }
 
-/// The closing statistics, like ping's.
-fn summary(addr: IpAddr, sent: u32, rtts: &[Duration]) -> String {
-    let received = rtts.len();
+/// The closing statistics, like ping's: pings sent (each one tried,
+/// a last one cut short by Ctrl-C included), pongs received, loss, and
+/// the round trips' min/avg/max/mdev (mdev: their standard deviation).
+fn summary(addr: &str, sent: u64, rtts: &Recorder) -> String {
+    let received = rtts.count();
     let loss = if sent == 0 {
         0.0
     } else {
-        100.0 * (f64::from(sent) - received as f64) / f64::from(sent)
+        100.0 * (sent as f64 - received as f64) / sent as f64
     };
     let mut text = format!(
         "--- {addr} rds-ping statistics ---\n{sent} pings sent, {received} pongs received, {loss:.0}% loss\n"
     );
-    let ms: Vec<f64> = rtts.iter().map(|d| d.as_secs_f64() * 1e3).collect();
-    if let (Some(min), Some(max), Some(avg)) = (
-        ms.iter().copied().reduce(f64::min),
-        ms.iter().copied().reduce(f64::max),
-        super::stats::mean(&ms),
-    ) {
+    if let Some(lat) = rtts.latency() {
         text.push_str(&format!(
-            "rtt min/avg/max = {min:.3}/{avg:.3}/{max:.3} ms\n"
+            "rtt min/avg/max/mdev = {:.3}/{:.3}/{:.3}/{:.3} ms\n",
+            lat.min_us / 1e3,
+            lat.mean_us / 1e3,
+            lat.max_us / 1e3,
+            lat.stdev_us / 1e3
         ));
     }
     text
@@ -204,23 +351,99 @@ mod tests {
         assert_eq!(default_local(addr).unwrap(), addr);
     }
 
+    fn recorded(us: &[u64]) -> Recorder {
+        let mut rec = Recorder::new();
+        us.iter()
+            .for_each(|&us| rec.record(Duration::from_micros(us)));
+        rec
+    }
+
     #[test]
     fn summary_with_all_pongs() {
-        let rtts = [Duration::from_micros(10), Duration::from_micros(30)];
         assert_eq!(
-            summary("127.0.0.1".parse().unwrap(), 2, &rtts),
+            summary("127.0.0.1", 2, &recorded(&[10, 30])),
             "--- 127.0.0.1 rds-ping statistics ---\n\
              2 pings sent, 2 pongs received, 0% loss\n\
-             rtt min/avg/max = 0.010/0.020/0.030 ms\n"
+             rtt min/avg/max/mdev = 0.010/0.020/0.030/0.010 ms\n"
+        );
+    }
+
+    #[test]
+    fn summary_with_some_pongs_lost() {
+        assert_eq!(
+            summary("rds-peer", 4, &recorded(&[1000, 2000, 3000])),
+            "--- rds-peer rds-ping statistics ---\n\
+             4 pings sent, 3 pongs received, 25% loss\n\
+             rtt min/avg/max/mdev = 1.000/2.000/3.000/0.816 ms\n"
         );
     }
 
     #[test]
     fn summary_with_no_pongs_has_no_rtt_line() {
         assert_eq!(
-            summary("10.0.0.1".parse().unwrap(), 4, &[]),
+            summary("10.0.0.1", 4, &Recorder::new()),
             "--- 10.0.0.1 rds-ping statistics ---\n\
              4 pings sent, 0 pongs received, 100% loss\n"
         );
+        // Interrupted before the first ping.
+        assert_eq!(
+            summary("10.0.0.1", 0, &Recorder::new()),
+            "--- 10.0.0.1 rds-ping statistics ---\n\
+             0 pings sent, 0 pongs received, 0% loss\n"
+        );
+    }
+
+    #[test]
+    fn seconds_take_fractions() {
+        assert_eq!(parse_interval("0.1"), Ok(Duration::from_millis(100)));
+        assert_eq!(parse_interval("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_interval("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_timeout("20"), Ok(Duration::from_secs(20)));
+        assert_eq!(parse_timeout(".5"), Ok(Duration::from_millis(500)));
+        assert!(parse_timeout("0").is_err());
+        assert!(parse_interval("-1").is_err());
+        assert!(parse_interval("1e9").is_err());
+        assert!(parse_interval("NaN").is_err());
+        assert!(parse_timeout("20ms").is_err());
+        assert_eq!(seconds(Duration::from_millis(500)), "0.5");
+        assert_eq!(seconds(Duration::from_secs(20)), "20");
+    }
+
+    #[test]
+    fn tos_is_a_byte_in_decimal_or_hex() {
+        assert_eq!(parse_tos("0"), Ok(0));
+        assert_eq!(parse_tos("255"), Ok(255));
+        assert_eq!(parse_tos("0x10"), Ok(16));
+        assert_eq!(parse_tos("0XfF"), Ok(255));
+        assert!(parse_tos("256").is_err());
+        assert!(parse_tos("-1").is_err());
+        assert!(parse_tos("0x100").is_err());
+        assert!(parse_tos("low").is_err());
+    }
+
+    #[test]
+    fn addresses_and_names_resolve() {
+        let v4: IpAddr = "127.0.0.1".parse().unwrap();
+        let v6: IpAddr = "::1".parse().unwrap();
+        assert_eq!(resolve("127.0.0.1", None).unwrap(), v4);
+        assert_eq!(resolve("::1", Some(v4)).unwrap(), v6);
+        // A name: the local address's family first (localhost is both, or
+        // at least IPv4, in every /etc/hosts).
+        let ip = resolve("localhost", Some(v4)).unwrap();
+        assert!(ip.is_loopback() && ip.is_ipv4(), "{ip}");
+        assert!(resolve("localhost", None).unwrap().is_loopback());
+        assert!(resolve("no-such-host.invalid", None).is_err());
+    }
+
+    #[test]
+    fn sigint_sets_the_flag_and_ends_a_pause() {
+        catch_sigint().unwrap();
+        // SAFETY: raise() takes no pointers; the handler is installed.
+        assert_eq!(unsafe { libc::raise(libc::SIGINT) }, 0);
+        assert!(interrupted());
+        let start = Instant::now();
+        pause_until(start + Duration::from_secs(10));
+        assert!(start.elapsed() < Duration::from_secs(1));
+        INTERRUPTED.store(false, Ordering::Relaxed);
     }
 }

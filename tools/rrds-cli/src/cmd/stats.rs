@@ -1,13 +1,5 @@
 //! Summary statistics over benchmark samples.
 
-/// Arithmetic mean; `None` for no samples.
-pub fn mean(values: &[f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    Some(values.iter().sum::<f64>() / values.len() as f64)
-}
-
 /// The median: the middle value, or the mean of the two middle values for
 /// an even count. NaNs sort last. `None` for no values.
 pub fn median(values: &[f64]) -> Option<f64> {
@@ -204,12 +196,6 @@ pub struct Latency {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mean_of_nothing_is_none() {
-        assert_eq!(mean(&[]), None);
-        assert_eq!(mean(&[1.0, 2.0, 6.0]), Some(3.0));
-    }
 
     #[test]
     fn median_of_odd_and_even_counts() {
