@@ -24,7 +24,7 @@ enum Command {
     /// Measure throughput and round-trip latency between two sockets
     /// (rds-stress-like). Exits 0 if no run counted an error.
     Bench(cmd::bench::BenchArgs),
-    /// Print an RDS_INFO table (rds-info-like).
+    /// Print an RDS_INFO table, or all of them (rds-info-like).
     Info(cmd::info::InfoArgs),
     /// rrds's XRC target QPs: list, create, watch events, inject (rrds only).
     Xrc(cmd::xrc::XrcArgs),
@@ -389,7 +389,7 @@ mod tests {
         let Command::Info(args) = parse(&["info", "sockets"]).unwrap().command else {
             panic!("not info");
         };
-        assert_eq!(args.table, Table::Sockets);
+        assert_eq!(args.table, Some(Table::Sockets));
         for (name, want) in [
             ("counters", Table::Counters),
             ("connections", Table::Connections),
@@ -402,10 +402,15 @@ mod tests {
             let Command::Info(args) = parse(&["info", name]).unwrap().command else {
                 panic!("not info");
             };
-            assert_eq!(args.table, want, "{name}");
+            assert_eq!(args.table, Some(want), "{name}");
         }
         assert!(parse(&["info", "flows"]).is_err());
         assert!(parse(&["info", "send_messages"]).is_err());
-        assert!(parse(&["info"]).is_err());
+        // No table: all of them.
+        let Command::Info(args) = parse(&["info"]).unwrap().command else {
+            panic!("not info");
+        };
+        assert_eq!(args.table, None);
+        assert!(parse(&["info", "counters", "sockets"]).is_err());
     }
 }

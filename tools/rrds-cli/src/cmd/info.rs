@@ -1,4 +1,5 @@
-//! `rrds info`: print an `RDS_INFO_*` table, like rds-info.
+//! `rrds info`: print an `RDS_INFO_*` table, or all of them, like
+//! rds-info.
 
 use std::io;
 use std::io::Write;
@@ -9,6 +10,7 @@ use clap::ValueEnum;
 use rrds::MessageInfo;
 
 use super::context;
+use super::errno;
 use super::new_socket;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -34,9 +36,24 @@ pub enum Table {
 
 #[derive(Args, Debug)]
 pub struct InfoArgs {
-    /// Which table to print.
+    /// Which table to print. Default: all of them, each under its name.
     #[arg(value_enum)]
-    pub table: Table,
+    pub table: Option<Table>,
+}
+
+impl Table {
+    /// The name on the command line.
+    fn name(self) -> String {
+        self.to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_string())
+    }
+
+    /// Whether the table may be missing from a working implementation:
+    /// IB connections without an IB transport (in-tree without
+    /// `rds_rdma`), XRC targets in-tree. They answer `ENOPROTOOPT`.
+    fn optional(self) -> bool {
+        matches!(self, Self::IbConnections | Self::XrcTargets)
+    }
 }
 
 /// How a column's cells are padded.
@@ -108,11 +125,52 @@ fn write_messages(out: &mut impl Write, messages: &[MessageInfo]) -> io::Result<
     )
 }
 
-/// Prints the table.
+/// Prints the table, or every table.
 pub fn run(args: &InfoArgs) -> io::Result<bool> {
     let sock = new_socket()?;
     let mut out = io::stdout().lock();
     match args.table {
+        Some(table) => print_table(&sock, table, &mut out).map(|()| true),
+        None => print_all(&mut out, |table, out| print_table(&sock, table, out)),
+    }
+}
+
+/// Prints every table under a `NAME:` line, a blank line between them.
+/// A table the implementation lacks ([`Table::optional`], `ENOPROTOOPT`)
+/// says so in its place; any other failure goes to standard error, the
+/// other tables are printed all the same, and the result is `false`.
+fn print_all<W: Write>(
+    out: &mut W,
+    mut print: impl FnMut(Table, &mut Vec<u8>) -> io::Result<()>,
+) -> io::Result<bool> {
+    let mut all_ok = true;
+    for (i, &table) in Table::value_variants().iter().enumerate() {
+        if i > 0 {
+            writeln!(out)?;
+        }
+        writeln!(out, "{}:", table.name())?;
+        // Buffered, so a table that fails halfway prints nothing.
+        let mut text = Vec::new();
+        match print(table, &mut text) {
+            Ok(()) => out.write_all(&text)?,
+            Err(err) if table.optional() && errno(&err) == Some(libc::ENOPROTOOPT) => {
+                writeln!(out, "(not available: {err})")?;
+            }
+            Err(err) => {
+                // What came so far goes out first, in order.
+                out.flush()?;
+                eprintln!("rrds: info {}: {err}", table.name());
+                all_ok = false;
+            }
+        }
+    }
+    Ok(all_ok)
+}
+
+/// Prints one table.
+fn print_table(sock: &rrds::RdsSocket, table: Table, out: &mut impl Write) -> io::Result<()> {
+    let mut out = out;
+    match table {
         Table::Counters => {
             let counters = sock
                 .counters()
@@ -245,12 +303,68 @@ pub fn run(args: &InfoArgs) -> io::Result<bool> {
         }
         Table::XrcTargets => super::xrc::list_targets(&mut out)?,
     }
-    Ok(true)
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_tables_print_under_their_names() {
+        let mut out = Vec::new();
+        let ok = print_all(&mut out, |table, out| {
+            writeln!(out, "rows of {}", table.name())
+        })
+        .unwrap();
+        assert!(ok);
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with("counters:\nrows of counters\n\nsockets:\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("\nxrc-targets:\nrows of xrc-targets\n"),
+            "{text}"
+        );
+        assert_eq!(text.matches(":\n").count(), Table::value_variants().len());
+    }
+
+    #[test]
+    fn missing_optional_tables_are_noted_and_other_errors_fail() {
+        let enoprotoopt = || io::Error::from_raw_os_error(libc::ENOPROTOOPT);
+        let mut out = Vec::new();
+        let ok = print_all(&mut out, |table, out| match table {
+            Table::IbConnections => Err(context(enoprotoopt(), "getsockopt")),
+            Table::XrcTargets => Err(enoprotoopt()),
+            _ => writeln!(out, "ok"),
+        })
+        .unwrap();
+        assert!(ok);
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("ib-connections:\n(not available: getsockopt: "),
+            "{text}"
+        );
+        assert!(text.contains("xrc-targets:\n(not available: "), "{text}");
+        // ENOPROTOOPT from a table every implementation has is an error,
+        // and a failing table prints nothing of itself.
+        let mut out = Vec::new();
+        let ok = print_all(&mut out, |table, out| {
+            write!(out, "half")?;
+            match table {
+                Table::Sockets => Err(enoprotoopt()),
+                _ => writeln!(out, " and half"),
+            }
+        })
+        .unwrap();
+        assert!(!ok);
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("sockets:\n\nconnections:\nhalf and half\n"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn table_columns_fit_the_widest_cell() {

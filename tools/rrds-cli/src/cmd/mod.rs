@@ -14,9 +14,44 @@ use std::io;
 
 use rrds::RdsSocket;
 
-/// Prefixes `err` with what was being done, keeping its kind.
+/// An error with what was being done: prints as `what: error`, and
+/// keeps the error (its errno) as its source.
+#[derive(Debug)]
+struct Context {
+    what: String,
+    source: io::Error,
+}
+
+impl Display for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.what, self.source)
+    }
+}
+
+impl std::error::Error for Context {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// Prefixes `err` with what was being done, keeping its kind and, for
+/// [`errno`], its errno.
 pub fn context(err: io::Error, what: impl Display) -> io::Error {
-    io::Error::new(err.kind(), format!("{what}: {err}"))
+    io::Error::new(
+        err.kind(),
+        Context {
+            what: what.to_string(),
+            source: err,
+        },
+    )
+}
+
+/// The errno of `err`, under any number of [`context`]s.
+pub fn errno(err: &io::Error) -> Option<i32> {
+    err.raw_os_error().or_else(|| {
+        let inner = err.get_ref()?.downcast_ref::<Context>()?;
+        errno(&inner.source)
+    })
 }
 
 /// Creates an RDS socket, explaining the usual reason it fails.
@@ -52,6 +87,17 @@ mod tests {
         let err = context(io::Error::from_raw_os_error(libc::EINVAL), "bind");
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
         assert!(err.to_string().starts_with("bind: "));
+        assert_eq!(errno(&err), Some(libc::EINVAL));
+        let err = context(context(err, "inner"), "outer");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "outer: inner: bind: {}",
+                io::Error::from_raw_os_error(libc::EINVAL)
+            )
+        );
+        assert_eq!(errno(&err), Some(libc::EINVAL));
+        assert_eq!(errno(&io::Error::other("no errno")), None);
     }
 
     #[test]
