@@ -1124,6 +1124,68 @@ TEST_F(ib, congestion_maps_cross_the_wire_and_clear)
 }
 
 /*
+ * A sender that honours congestion loses nothing, however fast it sends:
+ * rrds-a sends 1 KiB messages as fast as it can, with the default send
+ * buffer, to a socket in rrds-b that reads nothing until the sender gets
+ * ENOBUFS. The map must reach the sender before what it had already sent
+ * fills rrds-b's queue to its limit (4 MiB): every message then arrives,
+ * once, in order, and rrds-b drops none (recv_drop_queue_full).
+ */
+TEST_F(ib, unpaced_sender_is_stopped_before_the_receiver_drops)
+{
+	long long dropped0 = rds_counter("recv_drop_queue_full");
+	struct sockaddr_in to = sin4(variant->remote, CONG_RX_PORT);
+	unsigned char buf[CONG_MSG + 1];
+	int rx, tx, sent = 0, got = 0, rcvbuf = 16 << 10;
+	double start, limit;
+	ssize_t n;
+
+	ASSERT_LE(0, dropped0);
+	ASSERT_EQ(0, enter_ns(NS_B));
+	rx = bound_socket(variant->remote, CONG_RX_PORT);
+	ASSERT_LE(0, rx);
+	ASSERT_EQ(0, setsockopt(rx, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)));
+	ASSERT_EQ(0, enter_ns(NS_A));
+	tx = bound_socket(variant->local, CONG_TX_PORT);
+	ASSERT_LE(0, tx);
+
+	start = now();
+	limit = start + 60;
+	for (;;) {
+		numbered_fill(buf, CONG_MSG, 0x3a, sent);
+		n = sendto(tx, buf, CONG_MSG, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to));
+		if (n == CONG_MSG) {
+			sent++;
+			continue;
+		}
+		ASSERT_TRUE(errno == EAGAIN || errno == ENOBUFS) TH_LOG("%s", strerror(errno));
+		if (errno == ENOBUFS)
+			break;
+		ASSERT_GT(limit, now()) TH_LOG("no ENOBUFS in 60 s (%d sent)", sent);
+		poll(NULL, 0, 1);
+	}
+	TH_LOG("%s: ENOBUFS after %d messages of %d bytes, %.2f s", variant->kind, sent, CONG_MSG,
+	       now() - start);
+	while (got < sent) {
+		struct pollfd p = { .fd = rx, .events = POLLIN };
+
+		n = recv(rx, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n < 0) {
+			ASSERT_EQ(EAGAIN, errno);
+			ASSERT_EQ(1, poll(&p, 1, 10000))
+				TH_LOG("message %d of %d lost; %lld dropped", got, sent,
+				       rds_counter("recv_drop_queue_full") - dropped0);
+			continue;
+		}
+		numbered_check(buf, n, CONG_MSG, 0x3a, got);
+		got++;
+	}
+	EXPECT_EQ(dropped0, rds_counter("recv_drop_queue_full"));
+	close(tx);
+	close(rx);
+}
+
+/*
  * One process per namespace, each with a socket bound to its end of the pair
  * at PAIR_PORT: rrds-a sends one message, rrds-b answers it, then both hold
  * their sockets until the parent lets them go.
