@@ -11,6 +11,7 @@ pub mod xrc;
 
 use std::fmt::Display;
 use std::io;
+use std::time::Duration;
 
 use rrds::RdsSocket;
 
@@ -52,6 +53,20 @@ pub fn errno(err: &io::Error) -> Option<i32> {
         let inner = err.get_ref()?.downcast_ref::<Context>()?;
         errno(&inner.source)
     })
+}
+
+/// Parses a number of seconds, fractions allowed, up to a day: above 0,
+/// or from 0 with `zero_ok` (a clap value parser's core).
+pub fn parse_seconds(text: &str, zero_ok: bool) -> Result<Duration, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    let low_ok = if zero_ok { secs >= 0.0 } else { secs > 0.0 };
+    if !(low_ok && secs <= 86400.0) {
+        let low = if zero_ok { "from 0" } else { "above 0" };
+        return Err(format!("{text} is not {low} up to 86400 seconds"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|err| err.to_string())
 }
 
 /// Creates an RDS socket, explaining the usual reason it fails.

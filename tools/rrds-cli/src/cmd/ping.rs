@@ -25,6 +25,7 @@ use rrds::RdsSocket;
 use super::context;
 use super::is_transient;
 use super::new_socket;
+use super::parse_seconds;
 use super::stats::Recorder;
 
 /// Longest sleep between looks at the Ctrl-C flag.
@@ -66,19 +67,6 @@ pub struct PingArgs {
     /// Address or host name to ping (IPv4 or IPv6).
     #[arg(value_name = "ADDR", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub addr: String,
-}
-
-/// Parses seconds, fractions allowed, from `min` up to a day.
-fn parse_seconds(text: &str, zero_ok: bool) -> Result<Duration, String> {
-    let secs: f64 = text
-        .parse()
-        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
-    let low_ok = if zero_ok { secs >= 0.0 } else { secs > 0.0 };
-    if !(low_ok && secs <= 86400.0) {
-        let low = if zero_ok { "from 0" } else { "above 0" };
-        return Err(format!("{text} is not {low} up to 86400 seconds"));
-    }
-    Duration::try_from_secs_f64(secs).map_err(|err| err.to_string())
 }
 
 /// `-i`: 0 sends the next ping as soon as the last pong is in.

@@ -292,13 +292,7 @@ fn parse_size(text: &str) -> Result<usize, String> {
 
 /// Parses a positive number of seconds (fractions allowed).
 fn parse_seconds(text: &str) -> Result<Duration, String> {
-    let secs: f64 = text
-        .parse()
-        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
-    if !(secs > 0.0 && secs <= 86400.0) {
-        return Err(format!("{text} is not between 0 and 86400 seconds"));
-    }
-    Duration::try_from_secs_f64(secs).map_err(|err| err.to_string())
+    super::parse_seconds(text, false)
 }
 
 /// The parameters a run needs.
