@@ -1036,6 +1036,52 @@ static uint64_t cong_notice(int fd, int ms)
 }
 
 /*
+ * The congestion tests' sockets: *rx in rrds-b at CONG_RX_PORT with a 16 KiB
+ * SO_RCVBUF (congested past 16 KiB queued), *tx in rrds-a at CONG_TX_PORT;
+ * the task is left in rrds-a.
+ */
+static void cong_sockets(struct __test_metadata *_metadata, const FIXTURE_VARIANT(ib) *v,
+			 int *rx, int *tx)
+{
+	int rcvbuf = 16 << 10;
+
+	ASSERT_EQ(0, enter_ns(NS_B));
+	*rx = bound_socket(v->remote, CONG_RX_PORT);
+	ASSERT_LE(0, *rx);
+	ASSERT_EQ(0, setsockopt(*rx, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)));
+	ASSERT_EQ(0, enter_ns(NS_A));
+	*tx = bound_socket(v->local, CONG_TX_PORT);
+	ASSERT_LE(0, *tx);
+}
+
+/*
+ * Reads the @sent messages of CONG_MSG bytes numbered from 0 and filled with
+ * @fill from @rx, in order; each may take up to 10 s to come.
+ */
+static void read_numbered(struct __test_metadata *_metadata, int rx, int sent, unsigned char fill)
+{
+	long long dropped0 = rds_counter("recv_drop_queue_full");
+	unsigned char buf[CONG_MSG + 1];
+	int got = 0;
+	ssize_t n;
+
+	while (got < sent) {
+		struct pollfd p = { .fd = rx, .events = POLLIN };
+
+		n = recv(rx, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n < 0) {
+			ASSERT_EQ(EAGAIN, errno);
+			ASSERT_EQ(1, poll(&p, 1, 10000))
+				TH_LOG("message %d of %d lost; %lld dropped since reading began", got,
+				       sent, rds_counter("recv_drop_queue_full") - dropped0);
+			continue;
+		}
+		numbered_check(buf, n, CONG_MSG, fill, got);
+		got++;
+	}
+}
+
+/*
  * Congestion crosses the link: rrds-b's socket, with a 32 KiB receive
  * buffer, reads nothing; rrds-a's non-blocking sender gets ENOBUFS, which it
  * can only get from rrds-b's congestion map, sent on the wire
@@ -1051,19 +1097,13 @@ TEST_F(ib, congestion_maps_cross_the_wire_and_clear)
 	long long refused0 = rds_counter("cong_send_error");
 	struct sockaddr_in to = sin4(variant->remote, CONG_RX_PORT);
 	unsigned char buf[CONG_MSG + 1];
-	int rx, tx, on = 1, sent = 0, got = 0, rcvbuf = 16 << 10, sndbuf = SNDBUF;
+	int rx, tx, on = 1, sent = 0, sndbuf = SNDBUF;
 	uint64_t mask = 0;
 	double limit;
 	ssize_t n;
 
 	ASSERT_LE(0, queued0);
-	ASSERT_EQ(0, enter_ns(NS_B));
-	rx = bound_socket(variant->remote, CONG_RX_PORT);
-	ASSERT_LE(0, rx);
-	ASSERT_EQ(0, setsockopt(rx, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)));
-	ASSERT_EQ(0, enter_ns(NS_A));
-	tx = bound_socket(variant->local, CONG_TX_PORT);
-	ASSERT_LE(0, tx);
+	cong_sockets(_metadata, variant, &rx, &tx);
 	ASSERT_EQ(0, setsockopt(tx, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)));
 	ASSERT_EQ(0, setsockopt(tx, SOL_RDS, RDS_CONG_MONITOR, &on, sizeof(on)));
 
@@ -1093,18 +1133,7 @@ TEST_F(ib, congestion_maps_cross_the_wire_and_clear)
 				       (struct sockaddr *)&to, sizeof(to))));
 
 	/* Read everything; the cleared map comes back and is reported. */
-	while (got < sent) {
-		struct pollfd p = { .fd = rx, .events = POLLIN };
-
-		n = recv(rx, buf, sizeof(buf), MSG_DONTWAIT);
-		if (n < 0) {
-			ASSERT_EQ(EAGAIN, errno);
-			ASSERT_EQ(1, poll(&p, 1, 10000)) TH_LOG("message %d of %d lost", got, sent);
-			continue;
-		}
-		numbered_check(buf, n, CONG_MSG, 0x5c, got);
-		got++;
-	}
+	read_numbered(_metadata, rx, sent, 0x5c);
 	limit = now() + 20;
 	while (!(mask & 1ULL << (CONG_RX_PORT % 64)) && now() < limit)
 		mask |= cong_notice(tx, 1000);
@@ -1136,18 +1165,12 @@ TEST_F(ib, unpaced_sender_is_stopped_before_the_receiver_drops)
 	long long dropped0 = rds_counter("recv_drop_queue_full");
 	struct sockaddr_in to = sin4(variant->remote, CONG_RX_PORT);
 	unsigned char buf[CONG_MSG + 1];
-	int rx, tx, sent = 0, got = 0, rcvbuf = 16 << 10;
+	int rx, tx, sent = 0;
 	double start, limit;
 	ssize_t n;
 
 	ASSERT_LE(0, dropped0);
-	ASSERT_EQ(0, enter_ns(NS_B));
-	rx = bound_socket(variant->remote, CONG_RX_PORT);
-	ASSERT_LE(0, rx);
-	ASSERT_EQ(0, setsockopt(rx, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)));
-	ASSERT_EQ(0, enter_ns(NS_A));
-	tx = bound_socket(variant->local, CONG_TX_PORT);
-	ASSERT_LE(0, tx);
+	cong_sockets(_metadata, variant, &rx, &tx);
 
 	start = now();
 	limit = start + 60;
@@ -1166,20 +1189,7 @@ TEST_F(ib, unpaced_sender_is_stopped_before_the_receiver_drops)
 	}
 	TH_LOG("%s: ENOBUFS after %d messages of %d bytes, %.2f s", variant->kind, sent, CONG_MSG,
 	       now() - start);
-	while (got < sent) {
-		struct pollfd p = { .fd = rx, .events = POLLIN };
-
-		n = recv(rx, buf, sizeof(buf), MSG_DONTWAIT);
-		if (n < 0) {
-			ASSERT_EQ(EAGAIN, errno);
-			ASSERT_EQ(1, poll(&p, 1, 10000))
-				TH_LOG("message %d of %d lost; %lld dropped", got, sent,
-				       rds_counter("recv_drop_queue_full") - dropped0);
-			continue;
-		}
-		numbered_check(buf, n, CONG_MSG, 0x3a, got);
-		got++;
-	}
+	read_numbered(_metadata, rx, sent, 0x3a);
 	EXPECT_EQ(dropped0, rds_counter("recv_drop_queue_full"));
 	close(tx);
 	close(rx);
