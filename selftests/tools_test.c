@@ -131,6 +131,61 @@ TEST_F(impl, info_counters_show_the_pings)
 	EXPECT_NE(NULL, strstr(out, "send_pong"));
 }
 
+/*
+ * rrds info with no table prints every table under its name; a table the
+ * implementation lacks (in-tree: XRC targets, IB connections without
+ * rds_rdma) says so in its place, and the command still succeeds.
+ */
+TEST_F(impl, info_without_a_table_prints_every_table)
+{
+	static const char *const names[] = {
+		"counters:", "sockets:", "connections:", "send-messages:",
+		"retrans-messages:", "recv-messages:", "ib-connections:", "xrc-targets:",
+	};
+	char out[65536];
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s info 2>&1", rrds_cmd())) TH_LOG("%s", out);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const char *name = names[i];
+
+		EXPECT_NE(NULL, strstr(out, name)) TH_LOG("no %s in:\n%s", name, out);
+	}
+	EXPECT_NE(NULL, strstr(out, "recv_ping"));
+	if (variant->in_tree)
+		EXPECT_NE(NULL, strstr(out, "(not available"));
+}
+
+/*
+ * ping's habits: a host name, no count (until Ctrl-C), and the summary on
+ * SIGINT with the round trips' min/avg/max/mdev; exit 0 as pongs came.
+ */
+TEST_F(impl, ping_by_name_until_interrupted_prints_the_summary)
+{
+	char out[8192];
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out),
+			    "timeout --preserve-status -s INT 2 %s ping -i 0.2 -I 127.0.0.1 localhost "
+			    "2>&1", rrds_cmd())) TH_LOG("%s", out);
+	TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "PING localhost (127.0.0.1)"));
+	EXPECT_NE(NULL, strstr(out, "pings sent"));
+	EXPECT_NE(NULL, strstr(out, "rtt min/avg/max/mdev = "));
+	EXPECT_EQ(NULL, strstr(out, " 0 pongs received"));
+}
+
+/* bench --histogram prints the round trips' percentile distribution. */
+TEST_F(impl, bench_histogram_shows_the_distribution)
+{
+	char out[16384];
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out),
+			    "%s bench --addr 127.0.0.1 --size 64 --duration 1 --runs 1 "
+			    "--mode latency --histogram 2>&1", rrds_cmd())) TH_LOG("%s", out);
+	TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "99.9"));
+	EXPECT_NE(NULL, strstr(out, "99.999"));
+}
+
 TEST_F(impl, bench_runs_with_payload_verification)
 {
 	static char svg[1 << 20];
@@ -455,12 +510,16 @@ TEST_F(ib_tools, ping_and_info_show_the_connection)
 		ASSERT_LE(0, fd);
 		/* Port 0: a ping, answered by rrds-b's stack; sets the connection up. */
 		ASSERT_EQ(0, ERR(sendto(fd, "", 0, 0, (struct sockaddr *)&to, sizeof(to))));
+		/* -Q: the pings go on a connection of their own TOS. */
+		ASSERT_EQ(0, sh_out(out, sizeof(out), "%s ping -c 1 -Q 3 -W 20 -I %s %s 2>&1",
+				    rrds_cmd(), variant->local, variant->remote)) TH_LOG("%s", out);
 		ASSERT_EQ(0, sh_out(out, sizeof(out), "sleep 1; %s info connections 2>&1",
 				    rrds_cmd()));
 		TH_LOG("%s", out);
 		snprintf(want, sizeof(want), "%s", variant->remote);
 		EXPECT_NE(NULL, strstr(out, want));
 		EXPECT_NE(NULL, strstr(out, "infiniband"));
+		EXPECT_NE(NULL, strstr(out, "  3 infiniband"));
 		ASSERT_EQ(0, sh_out(out, sizeof(out), "%s info ib-connections 2>&1", rrds_cmd()));
 		TH_LOG("%s", out);
 		EXPECT_NE(NULL, strstr(out, variant->remote));
