@@ -5,8 +5,14 @@
 //! Records are created by the `ib_client` `add` callback and dropped by
 //! `remove` (the crate root's `DeviceClient`, which also tells the layers
 //! above). A record holds what every layer shares: the device's identity,
-//! capabilities, name and PD. The layers above keep their own per-device
-//! state (memory registration's `MrDevice`), keyed by the record.
+//! capabilities, name and protection domains. The layers above keep their
+//! own per-device state (memory registration's `MrDevice`), keyed by the
+//! record.
+//!
+//! Each network namespace gets its own protection domain on a device
+//! ([`RdmaDevice::domain`]): an rkey handed out in one namespace names
+//! nothing a QP of another namespace can reach, even where both use the
+//! same device (a VLAN of its netdev moved to another namespace).
 
 use kernel::{
     fmt,
@@ -28,6 +34,7 @@ use crate::{
             Transport, //
         },
         ib_pd::ProtectionDomain,
+        net::NetRef,
     },
 };
 
@@ -61,21 +68,41 @@ pub(crate) struct RdmaDevice {
     /// Kept in step with ib_core's renames by the `rename` callback.
     #[pin]
     name: Mutex<DeviceName>,
-    /// The device's protection domain; taken out and freed in `remove`, so no
-    /// holder of the record can keep it past the device.
+    /// The device's protection domains, one per namespace that uses it;
+    /// closed by `remove`, so no holder of the record can keep one past the
+    /// device.
     #[pin]
-    pd: Mutex<Option<ProtectionDomain>>,
+    domains: Mutex<Domains>,
+}
+
+/// The protection domain of one namespace on a device, and its users.
+struct Domain {
+    /// Names the domain for its users ([`DomainUse`]), never reused.
+    id: u64,
+    /// `None` once the namespace has gone: its last users hold the domain,
+    /// and a new namespace at the same address gets a domain of its own.
+    net: Option<NetRef>,
+    pd: ProtectionDomain,
+    users: usize,
+}
+
+/// A device's protection domains.
+#[derive(Default)]
+struct Domains {
+    list: KVec<Domain>,
+    next_id: u64,
+    /// `remove` has begun: no domain is made or handed out any more.
+    closed: bool,
 }
 
 impl RdmaDevice {
-    fn new(ib_device: &IbDevice, domain: ProtectionDomain) -> Result<Arc<Self>> {
-        // `try_pin_init!` binds each field name as a local: keep the arguments' names apart.
+    fn new(ib_device: &IbDevice) -> Result<Arc<Self>> {
         Arc::pin_init(
             try_pin_init!(Self {
                 device: ib_device.handle(),
                 caps: ib_device.caps(),
                 name <- kernel::new_mutex!(ib_device.name()),
-                pd <- kernel::new_mutex!(Some(domain)),
+                domains <- kernel::new_mutex!(Domains::default()),
             }),
             GFP_KERNEL,
         )
@@ -89,8 +116,8 @@ impl RdmaDevice {
         *self.name.lock()
     }
 
-    /// The device, for verbs calls made while its PD is held (`with_pd`):
-    /// `remove` takes the PD before the device goes.
+    /// The device, for verbs calls made while one of its PDs is held
+    /// ([`DomainUse::with_pd`]): `remove` closes the domains before the device goes.
     pub(crate) fn handle(&self) -> DeviceRef {
         self.device
     }
@@ -100,19 +127,135 @@ impl RdmaDevice {
         self.device == device
     }
 
-    /// Whether the device is still there (its PD not yet taken by `remove`).
+    /// Whether the device is still there (`remove` has not begun).
     pub(crate) fn is_present(&self) -> bool {
-        self.pd.lock().is_some()
+        !self.domains.lock().closed
     }
 
-    /// Runs `f` with the device's PD, while the device is not being removed
-    /// (`remove` takes the PD under this lock); ENODEV once it is.
-    pub(crate) fn with_pd<R>(&self, f: impl FnOnce(&ProtectionDomain) -> Result<R>) -> Result<R> {
-        match self.pd.lock().as_ref() {
-            Some(pd) => f(pd),
-            None => Err(ENODEV),
+    /// A new user of `net`'s protection domain on this device, allocating
+    /// the domain for the namespace's first; ENODEV once the device is
+    /// being removed. The caller keeps `net` alive.
+    pub(crate) fn domain(self: &Arc<Self>, net: NetRef) -> Result<DomainUse> {
+        let mut domains = self.domains.lock();
+        if domains.closed {
+            return Err(ENODEV);
+        }
+        let id = match domains.list.iter_mut().find(|d| d.net == Some(net)) {
+            Some(domain) => {
+                domain.users += 1;
+                domain.id
+            }
+            None => {
+                let id = domains.next_id;
+                let domain = Domain {
+                    id,
+                    net: Some(net),
+                    pd: ProtectionDomain::alloc(self.device)?,
+                    users: 1,
+                };
+                domains.list.push(domain, GFP_KERNEL)?;
+                domains.next_id += 1;
+                id
+            }
+        };
+        Ok(DomainUse {
+            device: self.clone(),
+            id,
+        })
+    }
+}
+
+/// One user of a namespace's protection domain on a device: the domain
+/// lives while it has users (and the device is not removed).
+///
+/// Whoever creates verbs objects on the domain keeps one until they are
+/// destroyed, and drops it in process context (the last may free the PD).
+pub(crate) struct DomainUse {
+    device: Arc<RdmaDevice>,
+    id: u64,
+}
+
+impl DomainUse {
+    pub(crate) fn device(&self) -> &Arc<RdmaDevice> {
+        &self.device
+    }
+
+    /// Whether `other` uses the same domain: objects of one may be used
+    /// with objects of the other (an MR with a QP).
+    pub(crate) fn same_as(&self, other: &DomainUse) -> bool {
+        self.id == other.id && Arc::ptr_eq(&self.device, &other.device)
+    }
+
+    /// Whether the domain's namespace is still there.
+    pub(crate) fn is_current(&self) -> bool {
+        self.device
+            .domains
+            .lock()
+            .list
+            .iter()
+            .any(|d| d.id == self.id && d.net.is_some())
+    }
+
+    /// Another user of the same domain.
+    pub(crate) fn share(&self) -> DomainUse {
+        if let Some(d) = self
+            .device
+            .domains
+            .lock()
+            .list
+            .iter_mut()
+            .find(|d| d.id == self.id)
+        {
+            d.users += 1;
+        }
+        DomainUse {
+            device: self.device.clone(),
+            id: self.id,
         }
     }
+
+    /// Runs `f` with the PD, while the device is not being removed (`remove`
+    /// closes the domains under this lock); ENODEV once it is.
+    pub(crate) fn with_pd<R>(&self, f: impl FnOnce(&ProtectionDomain) -> Result<R>) -> Result<R> {
+        let domains = self.device.domains.lock();
+        match domains.list.iter().find(|d| d.id == self.id) {
+            Some(domain) if !domains.closed => f(&domain.pd),
+            _ => Err(ENODEV),
+        }
+    }
+}
+
+impl Drop for DomainUse {
+    fn drop(&mut self) {
+        let mut domains = self.device.domains.lock();
+        let Some(i) = domains.list.iter().position(|d| d.id == self.id) else {
+            // Freed by `forget` with the device.
+            return;
+        };
+        domains.list[i].users -= 1;
+        if domains.list[i].users == 0 {
+            // Deallocated here, under the lock `with_pd` users hold.
+            let _ = domains.list.remove(i);
+        }
+    }
+}
+
+/// The namespace `net` is going: its domains on every device keep their
+/// remaining users but are no longer handed out, so that a namespace made
+/// later at the same address gets domains of its own.
+pub(crate) fn net_exit(net: NetRef) {
+    for device in DEVICES.lock().iter() {
+        for domain in device.domains.lock().list.iter_mut() {
+            if domain.net == Some(net) {
+                domain.net = None;
+            }
+        }
+    }
+}
+
+/// How many protection domains `device` has (debugfs `rrds/devices`).
+fn domain_count(device: &RdmaDevice) -> usize {
+    device.domains.lock().list.len()
 }
 
 /// The record of `device`, if rrds serves it.
@@ -134,7 +277,7 @@ pub(crate) fn add(device: &IbDevice) -> Result<Arc<RdmaDevice>> {
         pr_info!("ignoring {}: no IB, RoCE or iWARP port\n", device.name());
         return Err(errno::eopnotsupp());
     }
-    let record = RdmaDevice::new(device, ProtectionDomain::alloc(device)?)?;
+    let record = RdmaDevice::new(device)?;
     DEVICES.lock().push(record.clone(), GFP_KERNEL)?;
     pr_info!(
         "device {} added: {} {}, fast-reg pages {}, atomics {}, xrc {}\n",
@@ -148,11 +291,10 @@ pub(crate) fn add(device: &IbDevice) -> Result<Arc<RdmaDevice>> {
     Ok(record)
 }
 
-/// A device being removed: its record, if rrds had one, and its PD, taken
-/// so that no new QP can be created on it.
+/// A device being removed: its record, if rrds had one, with its domains
+/// closed so that no new QP can be created on it.
 pub(crate) struct Retiring {
     record: Option<Arc<RdmaDevice>>,
-    pd: Option<ProtectionDomain>,
 }
 
 impl Retiring {
@@ -165,15 +307,27 @@ impl Retiring {
 /// created on `device`. The device's users go next, then [`forget`].
 pub(crate) fn retire(device: &IbDevice) -> Retiring {
     let record = find(device.handle());
-    let pd = record.as_ref().and_then(|r| r.pd.lock().take());
-    Retiring { record, pd }
+    if let Some(r) = &record {
+        r.domains.lock().closed = true;
+    }
+    Retiring { record }
 }
 
-/// The last step of removal, once nothing uses `device`: frees its PD and
+/// The last step of removal, once nothing uses `device`: frees its PDs and
 /// takes its record out of the table.
 pub(crate) fn forget(device: &IbDevice, retiring: Retiring) {
-    let Retiring { record, pd } = retiring;
-    drop(pd);
+    let Retiring { record } = retiring;
+    if let Some(r) = &record {
+        let domains = core::mem::take(&mut r.domains.lock().list);
+        for d in domains.iter().filter(|d| d.users > 0) {
+            pr_warn!(
+                "{}: a protection domain still had {} users\n",
+                device.name(),
+                d.users
+            );
+        }
+        drop(domains);
+    }
     let mut devices = DEVICES.lock();
     // INVARIANT: the record leaves the table before ib_core lets the device go.
     devices.retain(|d| !d.is(device.handle()));
@@ -195,12 +349,12 @@ pub(crate) fn rename(device: &IbDevice) {
 pub(crate) fn show(f: &mut fmt::Formatter<'_>) -> fmt::Result {
     f.write_fmt(fmt!(
         "name node_type transport ports max_fast_reg_page_list_len atomic masked_atomic \
-         xrc mem_mgt_ext max_qp max_qp_wr max_send_sge max_sge_rd max_mr_size\n"
+         xrc mem_mgt_ext max_qp max_qp_wr max_send_sge max_sge_rd max_mr_size pds\n"
     ))?;
     for device in DEVICES.lock().iter() {
         let c = device.caps();
         f.write_fmt(fmt!(
-            "{} {} {} {} {} {} {} {} {} {} {} {} {} {:#x}\n",
+            "{} {} {} {} {} {} {} {} {} {} {} {} {} {:#x} {}\n",
             device.name(),
             c.node_type,
             c.transport,
@@ -215,6 +369,7 @@ pub(crate) fn show(f: &mut fmt::Formatter<'_>) -> fmt::Result {
             c.max_send_sge,
             c.max_sge_rd,
             c.max_mr_size,
+            domain_count(device),
         ))?;
     }
     Ok(())

@@ -12,10 +12,18 @@
 #   siw_a on veth swa  10.254.2.1/24  <->  siw_b on veth swb  10.254.2.2/24
 #
 # The addresses exist only inside the test VM, which has no network card.
+#
+#   fixtures.sh shared-up | shared-down
+#
+# rxe_a in two namespaces: VLAN 100 of rxa moved to namespace rrds-c
+# (10.254.3.1), VLAN 100 of rxb in rrds-b (10.254.3.2). rxe takes frames of a
+# VLAN of its netdev as its own, and receives through its UDP tunnel socket of
+# the VLAN's namespace: rxe_c, on a veth inside rrds-c, keeps one there.
 set -eu
 
 NS_A=rrds-a
 NS_B=rrds-b
+NS_C=rrds-c
 
 ns_up() {
 	mkdir -p /run/netns
@@ -98,6 +106,8 @@ tidy() {
 			echo 0 >/sys/kernel/debug/$attr/probability
 		fi
 	done
+	# The shared-device namespace a killed test left (shared-up).
+	[ ! -e /run/netns/$NS_C ] || shared_down
 	for dev in $(rdma_devices); do
 		case $dev in
 		rxe_a | rxe_b | siw_a | siw_b) ;;
@@ -112,8 +122,44 @@ tidy() {
 	done
 }
 
+shared_up() {
+	pair_up rxe rdma_rxe rx 10.254.1
+	[ -e /run/netns/$NS_C ] || ip netns add $NS_C
+	ip -n $NS_C link set lo up
+	if ! ip -n $NS_C link show rxa.100 >/dev/null 2>&1; then
+		ip -n $NS_A link add link rxa name rxa.100 type vlan id 100
+		ip -n $NS_A link set rxa.100 netns $NS_C
+	fi
+	if ! ip -n $NS_B link show rxb.100 >/dev/null 2>&1; then
+		ip -n $NS_B link add link rxb name rxb.100 type vlan id 100
+	fi
+	ip -n $NS_C addr replace 10.254.3.1/24 dev rxa.100
+	ip -n $NS_B addr replace 10.254.3.2/24 dev rxb.100
+	ip -n $NS_C link set rxa.100 up
+	ip -n $NS_B link set rxb.100 up
+	if ! ip -n $NS_C link show rxc >/dev/null 2>&1; then
+		ip -n $NS_C link add rxc type veth peer name rxd
+	fi
+	ip -n $NS_C link set rxc up
+	ip -n $NS_C link set rxd up
+	if ! rdma link show rxe_c/1 >/dev/null 2>&1; then
+		ip netns exec $NS_C rdma link add rxe_c type rxe netdev rxc
+	fi
+	wait_port_active rxe_c
+}
+
+shared_down() {
+	if rdma link show rxe_c/1 >/dev/null 2>&1; then
+		rdma link del rxe_c
+	fi
+	ip -n $NS_B link del rxb.100 2>/dev/null || true
+	[ ! -e /run/netns/$NS_C ] || ip netns del $NS_C
+}
+
 case "${1:-}" in
 tidy) tidy ;;
+shared-up) shared_up ;;
+shared-down) shared_down ;;
 rxe-up) pair_up rxe rdma_rxe rx 10.254.1 ;;
 rxe-down) pair_down rxe rx ;;
 siw-up) pair_up siw siw sw 10.254.2 ;;
@@ -121,6 +167,7 @@ siw-down) pair_down siw sw ;;
 all-down)
 	# Fast path: nothing left.
 	[ -n "$(rdma link show 2>/dev/null)" ] || [ -n "$(ip netns list 2>/dev/null)" ] || exit 0
+	shared_down
 	pair_down rxe rx
 	pair_down siw sw
 	# Any other soft device a failed test left behind.
@@ -129,7 +176,7 @@ all-down)
 	done
 	;;
 *)
-	echo "usage: $0 rxe-up|rxe-down|siw-up|siw-down|all-down|tidy" >&2
+	echo "usage: $0 rxe-up|rxe-down|siw-up|siw-down|shared-up|shared-down|all-down|tidy" >&2
 	exit 2
 	;;
 esac

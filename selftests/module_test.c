@@ -6,12 +6,13 @@
  * driver's source).
  */
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <linux/rds.h>
 
 #include "kselftest_harness.h"
 #include "rrds_test.h"
-#include "rds_socket.h"
+#include "rds_rdma.h"
 
 #define DEVICES_FILE RRDS_DEBUGFS "/devices"
 
@@ -299,34 +300,75 @@ TEST_F(devices, unload_leaves_nothing_allocated)
 	EXPECT_EQ(0, leaks_from(start < start2 ? start : start2, end > end2 ? end : end2));
 }
 
-/* Protection domains rrds holds on @dev (all devices if NULL), per rdma(8). */
-static int rrds_pds(const char *dev)
+/*
+ * RDS_GET_MR of one page on a socket bound to @ip in namespace @ns; the
+ * socket (-1 on failure), which keeps the MR. Back in rrds-a after.
+ */
+static int socket_with_mr(const char *ns, const char *ip, void *page)
 {
-	char out[32];
+	uint64_t cookie;
+	int fd;
 
-	if (sh_out(out, sizeof(out),
-		   "rdma resource show pd | grep '^dev %s ' | grep -c 'comm \\[rrds\\]'",
-		   dev ? dev : "[^ ]*") < 0)
+	if (enter_ns(ns))
 		return -1;
-	return atoi(out);
+	fd = bound_socket(ip, 0);
+	if (fd >= 0 && get_mr(fd, page, 4096, 0, &cookie)) {
+		close(fd);
+		fd = -1;
+	}
+	if (enter_ns("rrds-a")) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
-TEST_F(devices, one_protection_domain_per_device_freed_on_unload)
+/*
+ * A namespace gets its own protection domain on a device when it first
+ * uses it (here by registering memory), none before; unloading frees them.
+ */
+TEST_F(devices, protection_domains_come_with_use_and_go_on_unload)
 {
+	char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int a, b, siw = -1;
+
+	ASSERT_NE(MAP_FAILED, page);
+	EXPECT_EQ(0, rrds_pds(NULL));
+	a = socket_with_mr("rrds-a", "10.254.1.1", page);
+	ASSERT_LE(0, a);
 	EXPECT_EQ(1, rrds_pds("rxe_a"));
-	EXPECT_EQ(1, rrds_pds("rxe_b"));
-	EXPECT_EQ(self->siw, rrds_pds("siw_a"));
-	EXPECT_EQ(self->siw, rrds_pds("siw_b"));
+	EXPECT_EQ(0, rrds_pds("rxe_b"));
+	/* A second user in the same namespace shares the domain. */
+	b = socket_with_mr("rrds-a", "10.254.1.1", page);
+	ASSERT_LE(0, b);
+	EXPECT_EQ(1, rrds_pds("rxe_a"));
+	if (self->siw) {
+		siw = socket_with_mr("rrds-b", "10.254.2.2", page);
+		ASSERT_LE(0, siw);
+		EXPECT_EQ(0, rrds_pds("siw_a"));
+		EXPECT_EQ(1, rrds_pds("siw_b"));
+	}
+	close(a);
+	close(b);
+	if (siw >= 0)
+		close(siw);
 	ASSERT_EQ(0, rrds_unload());
 	EXPECT_EQ(0, rrds_pds(NULL));
-	ASSERT_EQ(0, rrds_load());
-	EXPECT_EQ(self->rows, rrds_pds(NULL));
+	munmap(page, 4096);
 }
 
 /* Last of the device tests: it removes the rxe pair. */
 TEST_F(devices, netdev_removal_removes_device)
 {
+	char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int user;
+
+	ASSERT_NE(MAP_FAILED, page);
 	ASSERT_EQ(self->rows, device_rows());
+	/* rrds-a's domain on rxe_a, in use by an MR the socket keeps. */
+	user = socket_with_mr("rrds-a", "10.254.1.1", page);
+	ASSERT_LE(0, user);
+	EXPECT_EQ(1, rrds_pds("rxe_a"));
 	/* Deleting the veth pair unregisters both rxe devices on it. */
 	ASSERT_EQ(0, sh("ip -n rrds-a link del rxa"));
 	/* rxe unregisters from a workqueue: wait for both ends. */
@@ -334,8 +376,10 @@ TEST_F(devices, netdev_removal_removes_device)
 	EXPECT_FALSE(device_listed("rxe_a"));
 	EXPECT_FALSE(device_listed("rxe_b"));
 	EXPECT_EQ(self->rows - 2, device_rows());
-	/* Their protection domains went with them; siw's stay. */
-	EXPECT_EQ(self->rows - 2, rrds_pds(NULL));
+	/* Its protection domain went with it, though the socket still has the MR. */
+	EXPECT_EQ(0, rrds_pds("rxe_a"));
+	close(user);
+	munmap(page, 4096);
 }
 
 /* Tests that start with no RDMA device at all and rrds not loaded. */

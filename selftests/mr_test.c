@@ -418,6 +418,78 @@ TEST_F_TIMEOUT(mr, read_only_registration_refuses_the_peers_writes, 300)
 	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
 }
 
+/*
+ * One device in two namespaces (fixtures.sh shared-up: rxe_a's VLAN moved to
+ * rrds-c): each has its own protection domain on it. A cookie of rrds-a is
+ * refused to a peer that reaches rxe_a through rrds-c (a neighbouring
+ * namespace's QP), the memory unchanged, while the same cookie works
+ * through rrds-a; rrds-c's domain goes with its last socket.
+ */
+TEST_F_TIMEOUT(mr, a_cookie_reaches_nothing_through_another_namespace, 300)
+{
+	struct rds_iovec iov = { .addr = (uintptr_t)self->buf, .bytes = PAGE };
+	char *mine = self->buf + MIB, got[16];
+	int owner, c_side, via_c, direct, status;
+	uint64_t cookie, token;
+
+	if (strcmp(variant->kind, "rxe"))
+		SKIP(return, "one device in two namespaces needs rxe (siw has no VLAN path)");
+	ASSERT_EQ(0, fixture("shared-up"));
+	owner = bound_socket(variant->local, PORT_A);
+	ASSERT_LE(0, owner);
+	ASSERT_EQ(0, enter_ns("rrds-c"));
+	c_side = bound_socket("10.254.3.1", PORT_A);
+	ASSERT_EQ(0, enter_ns(NS_A));
+	ASSERT_LE(0, c_side);
+	via_c = peer_socket("10.254.3.2", PORT_B);
+	direct = peer_socket(variant->remote, PORT_B);
+	ASSERT_LE(0, via_c);
+	ASSERT_LE(0, direct);
+	set_timeouts(owner);
+	set_timeouts(c_side);
+	set_timeouts(via_c);
+	set_timeouts(direct);
+	memset(mine, 0x33, PAGE);
+	memset(self->buf, 0x44, PAGE);
+	ASSERT_EQ(0, get_mr(owner, mine, PAGE, 0, &cookie));
+
+	/* rrds-c reaches rxe_a too: a plain message gets through. */
+	ASSERT_EQ(0, send_cmsgs(via_c, "10.254.3.1", PORT_A, NULL, 0, "c", 1));
+	ASSERT_EQ(1, ERR(recv(c_side, got, sizeof(got), 0)));
+	EXPECT_EQ('c', got[0]);
+	EXPECT_EQ(2, rrds_pds("rxe_a"));
+
+	ASSERT_EQ(0, rdma_send(via_c, "10.254.3.1", PORT_A, cookie, 0, PAGE, &iov, 1,
+			       RDS_RDMA_READWRITE | RDS_RDMA_NOTIFY_ME, 1, "x", 1));
+	ASSERT_EQ(1, rdma_status(via_c, &token, &status));
+	EXPECT_EQ(1u, token);
+	TH_LOG("WRITE with rrds-a's cookie through rrds-c: status %d", status);
+	EXPECT_TRUE(status == RDS_RDMA_REMOTE_ERROR || status == RDS_RDMA_DROPPED);
+	for (int i = 0; i < (int)PAGE; i++) {
+		ASSERT_EQ(0x33, mine[i]) TH_LOG("byte %d written through rrds-c", i);
+	}
+
+	/* Through rrds-a the cookie works: a write that lands is seen. */
+	ASSERT_EQ(0, rdma_send(direct, variant->local, PORT_A, cookie, 0, PAGE, &iov, 1,
+			       RDS_RDMA_READWRITE | RDS_RDMA_NOTIFY_ME, 2, "y", 1));
+	ASSERT_EQ(1, rdma_status(direct, &token, &status));
+	EXPECT_EQ(2u, token);
+	EXPECT_EQ(RDS_RDMA_SUCCESS, status);
+	ASSERT_EQ(1, ERR(recv(owner, got, sizeof(got), 0)));
+	EXPECT_EQ('y', got[0]);
+	EXPECT_EQ(0, memcmp(mine, self->buf, PAGE));
+
+	EXPECT_EQ(0, free_mr(owner, cookie, RDS_RDMA_INVALIDATE));
+	close(c_side);
+	/* Its connections go with rrds-c's last socket, and its domain with them. */
+	EXPECT_TRUE(WAIT_FOR(20, rrds_pds("rxe_a") == 1));
+	close(owner);
+	close(via_c);
+	close(direct);
+	EXPECT_EQ(0, fixture("shared-down"));
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
+}
+
 /* An RDS_GET_MR on a socket of rrds-b whose cookie write stalls (a thread). */
 struct stalled_get_mr {
 	int fd;

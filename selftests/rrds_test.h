@@ -177,6 +177,18 @@ static inline int rc_qps(const char *kind)
 	return atoi(out);
 }
 
+/* Protection domains rrds holds on @dev (all devices if NULL), per rdma(8). */
+static inline int rrds_pds(const char *dev)
+{
+	char out[32];
+
+	if (sh_out(out, sizeof(out),
+		   "rdma resource show pd | grep '^dev %s ' | grep -c 'comm \\[rrds\\]'",
+		   dev ? dev : "[^ ]*") < 0)
+		return -1;
+	return atoi(out);
+}
+
 static inline const char *rrds_ko(void)
 {
 	const char *ko = getenv("RRDS_KO");

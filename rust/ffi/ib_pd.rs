@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! `struct ib_pd`: the protection domain rrds allocates on each device.
+//! `struct ib_pd`: the protection domains rrds allocates on each device.
 //!
-//! One PD per device holds everything rrds registers or creates there (the
-//! design's "one protection domain for everything").
+//! One PD per namespace and device holds everything rrds registers or
+//! creates there for that namespace (`device.rs`).
 
 use core::ptr::{
     self,
@@ -16,7 +16,7 @@ use kernel::{
 
 use super::{
     bindings,
-    ib_device::IbDevice, //
+    ib_device::DeviceRef, //
 };
 
 /// A kernel protection domain.
@@ -35,10 +35,10 @@ unsafe impl Sync for ProtectionDomain {}
 
 impl ProtectionDomain {
     /// Allocates a PD on `device`, charged to "rrds" in `rdma resource show pd`.
-    pub(crate) fn alloc(device: &IbDevice) -> Result<Self> {
-        // SAFETY: `device` is registered (IbDevice invariant); the caller name is a
+    pub(crate) fn alloc(device: DeviceRef) -> Result<Self> {
+        // SAFETY: `device` is registered (DeviceRef invariant); the caller name is a
         // static NUL-terminated string, which ib_core keeps a pointer to.
-        let pd = unsafe { bindings::__ib_alloc_pd(device.as_raw(), 0, c"rrds".as_char_ptr()) };
+        let pd = unsafe { bindings::__ib_alloc_pd(device.as_ptr(), 0, c"rrds".as_char_ptr()) };
         let pd = from_err_ptr(pd)?;
         // INVARIANT: allocated just above.
         NonNull::new(pd).map(Self).ok_or(ENOMEM)

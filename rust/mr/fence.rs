@@ -41,7 +41,10 @@ use super::{
     MrDevice, //
 };
 use crate::{
-    device::RdmaDevice,
+    device::{
+        DomainUse,
+        RdmaDevice, //
+    },
     ffi::{
         ib_cq::{
             CompletionHandler,
@@ -63,11 +66,20 @@ use crate::{
 /// sending refused its marker.
 const RETRY_MS: i64 = 10;
 
-/// A data QP of the device, and whether a marker of the current round is
-/// outstanding on it.
+/// A data QP of the device, whether a marker of the current round is
+/// outstanding on it, and the PD (its namespace's) it is in.
 struct FencedQp {
     qp: QpRef,
     marker: bool,
+    domain: DomainUse,
+}
+
+/// What the markers on the QPs of one PD invalidate: an MR of that PD (siw
+/// fails a LOCAL_INV of another PD's key), never registered. Field order is
+/// drop order: the MR before its PD.
+struct MarkerKey {
+    key: FastRegMr,
+    domain: DomainUse,
 }
 
 /// The fence state of one device, in its MR record.
@@ -87,8 +99,8 @@ pub(crate) struct TxFence {
     outstanding: u32,
     /// A QP that may be sending refused its marker: the round repeats.
     retry: bool,
-    /// What the markers invalidate: an MR of the device's PD, never registered.
-    key: Option<FastRegMr>,
+    /// What the markers invalidate: one key per PD with listed QPs.
+    keys: KVec<MarkerKey>,
 }
 
 /// Whether MRs of `device` wait for a fence before their pages go.
@@ -116,12 +128,16 @@ pub(super) fn reserve(d: &mut DeviceMrs) -> Result {
 /// Called while the link is built, before any peer can reach it. Returns
 /// the device's MR state where its MRs wait for fences (iWARP): the link
 /// holds it until its QP and CQs are gone, and hands it to [`qp_removed`].
-pub(crate) fn qp_added(device: &RdmaDevice, qp: QpRef) -> Result<Option<Arc<MrDevice>>> {
-    if !needed(device) {
+pub(crate) fn qp_added(domain: &DomainUse, qp: QpRef) -> Result<Option<Arc<MrDevice>>> {
+    if !needed(domain.device()) {
         return Ok(None);
     }
-    let mrs = super::of(device)?;
-    let qp = FencedQp { qp, marker: false };
+    let mrs = super::of(domain.device())?;
+    let qp = FencedQp {
+        qp,
+        marker: false,
+        domain: domain.share(),
+    };
     mrs.state.lock().fence.qps.push(qp, GFP_KERNEL)?;
     Ok(Some(mrs))
 }
@@ -136,14 +152,16 @@ pub(crate) fn qp_removed(device: &Arc<MrDevice>, qp: QpRef) {
         let Some(i) = fence.qps.iter().position(|q| q.qp.as_raw() == qp.as_raw()) else {
             return;
         };
-        match fence.qps.remove(i) {
+        let done = match fence.qps.remove(i) {
             Ok(FencedQp { marker: true, .. }) => {
                 stats::inc(Stat::MrFenceMarkersAbandoned);
                 fence.outstanding = fence.outstanding.saturating_sub(1);
                 fence.outstanding == 0
             }
             _ => false,
-        }
+        };
+        drop_unused_keys(&mut d);
+        done
     };
     if round_done {
         let _ = workqueue::queue().enqueue(device.clone());
@@ -234,22 +252,24 @@ fn post_round(device: &MrDevice) -> Round {
     if d.fence.qps.is_empty() {
         return Round::Finished;
     }
-    if d.fence.key.is_none() {
-        match device.device.with_pd(|pd| FastRegMr::alloc(pd, 1)) {
-            Ok(key) => d.fence.key = Some(key),
-            Err(_) => {
-                // The device is going: its links drop their QPs from the list.
-                d.fence.retry = true;
-                return Round::Finished;
-            }
-        }
+    drop_unused_keys(&mut d);
+    if add_missing_keys(&mut d.fence).is_err() {
+        // The device is going (its links drop their QPs from the list), or
+        // no memory: the round is tried again.
+        d.fence.retry = true;
+        return Round::Finished;
     }
     let fence = &mut d.fence;
-    let Some(rkey) = fence.key.as_ref().map(FastRegMr::rkey) else {
-        return Round::Finished;
-    };
     fence.outstanding = 1;
     for q in fence.qps.iter_mut() {
+        let Some(rkey) = fence
+            .keys
+            .iter()
+            .find(|k| k.domain.same_as(&q.domain))
+            .map(|k| k.key.rkey())
+        else {
+            continue;
+        };
         // The record outlives the marker: the link that listed the QP holds it
         // until the QP and its CQs are gone.
         if q.qp.post_local_inv(&device.fence_cqe, rkey).is_ok() {
@@ -270,9 +290,35 @@ fn post_round(device: &MrDevice) -> Round {
     }
 }
 
-/// The device is going: the marker key goes before the PD.
+/// Gives every PD with listed QPs its marker key.
+fn add_missing_keys(fence: &mut TxFence) -> Result {
+    for q in fence.qps.iter() {
+        if fence.keys.iter().any(|k| k.domain.same_as(&q.domain)) {
+            continue;
+        }
+        let domain = q.domain.share();
+        let key = domain.with_pd(|pd| FastRegMr::alloc(pd, 1))?;
+        fence.keys.push(MarkerKey { key, domain }, GFP_KERNEL)?;
+    }
+    Ok(())
+}
+
+/// Drops the marker keys of PDs with no QP listed, so that a namespace's PD
+/// can go with its last link. Only between rounds: no marker names them.
+pub(super) fn drop_unused_keys(d: &mut DeviceMrs) {
+    let fence = &mut d.fence;
+    if fence.outstanding > 0 {
+        return;
+    }
+    let qps = &fence.qps;
+    fence
+        .keys
+        .retain(|k| qps.iter().any(|q| q.domain.same_as(&k.domain)));
+}
+
+/// The device is going: the marker keys go before the PDs.
 pub(super) fn device_removed(d: &mut DeviceMrs) {
-    d.fence.key = None;
+    d.fence.keys.clear();
 }
 
 impl CompletionHandler for MrDevice {

@@ -59,7 +59,10 @@ use kernel::{
 };
 
 use crate::{
-    device::RdmaDevice,
+    device::{
+        DomainUse,
+        RdmaDevice, //
+    },
     ffi::{
         bindings,
         ib_cq::{
@@ -130,10 +133,18 @@ struct QpSlot {
     connect_failed: Option<(Error, Instant<Monotonic>)>,
 }
 
+/// A free fast-registration MR, and the PD (of one namespace) it is in.
+/// Field order is drop order: the MR before its PD.
+struct Pooled {
+    fast: FastRegMr,
+    domain: DomainUse,
+}
+
 /// The MR state of one device, in its record.
 #[derive(Default)]
 pub(crate) struct DeviceMrs {
-    pool: [KVec<FastRegMr>; CLASSES.len()],
+    /// Free MRs by size class, of every namespace's PD on the device.
+    pool: [KVec<Pooled>; CLASSES.len()],
     qps: KVec<QpSlot>,
     /// Every MR holding verbs objects of the device, by serial number.
     live: KVec<Arc<Mr>>,
@@ -222,11 +233,13 @@ enum State {
     Stale,
 }
 
-/// The verbs objects of an MR. Field order: the key goes before the mapping.
+/// The verbs objects of an MR. Field order: the key goes before the
+/// mapping, and both before the PD.
 struct Hw {
     /// `None` once deregistered ahead of a fence (`drop_key_unless_released`).
     mr: Option<FastRegMr>,
     sg: MappedSg,
+    domain: DomainUse,
 }
 
 struct MrInner {
@@ -402,12 +415,14 @@ impl Mr {
         if d.gone {
             return Err(ENODEV);
         }
-        let (mut fast, hit) = match take_pooled(&mut d, count) {
-            Some(mr) => (mr, true),
-            None => (
-                device.with_pd(|pd| FastRegMr::alloc(pd, class_pages(device, count)))?,
-                false,
-            ),
+        // In the registration QP's PD: REG_MR and the peer's QPs need it.
+        let (Pooled { mut fast, domain }, hit) = match take_pooled(&mut d, count, qp.domain()) {
+            Some(pooled) => (pooled, true),
+            None => {
+                let domain = qp.domain().share();
+                let fast = domain.with_pd(|pd| FastRegMr::alloc(pd, class_pages(device, count)))?;
+                (Pooled { fast, domain }, false)
+            }
         };
         fence::reserve(&mut d)?;
         stats::inc(if hit {
@@ -436,7 +451,7 @@ impl Mr {
                 invalidate: flags & bindings::RDS_RDMA_INVALIDATE != 0,
                 inner <- new_mutex!(MrInner {
                     state: State::Registering,
-                    hw: Some(Hw { mr: Some(fast), sg: mapping.sg }),
+                    hw: Some(Hw { mr: Some(fast), sg: mapping.sg, domain }),
                     pages: Some(mapping.pages),
                     qp: Some(registered_on),
                     abandoned: false,
@@ -556,12 +571,14 @@ impl Mr {
     }
 }
 
-/// A free MR of the pool that fits `pages`, if there is one: the first
-/// class that large (`get` refused more pages than the device maps, so the
-/// clamped class still holds them).
-fn take_pooled(d: &mut DeviceMrs, pages: usize) -> Option<FastRegMr> {
+/// A free MR of `domain` in the pool that fits `pages`, if there is one:
+/// of the first class that large (`get` refused more pages than the device
+/// maps, so the clamped class still holds them).
+fn take_pooled(d: &mut DeviceMrs, pages: usize, domain: &DomainUse) -> Option<Pooled> {
     let class = CLASSES.iter().position(|&c| c >= pages)?;
-    d.pool[class].pop()
+    let pool = &mut d.pool[class];
+    let i = pool.iter().rposition(|p| p.domain.same_as(domain))?;
+    pool.remove(i).ok()
 }
 
 /// The page count MRs of the class holding `pages` are allocated with.
@@ -604,7 +621,12 @@ fn release(mr: Arc<Mr>) {
     };
     // The pool class and size of a fresh MR to add once the owner has been told.
     let mut replace = None;
-    if let Some(Hw { mr: fast, sg }) = hw {
+    if let Some(Hw {
+        mr: fast,
+        sg,
+        domain,
+    }) = hw
+    {
         let pages = fast.as_ref().map(FastRegMr::max_pages);
         let class = pages.and_then(|p| CLASSES.iter().position(|&c| c as u32 >= p));
         // A key not invalidated cleanly may still be valid: it is
@@ -619,11 +641,13 @@ fn release(mr: Arc<Mr>) {
         drop(sg);
         if let (Some(c), Some(p), State::Released) = (class, pages, state) {
             match fast {
-                Some(fast) => pool_put(&mut mr.device.state.lock(), c, fast),
+                Some(fast) => pool_put(&mut mr.device.state.lock(), c, Pooled { fast, domain }),
                 // An empty pool is refilled before the owner hears back, so its
                 // next GET_MR finds one; a fuller one after, off its path.
-                None if mr.device.state.lock().pool[c].is_empty() => refill(&mr.device, c, p),
-                None => replace = Some((c, p)),
+                None if mr.device.state.lock().pool[c].is_empty() => {
+                    refill(&mr.device, c, p, domain)
+                }
+                None => replace = Some((c, p, domain)),
             }
         }
     }
@@ -639,29 +663,43 @@ fn release(mr: Arc<Mr>) {
         // Under the lock waiters check their condition with: no lost wake-up.
         mr.owner.changed.notify_all();
     }
-    if let Some((c, p)) = replace {
-        refill(&mr.device, c, p);
+    if let Some((c, p, domain)) = replace {
+        refill(&mr.device, c, p, domain);
     }
 }
 
-/// Puts a fresh fast-reg MR of `pages` in `device`'s pool `class`, in place
-/// of one deregistered, unless the pool is full or the device is going.
-fn refill(device: &MrDevice, class: usize, pages: u32) {
+/// Puts a fresh fast-reg MR of `pages` in `domain` into `device`'s pool
+/// `class`, in place of one deregistered, unless the pool is full or the
+/// device or the domain's namespace is going.
+fn refill(device: &MrDevice, class: usize, pages: u32, domain: DomainUse) {
     let mut d = device.state.lock();
-    if !d.gone && d.pool[class].len() < POOL_KEEP {
+    if !d.gone && d.pool[class].len() < POOL_KEEP && domain.is_current() {
         // Under the lock: `device_removed` cannot free the PD meanwhile.
-        if let Ok(fast) = device.device.with_pd(|pd| FastRegMr::alloc(pd, pages)) {
-            pool_put(&mut d, class, fast);
+        if let Ok(fast) = domain.with_pd(|pd| FastRegMr::alloc(pd, pages)) {
+            pool_put(&mut d, class, Pooled { fast, domain });
         }
     }
 }
 
-/// Keeps `fast` in pool `class` unless the pool is full or the device is
-/// going; otherwise it is deregistered here, under the lock (it may sleep).
-fn pool_put(d: &mut DeviceMrs, class: usize, fast: FastRegMr) {
-    if !d.gone && d.pool[class].len() < POOL_KEEP {
+/// Keeps `pooled` in pool `class` unless the pool is full or the device or
+/// the namespace is going; otherwise it is deregistered here, under the
+/// lock (it may sleep).
+fn pool_put(d: &mut DeviceMrs, class: usize, pooled: Pooled) {
+    if !d.gone && d.pool[class].len() < POOL_KEEP && pooled.domain.is_current() {
         // Nothing to do if the pool cannot grow: the MR is deregistered.
-        let _ = d.pool[class].push(fast, GFP_KERNEL);
+        let _ = d.pool[class].push(pooled, GFP_KERNEL);
+    }
+}
+
+/// A namespace is gone (after `device::net_exit`): the pools drop its free
+/// MRs, and the fences its marker keys, so that its PDs can go.
+pub(crate) fn net_exit() {
+    for device in MR_DEVICES.lock().iter() {
+        let mut d = device.state.lock();
+        for class in d.pool.iter_mut() {
+            class.retain(|p| p.domain.is_current());
+        }
+        fence::drop_unused_keys(&mut d);
     }
 }
 

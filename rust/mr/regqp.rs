@@ -27,7 +27,7 @@ use kernel::{
 
 use crate::{
     addr::Endpoint,
-    device::RdmaDevice,
+    device::DomainUse,
     ffi::{
         bindings,
         ib_cq::{
@@ -97,7 +97,6 @@ struct Link {
 #[pin_data]
 pub(crate) struct RegQp {
     net: NetRef,
-    device: Arc<RdmaDevice>,
     /// Random, sent as the active side's private data: the listener accepts
     /// only the request that carries it (anyone who can reach the device's
     /// address can reach the ephemeral port while it listens).
@@ -109,20 +108,19 @@ pub(crate) struct RegQp {
     /// The QP to post on; taken (under this lock) before the QP is drained.
     #[pin]
     post: SpinLock<Option<QpRef>>,
+    /// The namespace's PD on the device, which the QPs and every MR
+    /// registered through them are in. Last: it outlives the QPs.
+    domain: DomainUse,
 }
 
 impl RegQp {
-    /// Connects a registration QP on `device` through its local address
-    /// `addr` of `net`. Process context, in a task of `net`.
-    pub(super) fn connect(
-        net: NetRef,
-        device: Arc<RdmaDevice>,
-        addr: &Endpoint,
-    ) -> Result<Arc<Self>> {
+    /// Connects a registration QP in `domain` (of `net`) through its local
+    /// address `addr`. Process context, in a task of `net`.
+    pub(super) fn connect(net: NetRef, domain: DomainUse, addr: &Endpoint) -> Result<Arc<Self>> {
         let this = Arc::pin_init(
             pin_init!(Self {
                 net,
-                device,
+                domain,
                 token: random::u64().to_ne_bytes(),
                 link <- new_mutex!(Link::default()),
                 changed <- new_condvar!("rrds_regqp"),
@@ -162,11 +160,11 @@ impl RegQp {
         self.wait_for(Phase::RouteResolved)?;
 
         let cq = own.cq.insert(CompletionQueue::alloc(
-            self.device.handle(),
+            self.domain.device().handle(),
             SEND_DEPTH + 2,
         )?);
         let mut attr = qp_attr(cq, SEND_DEPTH);
-        self.device.with_pd(|pd| active.create_qp(pd, &mut attr))?;
+        self.domain.with_pd(|pd| active.create_qp(pd, &mut attr))?;
         self.link.lock().phase = Phase::Connecting;
         active.connect_unlocked(&conn_param(&self.token))?;
         self.wait_for(Phase::Up)?;
@@ -215,6 +213,11 @@ impl RegQp {
             *self.post.lock() = None;
         }
         self.changed.notify_all();
+    }
+
+    /// The PD this QP and the MRs registered through it are in.
+    pub(super) fn domain(&self) -> &DomainUse {
+        &self.domain
     }
 
     /// Whether work requests can still be posted.
@@ -338,12 +341,12 @@ impl CmHandler for RegCm {
         if link.passive.is_some() || link.phase != Phase::Connecting {
             return Err(id);
         }
-        let Ok(cq) = CompletionQueue::alloc(owner.device.handle(), 2) else {
+        let Ok(cq) = CompletionQueue::alloc(owner.domain.device().handle(), 2) else {
             return Err(id);
         };
         let mut attr = qp_attr(&cq, 1);
         let accepted = owner
-            .device
+            .domain
             .with_pd(|pd| id.create_qp(pd, &mut attr))
             .and_then(|()| id.accept(&conn_param(&[])));
         if accepted.is_err() {

@@ -364,7 +364,10 @@ impl SocketMrs {
         let connected = if knobs::FAIL_NEXT_CONNECT.xchg(false, Relaxed) {
             Err(ETIMEDOUT)
         } else {
-            RegQp::connect(net, device.device.clone(), addr)
+            device
+                .device
+                .domain(net)
+                .and_then(|domain| RegQp::connect(net, domain, addr))
         };
         Self::keep_connected(net, device, connected)
     }

@@ -397,6 +397,9 @@ impl NetExit for NetCleanup {
         conn::forget_net(net, |_| true, false);
         cong::forget_net(net);
         crate::knobs::net_exit(net);
+        // Its PDs go with their last users; the MR pools' free MRs are not users.
+        crate::device::net_exit(net);
+        crate::mr::net_exit();
     }
 }
 

@@ -33,7 +33,10 @@ use kernel::{
 };
 
 use crate::{
-    device::RdmaDevice,
+    device::{
+        DomainUse,
+        RdmaDevice, //
+    },
     errno,
     ffi::{
         bindings,
@@ -211,6 +214,10 @@ pub(crate) struct Target {
     qp_num: Atomic<u32>,
     #[pin]
     resources: Mutex<Option<Resources>>,
+    /// The creator's namespace's PD on the device, which the QP is in: kept
+    /// with `resources`, and dropped by `destroy` after them.
+    #[pin]
+    domain: Mutex<Option<DomainUse>>,
     /// Held by `destroy` until the QP is gone.
     #[pin]
     destroying: Mutex<()>,
@@ -266,6 +273,7 @@ impl Target {
                 port,
                 qp_num: Atomic::new(0),
                 resources <- new_mutex!(None),
+                domain <- new_mutex!(None),
                 destroying <- new_mutex!(()),
                 fanout <- new_irq_spinlock!(Fanout {
                     registrations: KVec::new(),
@@ -280,13 +288,17 @@ impl Target {
         )
     }
 
-    /// Creates the target's QP in `pd` with what its backend needs (a CQ and
-    /// an SRQ, or an XRC domain), moves it to INIT on the target's port and
-    /// keeps it in `resources`.
+    /// Creates the target's QP in `pd` (that of `domain`) with what its
+    /// backend needs (a CQ and an SRQ, or an XRC domain), moves it to INIT on
+    /// the target's port and keeps it in `resources`, taking `domain` with it.
     ///
     /// Errors: those of creating the verbs objects or of the transition; what
     /// was created is destroyed before returning, and nothing is kept.
-    fn create_qp(self: &Arc<Self>, pd: &ProtectionDomain) -> Result {
+    fn create_qp(
+        self: &Arc<Self>,
+        pd: &ProtectionDomain,
+        domain: &mut Option<DomainUse>,
+    ) -> Result {
         let raw = self.device.handle();
         let context = Arc::as_ptr(self);
         let resources = match self.backend {
@@ -315,6 +327,8 @@ impl Target {
         resources.qp().modify_state(QPS_INIT, self.port)?;
         self.qp_num.store(resources.qp().qp_num(), Relaxed);
         *self.resources.lock() = Some(resources);
+        // Taken, not dropped: the caller holds the domains' lock.
+        *self.domain.lock() = domain.take();
         Ok(())
     }
 
@@ -380,6 +394,8 @@ impl Target {
         if let Some(r) = resources {
             r.shut_down();
         }
+        let domain = self.domain.lock().take();
+        drop(domain);
         self.destroyed.complete_all();
     }
 
@@ -605,17 +621,19 @@ pub(crate) fn create(
     // Refused before any device resource is spent; checked again, for
     // good, when the target joins the table.
     check_limits(&TARGETS.lock(), net, owner_uid)?;
+    let domain = device.domain(net)?;
     let target = Target::new(net, owner_uid, device.clone(), backend, port)?;
     let registration = Registration::new(target.clone(), sink)?;
     // On the socket before any event can reach it (see `register`).
     registration.sink.adopt(&registration)?;
     let mut first = KVec::with_capacity(1, GFP_KERNEL)?;
     first.push(registration.clone(), GFP_KERNEL)?;
-    // Under the PD lock: device removal (which takes the PD first) either finds
-    // the target in the table or keeps it from being created.
-    device
+    // Under the PD lock: device removal (which closes the PDs first) either
+    // finds the target in the table or keeps it from being created.
+    let mut kept = Some(domain.share());
+    domain
         .with_pd(|pd| {
-            target.create_qp(pd)?;
+            target.create_qp(pd, &mut kept)?;
             target.publish(first, &registration)
         })
         .inspect_err(|_| {

@@ -81,6 +81,7 @@ use crate::{
     },
     device::{
         self,
+        DomainUse,
         RdmaDevice, //
     },
     ffi::{
@@ -173,6 +174,8 @@ struct Link {
     cm_id: CmId,
     cqs: Option<(CompletionQueue, CompletionQueue)>,
     device: Option<Arc<RdmaDevice>>,
+    /// The namespace's protection domain on the device, which the QP is in.
+    domain: Option<DomainUse>,
     /// The device's MR fences, which list this link's QP (iWARP): held
     /// until the QP and its CQs are gone.
     fence: Option<Arc<crate::mr::MrDevice>>,

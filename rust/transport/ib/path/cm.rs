@@ -46,12 +46,14 @@ impl IbPath {
             qp_type: bindings::ib_qp_type_IB_QPT_RC,
             ..Default::default()
         };
-        let lkey = device.with_pd(|pd| {
+        let domain = device.domain(self.key.net)?;
+        let lkey = domain.with_pd(|pd| {
             link.cm_id.create_qp(pd, &mut attr)?;
             Ok(pd.local_dma_lkey())
         })?;
         link.cqs = Some((send_cq, recv_cq));
         link.device = Some(device);
+        let domain = link.domain.insert(domain);
         // SAFETY: The QP was just created on `id`, which `link` owns; the rings are
         // dropped before the link (teardown order).
         let qp = unsafe { QpRef::from_raw(link.cm_id.qp()) }.ok_or(ENOMEM)?;
@@ -59,10 +61,8 @@ impl IbPath {
         *self.generation.lock() += 1;
         rings.post_all_receives(self)?;
         *self.rings.lock() = Some(rings);
-        if let Some(device) = &link.device {
-            // Before the peer can send READs: MR fences wait for the QP (iWARP).
-            link.fence = crate::mr::fence_qp_added(device, qp)?;
-        }
+        // Before the peer can send READs: MR fences wait for the QP (iWARP).
+        link.fence = crate::mr::fence_qp_added(domain, qp)?;
         Ok(())
     }
 
@@ -146,6 +146,7 @@ impl IbPath {
             cm_id: id,
             cqs: None,
             device: None,
+            domain: None,
             fence: None,
             active: true,
         });
@@ -217,6 +218,7 @@ impl IbPath {
             cm_id: id,
             cqs: None,
             device: None,
+            domain: None,
             fence: None,
             active: false,
         };
