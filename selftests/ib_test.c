@@ -1132,15 +1132,23 @@ TEST_F(ib, congestion_maps_cross_the_wire_and_clear)
 	EXPECT_EQ(-ENOBUFS, ERR(sendto(tx, buf, CONG_MSG, MSG_DONTWAIT,
 				       (struct sockaddr *)&to, sizeof(to))));
 
-	/* Read everything; the cleared map comes back and is reported. */
+	/*
+	 * Read everything; the cleared map comes back and is reported. A
+	 * notice says the port's bit changed, either way: the first one read
+	 * here may be the congestion's own, with the clear still on its way
+	 * (seen on 4 vCPUs), so the sender tries until the map lets it through.
+	 */
 	read_numbered(_metadata, rx, sent, 0x5c);
-	limit = now() + 20;
-	while (!(mask & 1ULL << (CONG_RX_PORT % 64)) && now() < limit)
-		mask |= cong_notice(tx, 1000);
-	EXPECT_EQ(1ULL << (CONG_RX_PORT % 64), mask);
 	numbered_fill(buf, CONG_MSG, 0x5c, sent);
-	EXPECT_EQ(CONG_MSG, sendto(tx, buf, CONG_MSG, MSG_DONTWAIT, (struct sockaddr *)&to,
-				   sizeof(to)));
+	limit = now() + 20;
+	for (;;) {
+		mask |= cong_notice(tx, 200);
+		n = sendto(tx, buf, CONG_MSG, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to));
+		if (n == CONG_MSG || errno != ENOBUFS || now() > limit)
+			break;
+	}
+	EXPECT_EQ(1ULL << (CONG_RX_PORT % 64), mask);
+	EXPECT_EQ(CONG_MSG, n) TH_LOG("%s", strerror(errno));
 	struct pollfd p = { .fd = rx, .events = POLLIN };
 
 	ASSERT_EQ(1, poll(&p, 1, 10000));
