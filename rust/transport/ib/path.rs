@@ -173,8 +173,7 @@ enum State {
 struct Link {
     cm_id: CmId,
     cqs: Option<(CompletionQueue, CompletionQueue)>,
-    device: Option<Arc<RdmaDevice>>,
-    /// The namespace's protection domain on the device, which the QP is in.
+    /// The namespace's protection domain on the QP's device, which the QP is in.
     domain: Option<DomainUse>,
     /// The device's MR fences, which list this link's QP (iWARP): held
     /// until the QP and its CQs are gone.
@@ -188,13 +187,17 @@ impl Link {
         core::ptr::eq(&*self.cm_id, id)
     }
 
+    /// The device the QP was built on.
+    fn device(&self) -> Option<&Arc<RdmaDevice>> {
+        self.domain.as_ref().map(DomainUse::device)
+    }
+
     fn on_device(&self, device: DeviceRef) -> bool {
-        self.cm_id.device() == Some(device) || self.device.as_ref().is_some_and(|d| d.is(device))
+        self.cm_id.device() == Some(device) || self.device().is_some_and(|d| d.is(device))
     }
 
     fn is_iwarp(&self) -> bool {
-        self.device
-            .as_ref()
+        self.device()
             .is_some_and(|d| d.caps().transport == DeviceTransport::Iwarp)
     }
 }

@@ -52,7 +52,6 @@ impl IbPath {
             Ok(pd.local_dma_lkey())
         })?;
         link.cqs = Some((send_cq, recv_cq));
-        link.device = Some(device);
         let domain = link.domain.insert(domain);
         // SAFETY: The QP was just created on `id`, which `link` owns; the rings are
         // dropped before the link (teardown order).
@@ -145,7 +144,6 @@ impl IbPath {
         c.link = Some(Link {
             cm_id: id,
             cqs: None,
-            device: None,
             domain: None,
             fence: None,
             active: true,
@@ -217,7 +215,6 @@ impl IbPath {
         let mut link = Link {
             cm_id: id,
             cqs: None,
-            device: None,
             domain: None,
             fence: None,
             active: false,

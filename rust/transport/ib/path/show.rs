@@ -29,10 +29,7 @@ impl IbPath {
         }
         let link = c.link.as_ref()?;
         let (src_gid, dst_gid) = link.cm_id.gids();
-        let (mr_max, mr_pages) = link
-            .device
-            .as_ref()
-            .map_or((0, 0), |d| crate::mr::pool_shape(d));
+        let (mr_max, mr_pages) = link.device().map_or((0, 0), |d| crate::mr::pool_shape(d));
         Some(IbInfo {
             src_gid,
             dst_gid,
@@ -40,8 +37,7 @@ impl IbPath {
             max_send_wr: SEND_SLOTS as u32 + 1,
             max_recv_wr: RECV_SLOTS as u32,
             max_send_sge: link
-                .device
-                .as_ref()
+                .device()
                 .map_or(0, |d| u32::try_from(d.caps().max_send_sge).unwrap_or(0)),
             mr_max,
             mr_pages,
@@ -94,11 +90,7 @@ impl IbPath {
             c.idle_reaped,
         )?;
         // The name's mutex is not taken under the rings' spinlock.
-        let device = c
-            .link
-            .as_ref()
-            .and_then(|l| l.device.as_ref())
-            .map(|d| d.name());
+        let device = c.link.as_ref().and_then(|l| l.device()).map(|d| d.name());
         match Option::as_ref(&*self.rings.lock()) {
             Some(rings) => {
                 // The QP as `rdma resource show qp` names it (link and lqpn).
