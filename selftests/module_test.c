@@ -25,6 +25,14 @@ static int device_field(const char *dev, const char *col, char *val, size_t size
 		      dev, col);
 }
 
+/* The protection domains rrds/devices counts for @dev (its pds column), or -1. */
+static int device_pds(const char *dev)
+{
+	char val[32];
+
+	return device_field(dev, "pds", val, sizeof(val)) ? -1 : atoi(val);
+}
+
 static int device_listed(const char *dev)
 {
 	char val[64];
@@ -342,6 +350,9 @@ TEST_F(devices, protection_domains_come_with_use_and_go_on_unload)
 	b = socket_with_mr("rrds-a", "10.254.1.1", page);
 	ASSERT_LE(0, b);
 	EXPECT_EQ(1, rrds_pds("rxe_a"));
+	/* debugfs counts what rdma(8) lists. */
+	EXPECT_EQ(1, device_pds("rxe_a"));
+	EXPECT_EQ(0, device_pds("rxe_b"));
 	if (self->siw) {
 		siw = socket_with_mr("rrds-b", "10.254.2.2", page);
 		ASSERT_LE(0, siw);
