@@ -47,15 +47,21 @@ use crate::{
         Stat, //
     },
     transport::{
-        ib::{
-            IbPath,
-            Incarnations, //
-        },
+        self,
+        Conn,
+        Connections,
         Direction,
+        Incarnations,
         LinkChange,
+        Path,
         Transport,
         Xmit, //
     },
+};
+
+pub(crate) use crate::transport::{
+    ConnKey,
+    ConnSnapshot, //
 };
 
 /// Test knob (debugfs `rrds/xmit_hold`): the next transmit attempt the
@@ -79,16 +85,6 @@ pub(crate) fn show_xmit_hold(f: &mut fmt::Formatter<'_>) -> fmt::Result {
 /// queues every one). Pings past it get no answer, as pings to a congested
 /// port get none.
 pub(crate) const MAX_QUEUED_PONGS: usize = 64;
-
-/// What identifies a connection.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ConnKey {
-    pub(crate) net: NetRef,
-    pub(crate) laddr: [u8; 16],
-    pub(crate) faddr: [u8; 16],
-    pub(crate) tos: u8,
-    pub(crate) scope: u32,
-}
 
 impl ConnKey {
     /// The table's order: by namespace, then peer, so that the connections
@@ -182,8 +178,8 @@ pub(crate) struct Connection {
     pub(crate) transport: &'static dyn Transport,
     /// The congestion map of the remote address (upstream's `c_fcong`).
     pub(crate) fcong: Arc<CongMap>,
-    /// The IB transport's state of the connection (`None` on loopback).
-    pub(crate) path: Option<Arc<IbPath>>,
+    /// The transport's own state of the connection (IB's path).
+    pub(crate) path: Path,
     /// Pongs queued and not yet acknowledged (see [`MAX_QUEUED_PONGS`]).
     pongs: AtomicUsize,
     #[pin]
@@ -342,6 +338,7 @@ kernel::sync::global_lock! {
 pub(crate) fn init() {
     // SAFETY: Module init calls this exactly once, before any other use of `CONNS`.
     unsafe { CONNS.init() };
+    transport::set_connections(&TABLE);
     // SAFETY: As above, for `RESUME`.
     unsafe { RESUME.init() };
     // SAFETY: As above, for `MONITORS`, `PENDING` and `DELIVERING`.
@@ -605,9 +602,7 @@ fn insert_new(
     // Not yet visible to anyone else but through the table, whose lock we hold.
     take_up_resume(&key, &conn);
     // Under the table lock, so `forget_net` cannot kill the path before it is bound.
-    if let Some(path) = &conn.path {
-        path.bind(conn.clone());
-    }
+    conn.path.bind(conn.clone());
     drop(guard);
     Ok(conn)
 }
@@ -622,9 +617,7 @@ fn take_up_resume(key: &ConnKey, conn: &Connection) {
             st.next_tx_seq = r.next_tx_seq;
             st.next_rx_seq = r.next_rx_seq;
         }
-        if let Some(path) = &conn.path {
-            path.resume_incarnations(r.incarnations);
-        }
+        conn.path.resume(r.incarnations);
     }
 }
 
@@ -640,7 +633,7 @@ pub(crate) fn put(conn: Arc<Connection>) {
             Some(e) if Arc::ptr_eq(&e.conn, &conn) => {
                 e.users = e.users.saturating_sub(1);
                 // IB connections stay while their namespace has bound sockets.
-                if e.users == 0 && conn.path.is_none() && conn.is_idle() {
+                if e.users == 0 && !conn.path.has_link() && conn.is_idle() {
                     table.remove(&conn.key)
                 } else {
                     None
@@ -679,12 +672,9 @@ pub(crate) fn forget_net(net: NetRef, mut which: impl FnMut(&Connection) -> bool
             break;
         };
         let (_, e) = node.to_key_value();
-        if let Some(path) = &e.conn.path {
-            if path.kill() {
-                crate::transport::ib::adopt_orphan(path.clone());
-            }
+        if let Some(incarnations) = e.conn.path.forget() {
             if resume {
-                e.conn.keep_sequences(path);
+                e.conn.keep_sequences(incarnations);
             }
         }
         e.conn.cancel(None, |_| true);
@@ -713,6 +703,11 @@ pub(crate) fn xmit_all() {
 
 /// Every connection, for walks that may sleep (the table lock is not held).
 pub(crate) fn snapshot() -> KVec<Arc<Connection>> {
+    snapshot_as(Arc::clone)
+}
+
+/// What `each` makes of every connection (the table lock is held while it runs).
+fn snapshot_as<T>(mut each: impl FnMut(&Arc<Connection>) -> T) -> KVec<T> {
     let guard = CONNS.lock();
     let mut v = KVec::new();
     let Some(table) = guard.as_ref() else {
@@ -722,26 +717,43 @@ pub(crate) fn snapshot() -> KVec<Arc<Connection>> {
         return v;
     }
     for (_, e) in table.conns.iter() {
-        if v.push(e.conn.clone(), GFP_KERNEL).is_err() {
+        if v.push(each(&e.conn), GFP_KERNEL).is_err() {
             break;
         }
     }
     v
 }
 
+/// The connection table as transports reach it ([`transport::connections`]).
+struct Table;
+
+static TABLE: Table = Table;
+
+impl Connections for Table {
+    fn find_or_create(
+        &self,
+        key: ConnKey,
+        transport: &'static dyn Transport,
+    ) -> Result<Arc<dyn Conn>> {
+        Ok(find_or_create(key, transport)?)
+    }
+
+    fn forget_links(&self, net: NetRef) {
+        forget_net(net, |c| c.path.has_link(), true);
+    }
+
+    fn xmit_all(&self) {
+        xmit_all();
+    }
+
+    fn snapshot(&self) -> KVec<Arc<dyn Conn>> {
+        snapshot_as(|c| -> Arc<dyn Conn> { c.clone() })
+    }
+}
+
 /// How many connections exist (debugfs, tests).
 pub(crate) fn count() -> usize {
     CONNS.lock().as_ref().map_or(0, |t| t.len)
-}
-
-/// What RDS_INFO reports of a connection.
-pub(crate) struct ConnSnapshot {
-    pub(crate) next_tx_seq: u64,
-    pub(crate) next_rx_seq: u64,
-    pub(crate) transmitting: bool,
-    /// Messages queued, and how many of them the transport holds (unacked).
-    pub(crate) queued: usize,
-    pub(crate) sent: usize,
 }
 
 /// What RDS_INFO reports of a queued message.
@@ -1032,12 +1044,11 @@ impl Connection {
     /// Records the sequence numbers and incarnations for the next connection
     /// with this key (see `Resume`) of an IB connection; on allocation
     /// failure they are lost, and the next connection is a restart.
-    fn keep_sequences(&self, path: &IbPath) {
+    fn keep_sequences(&self, incarnations: Incarnations) {
         let (next_tx_seq, next_rx_seq) = {
             let st = self.state.lock();
             (st.next_tx_seq, st.next_rx_seq)
         };
-        let incarnations = path.incarnations();
         let mut kept = RESUME.lock();
         kept.retain(|r| r.key != self.key);
         let _ = kept.push(
@@ -1148,5 +1159,71 @@ impl Connection {
                 f(QueuedSnapshot { header: out.header });
             }
         }
+    }
+}
+
+impl Conn for Connection {
+    fn key(&self) -> &ConnKey {
+        &self.key
+    }
+
+    fn transport(&self) -> &'static dyn Transport {
+        self.transport
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn xmit(&self) {
+        Connection::xmit(self)
+    }
+
+    fn arrived(&self, dir: Direction, header: Header, message: Arc<Message>) -> Result {
+        Connection::arrived(self, dir, header, message)
+    }
+
+    fn peer_cong_map(&self, message: &Message) -> Result {
+        Connection::peer_cong_map(self, message)
+    }
+
+    fn local_cong_message(&self) -> Option<Arc<Message>> {
+        Connection::local_cong_message(self)
+    }
+
+    fn drop_acked(&self, seq: u64) {
+        Connection::drop_acked(self, seq)
+    }
+
+    fn release_unsent(&self, message: &Arc<Message>) {
+        Connection::release_unsent(self, message)
+    }
+
+    fn reset_for_retransmit(&self, also: Option<u64>) {
+        Connection::reset_for_retransmit(self, also)
+    }
+
+    fn peer_restarted(&self) {
+        Connection::peer_restarted(self)
+    }
+
+    fn link_changed(&self, change: LinkChange) {
+        Connection::link_changed(self, change)
+    }
+
+    fn sequences(&self) -> (u64, u64) {
+        Connection::sequences(self)
+    }
+
+    fn has_queued(&self) -> bool {
+        Connection::has_queued(self)
+    }
+
+    fn has_unsent(&self) -> bool {
+        Connection::has_unsent(self)
+    }
+
+    fn snapshot(&self) -> ConnSnapshot {
+        Connection::snapshot(self)
     }
 }

@@ -131,7 +131,7 @@ fn connections(net: NetRef, v6: bool) -> Result<Records> {
         }
         let snap = c.snapshot();
         // Loopback connections are always up.
-        let mut flags = match c.path.as_ref().map_or(LinkState::Up, |p| p.link_state()) {
+        let mut flags = match c.path.link_state() {
             LinkState::Down => 0,
             LinkState::Connecting => CONN_FLAG_CONNECTING,
             LinkState::Up => CONN_FLAG_CONNECTED,
@@ -171,10 +171,7 @@ fn ib_connections(net: NetRef, v6: bool) -> Result<Records> {
     let mut r = Records::new(if v6 { 92 } else { 68 });
     let mut result = Ok(());
     conn::for_each(net, |c| {
-        let Some(path) = &c.path else {
-            return;
-        };
-        if result.is_err() || (!v6 && !is_v4(&c.key.laddr)) {
+        if !c.path.is_ib() || result.is_err() || (!v6 && !is_v4(&c.key.laddr)) {
             return;
         }
         let mut rec = [0u8; 92];
@@ -189,7 +186,7 @@ fn ib_connections(net: NetRef, v6: bool) -> Result<Records> {
         };
         // The TOS is the connection's, up or not (as upstream).
         rec[at + 52] = c.key.tos;
-        if let Some(i) = path.info() {
+        if let Some(i) = c.path.ib_info() {
             rec[at..at + 16].copy_from_slice(&i.src_gid);
             rec[at + 16..at + 32].copy_from_slice(&i.dst_gid);
             rec[at + 32..at + 36].copy_from_slice(&i.max_send_wr.to_ne_bytes());

@@ -22,15 +22,13 @@ use kernel::{
 };
 
 use super::{
+    connections,
+    Conn,
     Direction,
     Transport,
     Xmit, //
 };
 use crate::{
-    conn::{
-        self,
-        Connection, //
-    },
     message::{
         Header,
         Message, //
@@ -64,7 +62,9 @@ pub(crate) fn store_hold(reader: &mut UserSliceReader) -> Result {
     let hold = crate::hooks::read_knob(reader)?;
     HOLD.store(hold, Relaxed);
     if !hold {
-        conn::xmit_all();
+        if let Some(conns) = connections() {
+            conns.xmit_all();
+        }
     }
     Ok(())
 }
@@ -78,11 +78,11 @@ impl Transport for Loopback {
         TRANS_LOOP
     }
 
-    fn can_send(&self, _conn: &Connection) -> bool {
+    fn can_send(&self, _conn: &dyn Conn) -> bool {
         !HOLD.load(Relaxed)
     }
 
-    fn xmit(&self, conn: &Connection, header: &Header, message: &Arc<Message>) -> Xmit {
+    fn xmit(&self, conn: &dyn Conn, header: &Header, message: &Arc<Message>) -> Xmit {
         let wire = header.to_wire();
         // The receiving side of a loopback connection is the same connection:
         // from its local address to its remote one.

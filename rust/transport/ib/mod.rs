@@ -29,17 +29,12 @@ use kernel::{
 };
 
 pub(crate) use path::{
-    IbPath,
-    Incarnations, //
+    IbInfo,
+    IbPath, //
 };
 
 use crate::{
     addr::Endpoint,
-    conn::{
-        self,
-        ConnKey,
-        Connection, //
-    },
     device::RdmaDevice,
     ffi::{
         ib_device::DeviceRef,
@@ -65,6 +60,10 @@ use crate::{
         Stat, //
     },
     transport::{
+        connections,
+        Conn,
+        ConnKey,
+        Path,
         Transport,
         Xmit, //
     },
@@ -98,19 +97,31 @@ impl Transport for Ib {
         TRANS_IB
     }
 
-    fn new_path(&self, key: &ConnKey) -> Result<Option<Arc<IbPath>>> {
-        Ok(Some(IbPath::new(*key)?))
+    fn new_path(&self, key: &ConnKey) -> Result<Path> {
+        Ok(Path(Some(IbPath::new(*key)?)))
     }
 
-    fn can_send(&self, conn: &Connection) -> bool {
-        conn.path.as_ref().is_some_and(|p| p.ready())
+    fn can_send(&self, conn: &dyn Conn) -> bool {
+        conn.path().ib().is_some_and(|p| p.ready())
     }
 
-    fn xmit(&self, conn: &Connection, header: &Header, message: &Arc<Message>) -> Xmit {
-        match &conn.path {
+    fn xmit(&self, conn: &dyn Conn, header: &Header, message: &Arc<Message>) -> Xmit {
+        match conn.path().ib() {
             Some(path) => path.xmit(header, message),
             None => Xmit::Blocked,
         }
+    }
+}
+
+/// Every connection of the core's table (none before module init).
+fn all_connections() -> KVec<Arc<dyn Conn>> {
+    connections().map_or_else(KVec::new, |c| c.snapshot())
+}
+
+/// Forgets `net`'s IB connections: it has no listener left.
+fn forget_links(net: NetRef) {
+    if let Some(c) = connections() {
+        c.forget_links(net);
     }
 }
 
@@ -139,14 +150,14 @@ impl CmHandler for Cm {
             tos: peer.tos,
             scope: 0,
         };
-        let conn = match conn::find_or_create(key, &IB) {
-            Ok(conn) => conn,
-            Err(_) => {
+        let conn = match connections().map(|c| c.find_or_create(key, &IB)) {
+            Some(Ok(conn)) => conn,
+            _ => {
                 id.reject(&1i32.to_ne_bytes());
                 return Err(id);
             }
         };
-        match &conn.path {
+        match conn.path().ib() {
             Some(path) => path.accept(id, &peer, event.rd_atomic()),
             None => {
                 id.reject(&1i32.to_ne_bytes());
@@ -346,7 +357,7 @@ pub(crate) fn net_put(net: NetRef, ep: &Endpoint) {
         !listeners.iter().any(|l| l.net == net)
     };
     if last_in_net {
-        conn::forget_net(net, |c| c.path.is_some(), true);
+        forget_links(net);
     }
 }
 
@@ -403,7 +414,7 @@ fn serve_host_addresses() {
         had && !listeners.iter().any(|l| l.net == net)
     };
     if none_left {
-        conn::forget_net(net, |c| c.path.is_some(), true);
+        forget_links(net);
     }
     let generation = DEVICE_GENERATION.load(kernel::sync::atomic::Relaxed);
     {
@@ -552,10 +563,10 @@ impl Drop for Watchdog {
 fn watch() {
     while !WATCHDOG_STOP.load(kernel::sync::atomic::Relaxed) {
         kernel::time::delay::fsleep(kernel::time::Delta::from_millis(1000));
-        for c in conn::snapshot() {
-            if let Some(path) = &c.path {
+        for c in all_connections() {
+            if let Some(path) = c.path().ib() {
                 path.watchdog_tick(STALL_SECONDS);
-            } else if c.has_unsent() && c.transport.can_send(&c) {
+            } else if c.has_unsent() && c.transport().can_send(&*c) {
                 // Loopback: a message the receiver could not take (full, or no memory).
                 c.xmit();
             }
@@ -588,16 +599,16 @@ fn close_stray_listeners() {
 /// (Documentation/admin-guide.rst).
 pub(crate) fn show_links(f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
     use crate::addr::AddrDisplay;
-    for c in conn::snapshot() {
-        let Some(path) = &c.path else {
+    for c in all_connections() {
+        let Some(path) = c.path().ib() else {
             continue;
         };
         let s = c.snapshot();
         f.write_fmt(fmt!(
             "{} -> {} tos {} tx_seq {} rx_seq {} queued {} sent {}",
-            AddrDisplay(&c.key.laddr),
-            AddrDisplay(&c.key.faddr),
-            c.key.tos,
+            AddrDisplay(&c.key().laddr),
+            AddrDisplay(&c.key().faddr),
+            c.key().tos,
             s.next_tx_seq,
             s.next_rx_seq,
             s.queued,
@@ -619,11 +630,11 @@ pub(crate) fn cong_changed(
     mut message: impl FnMut() -> Result<Arc<Message>>,
 ) {
     let mut wire = None;
-    for c in conn::snapshot() {
-        let Some(path) = &c.path else {
+    for c in all_connections() {
+        let Some(path) = c.path().ib() else {
             continue;
         };
-        if c.key.net != net || c.key.laddr != *laddr {
+        if c.key().net != net || c.key().laddr != *laddr {
             continue;
         }
         if wire.is_none() {
@@ -640,8 +651,8 @@ pub(crate) fn cong_changed(
 /// id uses it); they listen again once an RDMA device serves the address.
 /// Process context (the ib_client `remove` callback).
 pub(crate) fn device_removed(device: DeviceRef) {
-    for c in conn::snapshot() {
-        if let Some(path) = &c.path {
+    for c in all_connections() {
+        if let Some(path) = c.path().ib() {
             path.device_removed(device);
         }
     }

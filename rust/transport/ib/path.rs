@@ -75,10 +75,6 @@ use super::{
 };
 use crate::{
     addr::Endpoint,
-    conn::{
-        ConnKey,
-        Connection, //
-    },
     device::{
         self,
         DomainUse,
@@ -124,8 +120,11 @@ use crate::{
         self,
         Stat, //
     },
+    transport::Conn,
+    transport::ConnKey,
     transport::Direction,
     transport::DownReason,
+    transport::Incarnations,
     transport::LinkChange,
     transport::Xmit,
 };
@@ -339,7 +338,7 @@ pub(crate) struct IbPath {
     key: ConnKey,
     /// The connection; cleared by `kill`, which breaks the reference cycle.
     #[pin]
-    conn: SpinLock<Option<Arc<Connection>>>,
+    conn: SpinLock<Option<Arc<dyn Conn>>>,
     #[pin]
     ctl: Mutex<Control>,
     #[pin]
@@ -371,17 +370,6 @@ pub(crate) struct IbPath {
     /// Set only before the path is bound to its connection (a resumed
     /// connection takes its forgotten one's), read when connecting.
     incarnation: Atomic<u32>,
-}
-
-/// The incarnations a connection forgotten with its namespace's last socket
-/// leaves for the next one with its key (see `conn::Resume`).
-#[derive(Clone, Copy)]
-pub(crate) struct Incarnations {
-    /// Ours (never 0): resumed with our sequence numbers, so the peer sees
-    /// no restart.
-    own: u32,
-    /// The peer's on the last link (0: none seen).
-    peer: u32,
 }
 
 impl_has_work! {
@@ -435,12 +423,12 @@ impl IbPath {
     }
 
     /// Ties the path to its connection (once, when the connection is created).
-    pub(crate) fn bind(&self, conn: Arc<Connection>) {
+    pub(crate) fn bind(&self, conn: Arc<dyn Conn>) {
         let old = self.conn.lock().replace(conn);
         drop(old);
     }
 
-    fn conn(&self) -> Option<Arc<Connection>> {
+    fn conn(&self) -> Option<Arc<dyn Conn>> {
         self.conn.lock().clone()
     }
 

@@ -67,7 +67,7 @@ impl IbPath {
     /// and hand the message on once whole.
     fn receive_frame(
         &self,
-        conn: &Connection,
+        conn: &dyn Conn,
         generation: u64,
         header: Header,
         payload: Payload,
@@ -120,13 +120,7 @@ impl IbPath {
 
     /// A packed frame of `bytes` bytes of records in `page` arrived: each of
     /// its messages is received as a frame of its own, in order.
-    fn receive_packed(
-        &self,
-        conn: &Connection,
-        generation: u64,
-        page: Page,
-        bytes: usize,
-    ) -> Result {
+    fn receive_packed(&self, conn: &dyn Conn, generation: u64, page: Page, bytes: usize) -> Result {
         let mut records = KVec::with_capacity(bytes, GFP_KERNEL)?;
         records.resize(bytes, 0, GFP_KERNEL)?;
         // `bytes` is at most a page (`Rings::receive_completed`); the receive
@@ -165,7 +159,7 @@ impl IbPath {
 
     /// Sends resumed after a completion or a credit update: what the rings
     /// had begun, then the connection's queue.
-    pub(super) fn resume(&self, conn: &Connection) {
+    pub(super) fn resume(&self, conn: &dyn Conn) {
         {
             let mut guard = self.rings.lock();
             if let Some(r) = Option::as_mut(&mut *guard) {
@@ -215,7 +209,7 @@ impl IbPath {
         }
         if blocked {
             if let Some(conn) = self.conn() {
-                self.resume(&conn);
+                self.resume(&*conn);
             }
         }
     }
@@ -261,14 +255,17 @@ impl IbPath {
         let mut error = received.error;
         if let Some((header, payload)) = received.frame {
             if self
-                .receive_frame(&conn, generation, header, payload)
+                .receive_frame(&*conn, generation, header, payload)
                 .is_err()
             {
                 error = true;
             }
         }
         if let Some((page, bytes)) = received.packed {
-            if self.receive_packed(&conn, generation, page, bytes).is_err() {
+            if self
+                .receive_packed(&*conn, generation, page, bytes)
+                .is_err()
+            {
                 error = true;
             }
         }
@@ -295,7 +292,7 @@ impl IbPath {
         if error {
             self.fail_qp(wc.qp());
         } else if blocked {
-            self.resume(&conn);
+            self.resume(&*conn);
         }
     }
 

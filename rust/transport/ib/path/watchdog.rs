@@ -141,7 +141,7 @@ impl IbPath {
             self.fail(None, DownReason::LinkError, "explicit ack not posted");
         } else if blocked {
             if let Some(conn) = self.conn() {
-                self.resume(&conn);
+                self.resume(&*conn);
             }
         }
         // Retired links deferred while their port is down (`tear_down_retiring`).
