@@ -173,7 +173,7 @@ impl Path {
 
 /// Ours and the peer's incarnation of a connection: together with its
 /// sequence numbers, what makes a new connection with the same key the old
-/// one to the peer (an IB path keeps them; see `conn::Resume`).
+/// one to the peer (an IB path keeps them; see the core's `conn::table::Resume`).
 #[derive(Clone, Copy)]
 pub(crate) struct Incarnations {
     /// Ours (never 0): resumed with our sequence numbers, so the peer sees
