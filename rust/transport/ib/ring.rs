@@ -11,12 +11,18 @@
 //! with anything but `GFP_ATOMIC`. Completions arrive in posting order per
 //! queue (RC), which is how slots are matched to completions.
 //!
-//! This file holds the rings, credits and the send side; the receive side
-//! is in ring/receive.rs, packed frames in ring/pack.rs.
+//! This file holds the rings and the send side; the receive side is in
+//! ring/receive.rs, credits and acks in ring/acks.rs, a message's RDMA
+//! requests in ring/rdma.rs, packed frames in ring/pack.rs.
 
+mod acks;
+mod headers;
 mod pack;
+mod rdma;
 mod receive;
 
+use acks::Credits;
+use headers::HeaderArea;
 pub(super) use pack::unpack;
 use pack::Pack;
 pub(super) use receive::{
@@ -116,61 +122,6 @@ const UNSIGNALLED_BELOW: usize = PACK_WHEN_OUTSTANDING - 2;
 pub(super) const FRAME_PAGES: usize = 2;
 const HEADERS_PER_PAGE: usize = PAGE_SIZE / HEADER_LEN;
 
-/// DMA-mapped 48-byte header buffers, one per slot.
-struct HeaderArea {
-    pages: KVec<DmaPage>,
-}
-
-impl HeaderArea {
-    fn new(device: DeviceRef, count: usize, dir: DmaDirection) -> Result<Self> {
-        let n = count.div_ceil(HEADERS_PER_PAGE);
-        let mut pages = KVec::with_capacity(n, GFP_KERNEL)?;
-        for _ in 0..n {
-            let page = Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?;
-            pages.push(DmaPage::map(device, page, dir)?, GFP_KERNEL)?;
-        }
-        Ok(Self { pages })
-    }
-
-    fn locate(&self, i: usize) -> Option<(&DmaPage, usize)> {
-        let page = self.pages.get(i / HEADERS_PER_PAGE)?;
-        Some((page, (i % HEADERS_PER_PAGE) * HEADER_LEN))
-    }
-
-    fn locate_mut(&mut self, i: usize) -> Option<(&mut DmaPage, usize)> {
-        let page = self.pages.get_mut(i / HEADERS_PER_PAGE)?;
-        Some((page, (i % HEADERS_PER_PAGE) * HEADER_LEN))
-    }
-
-    fn sge(&self, i: usize, lkey: u32) -> bindings::ib_sge {
-        match self.locate(i) {
-            Some((page, offset)) => sge(page.addr() + offset as u64, HEADER_LEN, lkey),
-            None => sge(0, 0, lkey),
-        }
-    }
-
-    /// Writes header `i`; the slot is not posted (its owner's invariant).
-    fn write(&mut self, i: usize, header: &[u8; HEADER_LEN]) {
-        if let Some((page, offset)) = self.locate_mut(i) {
-            // SAFETY: The slot is not posted, so the device does not touch these bytes.
-            let _ = unsafe { page.write_slice(offset, header) };
-            page.sync_for_device(PAGE_SIZE);
-        }
-    }
-
-    /// Reads header `i` after its receive completed.
-    fn read(&self, i: usize) -> [u8; HEADER_LEN] {
-        let mut out = [0u8; HEADER_LEN];
-        if let Some((page, offset)) = self.locate(i) {
-            page.sync_for_cpu(PAGE_SIZE);
-            // SAFETY: The receive into the slot completed and it is not posted again
-            // yet, so the device does not write these bytes.
-            let _ = unsafe { page.read_slice(offset, &mut out) };
-        }
-        out
-    }
-}
-
 /// How many pages one RDMA request of a link gathers: WRITEs up to the
 /// device's `max_send_sge`, READs up to its `max_sge_rd` too (1 on siw).
 #[derive(Clone, Copy)]
@@ -239,39 +190,6 @@ struct Partial {
     count: usize,
     /// Work requests of the message's RDMA operation posted so far.
     rdma_next: usize,
-}
-
-/// Send credits (flow control), as upstream's `i_credits`.
-struct Credits {
-    enabled: bool,
-    /// Sends the peer has room for.
-    send: u32,
-    /// Receive buffers posted and not yet advertised to the peer.
-    posted: u32,
-}
-
-impl Credits {
-    /// Takes up to `wanted` send credits and the posted credits to advertise
-    /// with them (upstream's `rds_ib_send_grab_credits`): the last send credit
-    /// is kept for a send that advertises credits, so neither side can end up
-    /// with no credits and nothing to tell the other.
-    fn grab(&mut self, wanted: u32) -> (u32, u8) {
-        if !self.enabled {
-            return (wanted, 0);
-        }
-        let mut avail = self.send;
-        if avail > 0 && self.posted == 0 {
-            avail -= 1;
-        }
-        let got = avail.min(wanted);
-        self.send -= got;
-        let mut advertise = 0;
-        if self.posted > 0 && got > 0 {
-            advertise = self.posted.min(MAX_ADV_CREDIT);
-            self.posted -= advertise;
-        }
-        (got, advertise as u8)
-    }
 }
 
 /// The data path state of one link.
@@ -600,161 +518,6 @@ impl Rings {
         }
     }
 
-    /// Posts the partial message's RDMA operation, if any, ahead of its first
-    /// fragment: each request gathers as many consecutive pages as the link
-    /// allows (`RdmaSges`) and takes one send slot but no credit (RDMA
-    /// consumes no receive). `true` when none of it is left to post.
-    fn continue_rdma(&mut self, path: &IbPath) -> bool {
-        let Some(p) = &self.partial else {
-            return true;
-        };
-        let message = p.message.clone();
-        let Some(op) = message.rdma() else {
-            return true;
-        };
-        let (direction, per_request) = if op.is_write() {
-            (DmaDirection::ToDevice, self.rdma_sges.write)
-        } else {
-            (DmaDirection::FromDevice, self.rdma_sges.read)
-        };
-        while let Some(p) = &self.partial {
-            let first = p.rdma_next;
-            // A READ sink (iWARP, registered on this device: `usable_on`) is one
-            // chunk, named by its MR's key: one request, nothing to map.
-            let sink = op.chunk_sink(first);
-            let count = match sink {
-                Some(_) => 1,
-                None => op.chunk_count().saturating_sub(first).min(per_request),
-            };
-            if count == 0 {
-                return true;
-            }
-            if !self.has_send_slot() {
-                return false;
-            }
-            let Some((len, remote)) = op.chunk_extent(first) else {
-                return false;
-            };
-            let mut sges = [bindings::ib_sge::default(); MAX_RDMA_SGES];
-            let maps = match sink {
-                Some((address, key)) => {
-                    sges[0] = sge(address, len, key);
-                    KVec::new()
-                }
-                None => {
-                    let Ok(maps) = self.map_chunks(op, first, count, direction) else {
-                        return false;
-                    };
-                    for (sge_out, map) in sges.iter_mut().zip(maps.iter()) {
-                        *sge_out = sge(map.addr(), map.len(), self.lkey);
-                    }
-                    maps
-                }
-            };
-            // Only the operation's last request, and every `RDMA_SIGNAL_EVERY`th,
-            // raise a completion when all goes well: each stands for the ones
-            // before it. The periodic ones free slots for the rest of an
-            // operation longer than the ring (a 1 MiB READ on siw is 256).
-            let last = first + count == op.chunk_count();
-            let signalled =
-                last || (first / per_request) % RDMA_SIGNAL_EVERY == RDMA_SIGNAL_EVERY - 1;
-            // RDS_RDMA_FENCE on a WRITE: its first request waits for the READs
-            // and atomics before it, so it sends the bytes they fetched.
-            let fenced = first == 0 && op.fences_earlier_ops();
-            let posted =
-                self.post_rdma_request(path, op, &mut sges, count, remote, signalled, fenced);
-            if posted.is_err() {
-                return false;
-            }
-            self.fill_rdma_slot(maps, message.clone(), last, signalled);
-            if let Some(p) = &mut self.partial {
-                p.rdma_next += count;
-            }
-        }
-        true
-    }
-
-    /// Posts one request of `op` at `remote`: its atomic operation on
-    /// `sges[0]`, always signalled, or an RDMA WRITE or READ gathering
-    /// `sges[..count]`, signalled if `signalled`, fenced if `fenced`.
-    ///
-    /// Errors: those of the post, which leaves the ring as it was.
-    #[inline]
-    #[allow(clippy::too_many_arguments)]
-    fn post_rdma_request(
-        &self,
-        path: &IbPath,
-        op: &RdmaOp,
-        sges: &mut [bindings::ib_sge; MAX_RDMA_SGES],
-        count: usize,
-        remote: u64,
-        signalled: bool,
-        fenced: bool,
-    ) -> Result {
-        let cqe = path.cqe(TAG_SEND);
-        match op.atomic() {
-            Some(a) => self.qp.post_atomic(
-                cqe,
-                &mut sges[0],
-                a.opcode,
-                remote,
-                op.rkey(),
-                [a.compare_add, a.swap, a.compare_add_mask, a.swap_mask],
-            ),
-            None => self.qp.post_rdma(
-                cqe,
-                &mut sges[..count],
-                op.is_write(),
-                remote,
-                op.rkey(),
-                signalled,
-                fenced,
-            ),
-        }
-    }
-
-    /// A request of `message`'s RDMA operation was posted (its `last`, or
-    /// not): the next send slot keeps its `maps` and `message` until it
-    /// completes.
-    #[inline]
-    fn fill_rdma_slot(
-        &mut self,
-        maps: KVec<DmaMapping>,
-        message: Arc<Message>,
-        last: bool,
-        signalled: bool,
-    ) {
-        let slot = self.send_posted % SEND_SLOTS;
-        self.send_slots[slot] = SendSlot {
-            maps: [None, None],
-            rdma_maps: maps,
-            message: Some(message),
-            rdma: Some(last),
-            unsignalled: !signalled,
-            packed: None,
-        };
-        self.posted(signalled);
-    }
-
-    /// Maps chunks `first..first + count` of `op` for one request.
-    fn map_chunks(
-        &self,
-        op: &RdmaOp,
-        first: usize,
-        count: usize,
-        direction: DmaDirection,
-    ) -> Result<KVec<DmaMapping>> {
-        let mut maps = KVec::with_capacity(count, GFP_ATOMIC)?;
-        for i in first..first + count {
-            let (page, offset, len) = op.chunk(i).ok_or(EINVAL)?;
-            // SAFETY: The page is pinned by the operation, which the message (kept in
-            // the slot with the mappings) owns.
-            let map = unsafe { DmaMapping::map_pinned(self.device, page, offset, len, direction) }?;
-            maps.push(map, GFP_ATOMIC)?;
-        }
-        Ok(maps)
-    }
-
     fn post_fragment(
         &mut self,
         path: &IbPath,
@@ -902,74 +665,5 @@ impl Rings {
             }
             return slot.release();
         }
-    }
-
-    /// The explicit ack completed: on success, every request posted before
-    /// it did too (RC completes in order), so their slots are free.
-    pub(super) fn ack_completed(&mut self, success: bool) {
-        self.ack_in_flight = false;
-        self.acks_done += 1;
-        if !success {
-            return;
-        }
-        // Signalled requests before the ack completed earlier on this CQ, so
-        // only unsignalled ones are left before `ack_covers`.
-        while self.send_done < self.ack_covers {
-            let i = self.send_done % SEND_SLOTS;
-            if !self.send_slots[i].unsignalled {
-                break;
-            }
-            self.send_done += 1;
-            // Dropped under the ring lock: see `SendSlot::release`.
-            drop(core::mem::take(&mut self.send_slots[i]).release());
-        }
-    }
-
-    /// Whether an explicit ack (or credit update) should go out.
-    pub(super) fn wants_ack(&self) -> bool {
-        self.up
-            && (self.ack_wanted
-                || (self.credits.enabled && self.credits.posted >= CREDIT_UPDATE_AT))
-    }
-
-    /// Posts the explicit ack frame if one is wanted and none is in flight.
-    pub(super) fn send_ack(&mut self, path: &IbPath) -> Result {
-        if !self.wants_ack() || self.ack_in_flight {
-            return Ok(());
-        }
-        let (got, advertise) = self.credits.grab(1);
-        if got == 0 {
-            return Ok(());
-        }
-        let header = Header {
-            ack: self.last_received,
-            credit: advertise,
-            ..Header::default()
-        };
-        self.send_headers.write(SEND_SLOTS, &header.to_wire());
-        let mut sges = [self.send_headers.sge(SEND_SLOTS, self.lkey)];
-        if let Err(e) = self.qp.post_send(path.cqe(TAG_ACK), &mut sges, true) {
-            self.credits.send += got;
-            self.credits.posted += u32::from(advertise);
-            return Err(e);
-        }
-        self.ack_in_flight = true;
-        self.ack_wanted = false;
-        self.ack_sent = self.last_received;
-        self.ack_covers = self.send_posted;
-        Ok(())
-    }
-
-    /// Whether messages received have not been acknowledged to the peer yet
-    /// (a one-way stream's last few, below the next ACK_REQUIRED): asks
-    /// for an explicit ack and posts it if it can.
-    pub(super) fn settle_acks(&mut self, path: &IbPath) -> bool {
-        if self.last_received == self.ack_sent {
-            return false;
-        }
-        self.ack_wanted = true;
-        // The watchdog's next tick tries again if this fails.
-        let _ = self.send_ack(path);
-        true
     }
 }
