@@ -17,6 +17,7 @@
 use kernel::{
     impl_has_work, new_spinlock, new_work,
     prelude::*,
+    rbtree::RBTree,
     sync::{
         poll::PollCondVar,
         Arc,
@@ -44,7 +45,7 @@ const PORT_WORDS: usize = 65536 / 64;
 pub(crate) const WIRE_BYTES: usize = 65536 / 8;
 
 /// Whose ports a map describes.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Side {
     /// An address of ours: the bits of the sockets bound to it.
     Local,
@@ -95,9 +96,30 @@ struct MapEntry {
     users: usize,
 }
 
+/// What identifies a map, in the table's order: by namespace first, so that
+/// a namespace's maps are neighbours.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct MapKey {
+    net: NetRef,
+    addr: [u8; 16],
+    side: Side,
+}
+
+impl MapKey {
+    fn of(map: &CongMap) -> Self {
+        Self {
+            net: map.net,
+            addr: map.addr,
+            side: map.side,
+        }
+    }
+}
+
 kernel::sync::global_lock! {
     // SAFETY: Initialised by `init()` in module init, before PF_RDS is registered.
-    unsafe(uninit) static MAPS: Mutex<KVec<MapEntry>> = KVec::new();
+    // Every map by key: lookups cost O(log n) however many there are. `None`
+    // until the first map (a tree cannot be built in a constant).
+    unsafe(uninit) static MAPS: Mutex<Option<RBTree<MapKey, MapEntry>>> = None;
 }
 
 kernel::sync::global_lock! {
@@ -116,21 +138,18 @@ pub(crate) fn init() {
 
 /// Frees the tables' buffers. Call once, at unload, after the last socket and map.
 pub(crate) fn release_tables() {
-    crate::tables::free_table(&mut MAPS.lock());
+    let maps = MAPS.lock().take();
+    drop(maps);
     crate::tables::free_table(&mut MONITORS.lock());
-}
-
-impl CongMap {
-    fn is(&self, net: NetRef, addr: &[u8; 16], side: Side) -> bool {
-        self.net == net && self.addr == *addr && self.side == side
-    }
 }
 
 /// The `side` map of `addr` in `net`, created on first use; the caller is a
 /// user until it calls [`put`].
 pub(crate) fn get(net: NetRef, addr: [u8; 16], side: Side) -> Result<Arc<CongMap>> {
-    let mut maps = MAPS.lock();
-    if let Some(e) = maps.iter_mut().find(|e| e.map.is(net, &addr, side)) {
+    let key = MapKey { net, addr, side };
+    let mut guard = MAPS.lock();
+    let maps = guard.get_or_insert_with(RBTree::new);
+    if let Some(e) = maps.get_mut(&key) {
         e.users += 1;
         return Ok(e.map.clone());
     }
@@ -147,7 +166,8 @@ pub(crate) fn get(net: NetRef, addr: [u8; 16], side: Side) -> Result<Arc<CongMap
         }),
         GFP_KERNEL,
     )?;
-    maps.push(
+    maps.try_create_and_insert(
+        key,
         MapEntry {
             map: map.clone(),
             users: 1,
@@ -159,15 +179,20 @@ pub(crate) fn get(net: NetRef, addr: [u8; 16], side: Side) -> Result<Arc<CongMap
 
 /// Ends a use of `map` begun by [`get`]; the last one frees it. Process context.
 pub(crate) fn put(map: Arc<CongMap>) {
+    let key = MapKey::of(&map);
     let removed = {
-        let mut maps = MAPS.lock();
-        match maps.iter().position(|e| Arc::ptr_eq(&e.map, &map)) {
-            Some(i) if maps[i].users <= 1 => maps.remove(i).ok(),
-            Some(i) => {
-                maps[i].users -= 1;
-                None
+        let mut guard = MAPS.lock();
+        let maps = guard.as_mut();
+        match maps.and_then(|m| m.find_mut(&key)) {
+            Some(mut e) if Arc::ptr_eq(&e.get().map, &map) => {
+                if e.get().users <= 1 {
+                    Some(e.remove_node())
+                } else {
+                    e.get_mut().users -= 1;
+                    None
+                }
             }
-            None => None,
+            _ => None,
         }
     };
     // Dropped here, outside the lock: a PollCondVar's drop may sleep.
@@ -176,13 +201,23 @@ pub(crate) fn put(map: Arc<CongMap>) {
 
 /// Forgets the maps of `net`, which is exiting.
 pub(crate) fn forget_net(net: NetRef) {
+    let first = MapKey {
+        net,
+        addr: [0; 16],
+        side: Side::Local,
+    };
     loop {
+        // One at a time, each dropped outside the lock (see `put`).
         let entry = {
-            let mut maps = MAPS.lock();
-            match maps.iter().position(|e| e.map.net == net) {
-                Some(i) => maps.remove(i).ok(),
-                None => None,
-            }
+            let mut guard = MAPS.lock();
+            let Some(maps) = guard.as_mut() else {
+                break;
+            };
+            let key = maps
+                .cursor_lower_bound(&first)
+                .map(|c| *c.current().0)
+                .filter(|k| k.net == net);
+            key.and_then(|k| maps.remove_node(&k))
         };
         if entry.is_none() {
             break;
@@ -192,15 +227,20 @@ pub(crate) fn forget_net(net: NetRef) {
 
 /// The `side` map of `addr` in `net` if one exists (no use is taken).
 pub(crate) fn find(net: NetRef, addr: &[u8; 16], side: Side) -> Option<Arc<CongMap>> {
+    let key = MapKey {
+        net,
+        addr: *addr,
+        side,
+    };
     MAPS.lock()
-        .iter()
-        .find(|e| e.map.is(net, addr, side))
+        .as_ref()
+        .and_then(|maps| maps.get(&key))
         .map(|e| e.map.clone())
 }
 
 /// How many maps exist (debugfs, tests).
 pub(crate) fn count() -> usize {
-    MAPS.lock().len()
+    MAPS.lock().as_ref().map_or(0, |maps| maps.iter().count())
 }
 
 fn bit(port: u16) -> (usize, u64) {

@@ -192,7 +192,6 @@ kernel::sync::global_lock! {
 /// takes up both incarnations: to an rrds peer it is the old connection, and
 /// a peer that lost its own state meanwhile is seen to have restarted.
 struct Resume {
-    key: ConnKey,
     next_tx_seq: u64,
     next_rx_seq: u64,
     incarnations: Incarnations,
@@ -200,7 +199,8 @@ struct Resume {
 
 kernel::sync::global_lock! {
     // SAFETY: Initialised by `init()` in module init, before PF_RDS is registered.
-    unsafe(uninit) static RESUME: Mutex<KVec<Resume>> = KVec::new();
+    // By connection key; `None` until the first (see `CONNS`).
+    unsafe(uninit) static RESUME: Mutex<Option<RBTree<ConnKey, Resume>>> = None;
 }
 
 /// Initialises the table and plugs it into the transports. Call once, in
@@ -217,14 +217,29 @@ pub(super) fn init() {
 pub(super) fn release() {
     let table = CONNS.lock().take();
     drop(table);
-    crate::tables::free_table(&mut RESUME.lock());
+    let kept = RESUME.lock().take();
+    drop(kept);
 }
 
 /// Takes what a forgotten connection with `key` left.
 fn take_resume(key: &ConnKey) -> Option<Resume> {
-    let mut resume = RESUME.lock();
-    let i = resume.iter().position(|r| r.key == *key)?;
-    resume.remove(i).ok()
+    RESUME.lock().as_mut()?.remove(key)
+}
+
+/// Drops what `net`'s forgotten connections left (it is exiting).
+fn forget_resumes(net: NetRef) {
+    let mut guard = RESUME.lock();
+    let Some(kept) = guard.as_mut() else {
+        return;
+    };
+    let mut cursor = kept.cursor_lower_bound_mut(&ConnKey::first_to(net, [0; 16]));
+    while let Some(c) = cursor {
+        if c.current().0.net != net {
+            break;
+        }
+        // The next node, or the previous (of another namespace) if none.
+        cursor = c.remove_current().0;
+    }
 }
 
 /// The connection for `key`, created on first use; the caller is a user
@@ -425,8 +440,7 @@ pub(crate) fn put(conn: Arc<Connection>) {
 /// (see `Resume`); without, those of `net` are dropped too. Process context.
 pub(crate) fn forget_net(net: NetRef, mut which: impl FnMut(&Connection) -> bool, resume: bool) {
     if !resume {
-        let mut kept = RESUME.lock();
-        kept.retain(|r| r.key.net != net);
+        forget_resumes(net);
     }
     loop {
         let entry = {
@@ -535,16 +549,18 @@ impl Connection {
             let st = self.state.lock();
             (st.next_tx_seq, st.next_rx_seq)
         };
-        let mut kept = RESUME.lock();
-        kept.retain(|r| r.key != self.key);
-        let _ = kept.push(
-            Resume {
-                key: self.key,
-                next_tx_seq,
-                next_rx_seq,
-                incarnations,
-            },
-            GFP_KERNEL,
-        );
+        // Replaces what an earlier connection with the key left.
+        let _ = RESUME
+            .lock()
+            .get_or_insert_with(RBTree::new)
+            .try_create_and_insert(
+                self.key,
+                Resume {
+                    next_tx_seq,
+                    next_rx_seq,
+                    incarnations,
+                },
+                GFP_KERNEL,
+            );
     }
 }
