@@ -181,16 +181,7 @@ pub(super) fn serve_host_addresses() {
     if none_left {
         forget_links(net);
     }
-    let generation = DEVICE_GENERATION.load(kernel::sync::atomic::Relaxed);
-    {
-        let mut not_rdma = NOT_RDMA.lock();
-        not_rdma.scans += 1;
-        if not_rdma.generation != generation || not_rdma.scans >= NOT_RDMA_SCANS {
-            not_rdma.addrs.clear();
-            not_rdma.generation = generation;
-            not_rdma.scans = 0;
-        }
-    }
+    forget_not_rdma_when_due();
     for addr in addrs.iter() {
         let served = LISTENERS
             .lock()
@@ -215,38 +206,60 @@ pub(super) fn serve_host_addresses() {
             }
             Err(_) => continue,
         }
-        let mut listeners = LISTENERS.lock();
-        // Under the lock: `HostListeners::drop` takes it after setting the flag.
-        if HOST_STOPPED.load(kernel::sync::atomic::Relaxed) {
+        if !serve_host_address(net, &ep) {
             return;
         }
-        if let Some(l) = listeners
-            .iter_mut()
-            .find(|l| l.net == net && l.addr == *addr)
-        {
-            l.host = true;
-            if l.id.is_none() {
-                l.id = listen(net, &ep).ok();
-            }
-            continue;
-        }
-        // Tried again next tick if the port is taken or memory short.
-        let Ok(id) = listen(net, &ep) else {
-            continue;
-        };
-        let _ = listeners.push(
-            Listener {
-                net,
-                addr: *addr,
-                bound: 0,
-                host: true,
-                id: Some(id),
-                binder: None,
-                relisten_queued: false,
-            },
-            GFP_KERNEL,
-        );
     }
+}
+
+/// Forgets the addresses found not to be RDMA addresses once a device was
+/// added since, or after [`NOT_RDMA_SCANS`] scans.
+fn forget_not_rdma_when_due() {
+    let generation = DEVICE_GENERATION.load(kernel::sync::atomic::Relaxed);
+    let mut not_rdma = NOT_RDMA.lock();
+    not_rdma.scans += 1;
+    if not_rdma.generation != generation || not_rdma.scans >= NOT_RDMA_SCANS {
+        not_rdma.addrs.clear();
+        not_rdma.generation = generation;
+        not_rdma.scans = 0;
+    }
+}
+
+/// Listens on `ep`, an RDMA address of the initial namespace `net`, as a
+/// host address. Returns `false` if host listeners have stopped (unload).
+fn serve_host_address(net: NetRef, ep: &Endpoint) -> bool {
+    let mut listeners = LISTENERS.lock();
+    // Under the lock: `HostListeners::drop` takes it after setting the flag.
+    if HOST_STOPPED.load(kernel::sync::atomic::Relaxed) {
+        return false;
+    }
+    if let Some(l) = listeners
+        .iter_mut()
+        .find(|l| l.net == net && l.addr == ep.addr)
+    {
+        l.host = true;
+        if l.id.is_none() {
+            l.id = listen(net, ep).ok();
+        }
+        return true;
+    }
+    // Tried again next tick if the port is taken or memory short.
+    let Ok(id) = listen(net, ep) else {
+        return true;
+    };
+    let _ = listeners.push(
+        Listener {
+            net,
+            addr: ep.addr,
+            bound: 0,
+            host: true,
+            id: Some(id),
+            binder: None,
+            relisten_queued: false,
+        },
+        GFP_KERNEL,
+    );
+    true
 }
 
 /// The initial namespace's listeners from load to unload: dropping this

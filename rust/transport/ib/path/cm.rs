@@ -162,50 +162,10 @@ impl IbPath {
         peer: &ConnectPrivate,
         rd_atomic: (u8, u8),
     ) -> core::result::Result<(), CmId> {
-        let mut c = self.ctl.lock();
-        if c.dead {
-            id.reject(&REJECT_RETRY);
+        let c = self.ctl.lock();
+        let Some(mut c) = self.make_way_for_request(c, &id) else {
             return Err(id);
-        }
-        match c.state {
-            State::Up => {
-                // The peer lost the link we still think is up: drop ours; it retries.
-                c.step(Trail::RefusedUp);
-                let overflow = self.retire_locked(&mut c, DownReason::PeerClosed);
-                drop(c);
-                if let Some(r) = overflow {
-                    self.tear_down_now(r);
-                }
-                self.enqueue();
-                id.reject(&REJECT_RETRY);
-                return Err(id);
-            }
-            State::Connecting => {
-                let ours_active = c.link.as_ref().is_some_and(|l| l.active);
-                // Simultaneous connects: the side with the higher address gives up its
-                // own attempt, so exactly one connection is made (upstream rejects
-                // both and relies on random backoff).
-                if ours_active && self.key.laddr < self.key.faddr {
-                    c.step(Trail::RefusedRace);
-                    id.reject(&REJECT_RETRY);
-                    return Err(id);
-                }
-                // A passive attempt still connecting was abandoned by the peer, which
-                // sends a new request only once its earlier one failed (ib_cm absorbs
-                // retransmitted ones): replace it. Rejecting would refuse the peer for
-                // as long as the stale attempt lasts, which is forever when its RTU was
-                // lost (rxe raises no COMM_EST to establish it otherwise).
-                if let Some(r) = self.retire_locked(&mut c, DownReason::LinkError) {
-                    // Our own attempt: its handler does not wait for `ctl` while we
-                    // are in the listener's handler of another id.
-                    drop(c);
-                    self.tear_down_now(r);
-                    c = self.ctl.lock();
-                }
-                c.connect_wanted = false;
-            }
-            State::Down => {}
-        }
+        };
         // Room to retire the link we make (`Control::retiring`).
         if c.retiring.reserve(1, GFP_KERNEL).is_err() {
             id.reject(&REJECT_RETRY);
@@ -245,89 +205,70 @@ impl IbPath {
         Ok(())
     }
 
+    /// A connect request came while the path is in `c`'s state: refuses
+    /// it (rejecting `id`, and returning `None`) if the path is dead, up
+    /// (the peer lost the link we still think is up: ours goes, it retries)
+    /// or connecting itself with the right of way; else clears the way for
+    /// it and returns the lock.
+    fn make_way_for_request<'a>(
+        self: &'a Arc<Self>,
+        mut c: MutexGuard<'a, Control>,
+        id: &CmId,
+    ) -> Option<MutexGuard<'a, Control>> {
+        if c.dead {
+            id.reject(&REJECT_RETRY);
+            return None;
+        }
+        match c.state {
+            State::Up => {
+                // The peer lost the link we still think is up: drop ours; it retries.
+                c.step(Trail::RefusedUp);
+                let overflow = self.retire_locked(&mut c, DownReason::PeerClosed);
+                drop(c);
+                if let Some(r) = overflow {
+                    self.tear_down_now(r);
+                }
+                self.enqueue();
+                id.reject(&REJECT_RETRY);
+                return None;
+            }
+            State::Connecting => {
+                let ours_active = c.link.as_ref().is_some_and(|l| l.active);
+                // Simultaneous connects: the side with the higher address gives up its
+                // own attempt, so exactly one connection is made (upstream rejects
+                // both and relies on random backoff).
+                if ours_active && self.key.laddr < self.key.faddr {
+                    c.step(Trail::RefusedRace);
+                    id.reject(&REJECT_RETRY);
+                    return None;
+                }
+                // A passive attempt still connecting was abandoned by the peer, which
+                // sends a new request only once its earlier one failed (ib_cm absorbs
+                // retransmitted ones): replace it. Rejecting would refuse the peer for
+                // as long as the stale attempt lasts, which is forever when its RTU was
+                // lost (rxe raises no COMM_EST to establish it otherwise).
+                if let Some(r) = self.retire_locked(&mut c, DownReason::LinkError) {
+                    // Our own attempt: its handler does not wait for `ctl` while we
+                    // are in the listener's handler of another id.
+                    drop(c);
+                    self.tear_down_now(r);
+                    c = self.ctl.lock();
+                }
+                c.connect_wanted = false;
+            }
+            State::Down => {}
+        }
+        Some(c)
+    }
+
     /// An rdma_cm event of one of this path's ids.
     pub(in crate::transport::ib) fn cm_event(self: &Arc<Self>, id: &CmIdRef, event: &CmEvent<'_>) {
-        {
-            let mut c = self.ctl.lock();
-            let live_link = c.link.as_ref().is_some_and(|l| l.is(id));
-            if live_link {
-                // Diagnostics counters: they wrap rather than overflow.
-                c.link_events = c.link_events.wrapping_add(1);
-                c.last_link_event = event.number();
-            } else {
-                c.other_events = c.other_events.wrapping_add(1);
-            }
-            c.step_event(event.number(), live_link);
-        }
+        self.count_event(id, event);
         let kind = event.kind();
         match kind {
-            CmEventKind::AddrResolved => {
-                let c = self.ctl.lock();
-                if !c.link.as_ref().is_some_and(|l| l.is(id)) {
-                    return;
-                }
-                // The connection's TOS becomes the traffic class (RoCE), the
-                // service level (IB) or the TCP TOS (iWARP), as upstream.
-                id.set_service_type(self.key.tos);
-                if id.resolve_route(ROUTE_TIMEOUT_MS).is_err() {
-                    drop(c);
-                    self.fail(Some(id), DownReason::LinkError, "route resolution");
-                }
-            }
-            CmEventKind::RouteResolved => {
-                let mut c = self.ctl.lock();
-                let Some(mut link) = c.link.take_if(|l| l.is(id)) else {
-                    return;
-                };
-                let mut buf: PrivateBuf = [0; 56];
-                let len = self.private_data(&mut buf);
-                let result = self.build(&mut link).and_then(|()| {
-                    if link.is_iwarp() {
-                        // siw opens its TCP socket in the calling task's namespace.
-                        let task = self.connect_from_task(id)?;
-                        c.task_connect = Some((core::ptr::from_ref(id) as usize, task, 0));
-                        Ok(())
-                    } else {
-                        id.connect(&self.conn_param(&buf[..len], id, None))
-                    }
-                });
-                c.link = Some(link);
-                if let Err(e) = result {
-                    drop(c);
-                    pr_debug!("connect: {:?}\n", e);
-                    self.fail(Some(id), DownReason::LinkError, "connect");
-                }
-            }
-            CmEventKind::Established => {
-                let mut c = self.ctl.lock();
-                let Some(active) = c.link.as_ref().filter(|l| l.is(id)).map(|l| l.active) else {
-                    return;
-                };
-                if c.state == State::Up {
-                    // Established already by its first receive (`receive_before_established`).
-                    return;
-                }
-                if !active && c.link.as_ref().is_some_and(Link::is_iwarp) {
-                    // The responder speaks second: its first receive, or the
-                    // watchdog, starts it (`IWARP_RESPONDER_WAIT_TICKS`).
-                    c.responder_waiting = Some(0);
-                    c.step(Trail::ResponderWaits);
-                    return;
-                }
-                let peer = if active {
-                    let v6 = !Endpoint {
-                        addr: self.key.laddr,
-                        ..Endpoint::default()
-                    }
-                    .is_v4();
-                    ConnectPrivate::decode(event.private_data(), v6)
-                        .filter(|p| p.major != 0)
-                        .unwrap_or_default()
-                } else {
-                    c.peer_request
-                };
-                self.link_up(c, peer);
-            }
+            CmEventKind::AddrResolved => self.addr_resolved(id),
+            CmEventKind::RouteResolved => self.route_resolved(id),
+            CmEventKind::Established => self.established(id, event),
             CmEventKind::Failed
             | CmEventKind::Disconnected
             | CmEventKind::DeviceRemoval
@@ -347,6 +288,94 @@ impl IbPath {
             }
             _ => {}
         }
+    }
+
+    /// Counts `event` of `id` for diagnosis (debugfs `ib_links`).
+    fn count_event(&self, id: &CmIdRef, event: &CmEvent<'_>) {
+        let mut c = self.ctl.lock();
+        let live_link = c.link.as_ref().is_some_and(|l| l.is(id));
+        if live_link {
+            // Diagnostics counters: they wrap rather than overflow.
+            c.link_events = c.link_events.wrapping_add(1);
+            c.last_link_event = event.number();
+        } else {
+            c.other_events = c.other_events.wrapping_add(1);
+        }
+        c.step_event(event.number(), live_link);
+    }
+
+    /// The live link's address is resolved: resolve its route.
+    fn addr_resolved(self: &Arc<Self>, id: &CmIdRef) {
+        let c = self.ctl.lock();
+        if !c.link.as_ref().is_some_and(|l| l.is(id)) {
+            return;
+        }
+        // The connection's TOS becomes the traffic class (RoCE), the
+        // service level (IB) or the TCP TOS (iWARP), as upstream.
+        id.set_service_type(self.key.tos);
+        if id.resolve_route(ROUTE_TIMEOUT_MS).is_err() {
+            drop(c);
+            self.fail(Some(id), DownReason::LinkError, "route resolution");
+        }
+    }
+
+    /// The live link's route is resolved: build it and connect.
+    fn route_resolved(self: &Arc<Self>, id: &CmIdRef) {
+        let mut c = self.ctl.lock();
+        let Some(mut link) = c.link.take_if(|l| l.is(id)) else {
+            return;
+        };
+        let mut buf: PrivateBuf = [0; 56];
+        let len = self.private_data(&mut buf);
+        let result = self.build(&mut link).and_then(|()| {
+            if link.is_iwarp() {
+                // siw opens its TCP socket in the calling task's namespace.
+                let task = self.connect_from_task(id)?;
+                c.task_connect = Some((core::ptr::from_ref(id) as usize, task, 0));
+                Ok(())
+            } else {
+                id.connect(&self.conn_param(&buf[..len], id, None))
+            }
+        });
+        c.link = Some(link);
+        if let Err(e) = result {
+            drop(c);
+            pr_debug!("connect: {:?}\n", e);
+            self.fail(Some(id), DownReason::LinkError, "connect");
+        }
+    }
+
+    /// The live link is established (rdma_cm's ESTABLISHED): it comes up,
+    /// unless it is up already or is an iWARP responder's, which waits.
+    fn established(self: &Arc<Self>, id: &CmIdRef, event: &CmEvent<'_>) {
+        let mut c = self.ctl.lock();
+        let Some(active) = c.link.as_ref().filter(|l| l.is(id)).map(|l| l.active) else {
+            return;
+        };
+        if c.state == State::Up {
+            // Established already by its first receive (`receive_before_established`).
+            return;
+        }
+        if !active && c.link.as_ref().is_some_and(Link::is_iwarp) {
+            // The responder speaks second: its first receive, or the
+            // watchdog, starts it (`IWARP_RESPONDER_WAIT_TICKS`).
+            c.responder_waiting = Some(0);
+            c.step(Trail::ResponderWaits);
+            return;
+        }
+        let peer = if active {
+            let v6 = !Endpoint {
+                addr: self.key.laddr,
+                ..Endpoint::default()
+            }
+            .is_v4();
+            ConnectPrivate::decode(event.private_data(), v6)
+                .filter(|p| p.major != 0)
+                .unwrap_or_default()
+        } else {
+            c.peer_request
+        };
+        self.link_up(c, peer);
     }
 
     /// The live link is established, `peer` what the peer's connect data

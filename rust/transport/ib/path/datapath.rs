@@ -214,17 +214,21 @@ impl IbPath {
         }
     }
 
+    /// A receive failed or was flushed: the link is gone if it is the live
+    /// one (see `send_completed`).
+    fn recv_failed(self: &Arc<Self>, wc: &WorkCompletion<'_>) {
+        if let Some(r) = Option::as_mut(&mut *self.rings.lock()) {
+            if r.qp.as_raw() == wc.qp() {
+                r.receive_failed();
+            }
+        }
+        pr_debug!("receive completion status {}\n", wc.status());
+        self.fail_qp(wc.qp());
+    }
+
     fn recv_completed(self: &Arc<Self>, wc: &WorkCompletion<'_>) {
         if !wc.is_success() {
-            if let Some(r) = Option::as_mut(&mut *self.rings.lock()) {
-                if r.qp.as_raw() == wc.qp() {
-                    r.receive_failed();
-                }
-            }
-            // Flushed or failed: the link is gone if it is the live one
-            // (see `send_completed`).
-            pr_debug!("receive completion status {}\n", wc.status());
-            self.fail_qp(wc.qp());
+            self.recv_failed(wc);
             return;
         }
         // The pages that replace those the frame filled, allocated before

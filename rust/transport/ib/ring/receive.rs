@@ -88,17 +88,47 @@ impl Rings {
         }
         let i = self.recv_done % RECV_SLOTS;
         self.recv_done += 1;
+        let raw = self.recv_headers.read(i);
+        let (filled, reposted) = self.repost_receive(path, i, byte_len, fresh);
+        // One buffer short if not reposted; the credits the peer has account for it.
+        out.error = !reposted;
+        if byte_len < HEADER_LEN {
+            out.error = true;
+            return out;
+        }
+        let Some(header) = Header::from_wire(&raw) else {
+            out.error = true;
+            return out;
+        };
+        out.credits_added = self.take_credits(&header);
+        if header.ack != 0 {
+            out.acked = Some(header.ack);
+        }
+        take_frame(header, filled, byte_len, &mut out);
+        out
+    }
+
+    /// Takes the pages of receive slot `i` that a frame of `byte_len` bytes
+    /// filled, and posts the buffer again with `fresh` pages in their place
+    /// (those it left empty go again as they are). Returns the filled pages
+    /// and whether the buffer was posted.
+    fn repost_receive(
+        &mut self,
+        path: &IbPath,
+        i: usize,
+        byte_len: usize,
+        fresh: [Option<Page>; FRAME_PAGES],
+    ) -> ([Option<DmaPage>; FRAME_PAGES], bool) {
         let mut pages = match self.recv_slots[i].take() {
             Some(buffer) => buffer.map(Some),
             None => [None, None],
         };
-        let raw = self.recv_headers.read(i);
-        let data_len = byte_len.saturating_sub(HEADER_LEN);
-        // The pages the frame filled go up with it; fresh ones take their place,
-        // and those it left empty are posted again as they are.
         let mut filled: [Option<DmaPage>; FRAME_PAGES] = [None, None];
-        let used = pages_filled(byte_len);
-        for (slot, page) in filled.iter_mut().zip(pages.iter_mut()).take(used) {
+        for (slot, page) in filled
+            .iter_mut()
+            .zip(pages.iter_mut())
+            .take(pages_filled(byte_len))
+        {
             *slot = page.take();
         }
         let mut fresh = fresh.into_iter().flatten();
@@ -108,78 +138,32 @@ impl Rings {
                 .and_then(|p| DmaPage::map(self.device, p, DmaDirection::FromDevice).ok());
         }
         let reposted = match pages {
-            [Some(a), Some(b)] => self.post_receive(path, [a, b]),
-            _ => Err(ENOMEM),
+            [Some(a), Some(b)] => self.post_receive(path, [a, b]).is_ok(),
+            _ => false,
         };
-        if reposted.is_err() {
-            // One buffer short; the credits the peer has account for it.
-            out.error = true;
+        (filled, reposted)
+    }
+
+    /// Adds the send credits `header` grants; returns whether it granted any.
+    fn take_credits(&mut self, header: &Header) -> bool {
+        if header.credit == 0 {
+            return false;
         }
-        if byte_len < HEADER_LEN {
-            out.error = true;
-            return out;
+        if !self.credits.enabled {
+            // A peer that offered no credits but advertises some does flow
+            // control on the credits we offered: in-tree RDS with
+            // `flow_control` set offers none, its receives not yet posted
+            // when it connects. Its sends stop unless ours advertise the
+            // buffers we post, and its grants are all our sends may use.
+            self.credits.enabled = true;
+            self.credits.send = 0;
         }
-        let Some(header) = Header::from_wire(&raw) else {
-            out.error = true;
-            return out;
-        };
-        if header.credit != 0 {
-            if !self.credits.enabled {
-                // A peer that offered no credits but advertises some does flow
-                // control on the credits we offered: in-tree RDS with
-                // `flow_control` set offers none, its receives not yet posted
-                // when it connects. Its sends stop unless ours advertise the
-                // buffers we post, and its grants are all our sends may use.
-                self.credits.enabled = true;
-                self.credits.send = 0;
-            }
-            self.credits.send = self
-                .credits
-                .send
-                .saturating_add(u32::from(header.credit))
-                .min(MAX_SEND_CREDITS);
-            out.credits_added = true;
-        }
-        if header.ack != 0 {
-            out.acked = Some(header.ack);
-        }
-        if header.flags & FLAG_PACKED != 0 {
-            // We offer packed frames to every peer.
-            let framed = header.sequence == 0
-                && header.sport == 0
-                && header.dport == 0
-                && header.len as usize == data_len
-                && (1..=PAGE_SIZE).contains(&data_len);
-            match filled[0].take() {
-                Some(b) if framed => out.packed = Some((b.unmap(), data_len)),
-                _ => out.error = true,
-            }
-            return out;
-        }
-        if header.sport == 0 && header.dport == 0 && data_len == 0 && header.len == 0 {
-            // An explicit ack (or credit update).
-            return out;
-        }
-        // We offer large frames to every peer; the buffer bounds the rest.
-        if data_len > FRAME_PAGES * PAGE_SIZE {
-            out.error = true;
-            return out;
-        }
-        if used > 1 && header.flags != FLAG_CONG_BITMAP {
-            stats::inc(Stat::IbRxLargeFrames);
-        }
-        let mut payload: Payload = [None, None];
-        for (n, (slot, page)) in payload.iter_mut().zip(filled).enumerate().take(used) {
-            match page {
-                Some(b) => *slot = Some((b.unmap(), (data_len - n * PAGE_SIZE).min(PAGE_SIZE))),
-                None => {
-                    out.error = true;
-                    return out;
-                }
-            }
-        }
-        out.frame = Some((header, payload));
-        out
+        self.credits.send = self
+            .credits
+            .send
+            .saturating_add(u32::from(header.credit))
+            .min(MAX_SEND_CREDITS);
+        true
     }
 
     /// A whole message `sequence` arrived: acks from now on cover it.
@@ -200,4 +184,54 @@ impl Rings {
         self.recv_done += 1;
         self.recv_slots[i] = None;
     }
+}
+
+/// What a received frame with `header` carries in its `filled` pages
+/// (`byte_len` bytes with the header): a packed frame's page, nothing for
+/// an explicit ack, else a message's frame and its payload; `error` for a
+/// frame that fits none.
+fn take_frame(
+    header: Header,
+    mut filled: [Option<DmaPage>; FRAME_PAGES],
+    byte_len: usize,
+    out: &mut Received,
+) {
+    let data_len = byte_len.saturating_sub(HEADER_LEN);
+    if header.flags & FLAG_PACKED != 0 {
+        // We offer packed frames to every peer.
+        let framed = header.sequence == 0
+            && header.sport == 0
+            && header.dport == 0
+            && header.len as usize == data_len
+            && (1..=PAGE_SIZE).contains(&data_len);
+        match filled[0].take() {
+            Some(b) if framed => out.packed = Some((b.unmap(), data_len)),
+            _ => out.error = true,
+        }
+        return;
+    }
+    if header.sport == 0 && header.dport == 0 && data_len == 0 && header.len == 0 {
+        // An explicit ack (or credit update).
+        return;
+    }
+    // We offer large frames to every peer; the buffer bounds the rest.
+    if data_len > FRAME_PAGES * PAGE_SIZE {
+        out.error = true;
+        return;
+    }
+    let used = pages_filled(byte_len);
+    if used > 1 && header.flags != FLAG_CONG_BITMAP {
+        stats::inc(Stat::IbRxLargeFrames);
+    }
+    let mut payload: Payload = [None, None];
+    for (n, (slot, page)) in payload.iter_mut().zip(filled).enumerate().take(used) {
+        match page {
+            Some(b) => *slot = Some((b.unmap(), (data_len - n * PAGE_SIZE).min(PAGE_SIZE))),
+            None => {
+                out.error = true;
+                return;
+            }
+        }
+    }
+    out.frame = Some((header, payload));
 }
