@@ -84,7 +84,31 @@ impl WorkItem for CongMap {
     fn run(this: Arc<CongMap>) {
         // Only our own sockets' bits are ours to tell.
         if this.side == Side::Local {
-            crate::transport::ib::cong_changed(this.net, &this.addr, || this.to_message());
+            this.send_to_peers();
+        }
+    }
+}
+
+impl CongMap {
+    /// Sends this local map, encoded once and only if one needs it, to the
+    /// peer of every connection from its address that has a link (through
+    /// the connection's transport `Path`). Process context (the work item).
+    fn send_to_peers(&self) {
+        let Some(connections) = crate::transport::connections() else {
+            return;
+        };
+        let mut wire = None;
+        for c in connections.snapshot() {
+            let key = c.key();
+            if !c.path().has_link() || key.net != self.net || key.laddr != self.addr {
+                continue;
+            }
+            if wire.is_none() {
+                wire = self.to_message().ok();
+            }
+            if let Some(w) = &wire {
+                c.path().send_cong_map(w.clone());
+            }
         }
     }
 }

@@ -165,6 +165,14 @@ impl Path {
         self.0.as_ref()?.info()
     }
 
+    /// Sends our congestion map, in wire form, to the peer (loopback has
+    /// none: its receivers are our own sockets).
+    pub(crate) fn send_cong_map(&self, map: Arc<Message>) {
+        if let Some(path) = &self.0 {
+            path.send_cong_map(map);
+        }
+    }
+
     /// Whether this is an IB connection (RDS_INFO_IB_CONNECTIONS lists it).
     pub(crate) fn is_ib(&self) -> bool {
         self.0.is_some()

@@ -337,32 +337,6 @@ pub(crate) fn show_links(f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Res
     Ok(())
 }
 
-/// The congestion map of local address `laddr` in `net` changed: send it,
-/// as `message` builds it, to the peer of every IB connection from that
-/// address. Built once, and only if a connection needs it. Process context
-/// (the map's work item).
-pub(crate) fn cong_changed(
-    net: NetRef,
-    laddr: &[u8; 16],
-    mut message: impl FnMut() -> Result<Arc<Message>>,
-) {
-    let mut wire = None;
-    for c in all_connections() {
-        let Some(path) = c.path().ib() else {
-            continue;
-        };
-        if c.key().net != net || c.key().laddr != *laddr {
-            continue;
-        }
-        if wire.is_none() {
-            wire = message().ok();
-        }
-        if let Some(w) = &wire {
-            path.send_cong_map(w.clone());
-        }
-    }
-}
-
 /// The device `raw` is being removed: connections over it go down first,
 /// and listeners on it are closed (rdma_cm cannot remove a device while an
 /// id uses it); they listen again once an RDMA device serves the address.
