@@ -43,7 +43,7 @@ use crate::{
         net::ne_u64,
         workqueue, //
     },
-    message::MAX_MSG_SIZE,
+    limits::MAX_MSG_SIZE,
     mr::{
         self,
         Pinned,
