@@ -4,6 +4,8 @@
 #
 #   make [KDIR=<kernel build dir>] build rrds.ko against that kernel (default: the running one's)
 #   make modules_install           install it (INSTALL_MOD_PATH, INSTALL_MOD_DIR as for any module)
+#   make tools-install             the rrds command, its man pages and shell completions
+#                                  (DESTDIR, PREFIX=/usr/local)
 #   make check                     set up, build, lint and run the selftests in a VM
 #   make demo                      boot the VM, load rrds on rxe and siw, show what it sees
 #   make bench                     rrds against the in-tree rds module over loopback, in a VM
@@ -42,7 +44,7 @@ rust_sources = $(filter-out rust/bindings_generated.rs,$(wildcard rust/*.rs rust
 kmake = $(CURDIR)/scripts/kdir-check $(kdir) && $(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM)
 
 .PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench bench-ib bench-rdma bench-register bench-xrc interop setup fuzz \
-	distro-module check-distro modules_install
+	distro-module check-distro modules_install tools-install
 
 all: modules
 
@@ -53,6 +55,22 @@ modules:
 # default directory for external modules: updates), then depmod.
 modules_install:
 	$(kmake) modules_install
+
+PREFIX ?= /usr/local
+tools_bin = tools/target/release/rrds
+
+# The rrds command, rrds(1) and rrds-SUBCOMMAND(1), and completions for
+# bash, zsh and fish, generated from the command's own definition.
+tools-install:
+	cd tools && cargo build --release --locked -p rrds-cli
+	install -D -m 0755 $(tools_bin) $(DESTDIR)$(PREFIX)/bin/rrds
+	$(tools_bin) manpages $(DESTDIR)$(PREFIX)/share/man/man1
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+		$(DESTDIR)$(PREFIX)/share/zsh/site-functions \
+		$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	$(tools_bin) completions bash >$(DESTDIR)$(PREFIX)/share/bash-completion/completions/rrds
+	$(tools_bin) completions zsh >$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_rrds
+	$(tools_bin) completions fish >$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/rrds.fish
 
 clippy:
 	$(kmake) CLIPPY=1 modules

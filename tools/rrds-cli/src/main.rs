@@ -3,8 +3,12 @@
 
 mod cmd;
 
+use std::io;
+use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::CommandFactory;
 use clap::Parser;
 use clap::Subcommand;
 
@@ -34,6 +38,29 @@ enum Command {
     /// Print the connections' links of this network namespace coming up and
     /// going down as it happens (RRDS_CONN_MONITOR; rrds only).
     Watch(cmd::watch::WatchArgs),
+    /// Print the shell completion script for SHELL on standard output, e.g.
+    /// `rrds completions bash > /usr/share/bash-completion/completions/rrds`.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Write the manual pages, rrds.1 and rrds-SUBCOMMAND.1 for each
+    /// subcommand, into DIR (`make tools-install` installs them).
+    Manpages {
+        /// Where to write the pages (created if missing).
+        dir: PathBuf,
+    },
+}
+
+/// Writes rrds's completion script for `shell` to `out`.
+fn write_completions(shell: clap_complete::Shell, out: &mut dyn io::Write) {
+    clap_complete::generate(shell, &mut Cli::command(), "rrds", out);
+}
+
+/// Writes rrds's manual pages into `dir`, creating it if missing.
+fn write_manpages(dir: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    clap_mangen::generate_to(Cli::command(), dir)
 }
 
 fn main() -> ExitCode {
@@ -45,6 +72,13 @@ fn main() -> ExitCode {
         Command::Xrc(args) => cmd::xrc::run(args),
         Command::Mr(args) => cmd::mr::run(args),
         Command::Watch(args) => cmd::watch::run(args),
+        Command::Completions { shell } => {
+            write_completions(*shell, &mut io::stdout());
+            Ok(true)
+        }
+        Command::Manpages { dir } => write_manpages(dir)
+            .map(|()| true)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display()))),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -412,5 +446,43 @@ mod tests {
         };
         assert_eq!(args.table, None);
         assert!(parse(&["info", "counters", "sockets"]).is_err());
+    }
+
+    /// The user-facing subcommands, which completions and pages must cover.
+    const SUBCOMMANDS: [&str; 6] = ["ping", "bench", "info", "xrc", "mr", "watch"];
+
+    #[test]
+    fn completions_cover_every_subcommand() {
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+        ] {
+            let mut out = Vec::new();
+            write_completions(shell, &mut out);
+            let script = String::from_utf8(out).unwrap();
+            for sub in SUBCOMMANDS {
+                assert!(script.contains(sub), "{shell}: no {sub}");
+            }
+            // Options of a subcommand, not only the names.
+            assert!(script.contains("interval"), "{shell}: no ping --interval");
+        }
+        assert!(parse(&["completions", "bash"]).is_ok());
+        assert!(parse(&["completions", "tcsh"]).is_err());
+    }
+
+    #[test]
+    fn manpages_are_written_for_every_subcommand() {
+        let dir = std::env::temp_dir().join(format!("rrds-man-{}", std::process::id()));
+        write_manpages(&dir).unwrap();
+        let page = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+        assert!(page("rrds.1").starts_with(".ie"), "not roff");
+        assert!(page("rrds.1").contains(".TH rrds 1"));
+        for sub in SUBCOMMANDS {
+            let text = page(&format!("rrds-{sub}.1"));
+            assert!(text.contains(&format!(".TH rrds-{sub} 1")), "{sub}");
+        }
+        assert!(page("rrds-ping.1").contains("interval"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
