@@ -184,6 +184,9 @@ pub struct Received {
     /// each port that was refused with `ENOBUFS` and is no longer congested
     /// (a 0-byte receive).
     pub cong_update: Option<u64>,
+    /// The receive path's latency of the datagram, in the spans asked for
+    /// with [`RdsSocket::set_rxpath_latency`] (none for a notification).
+    pub rxpath_latency: Option<crate::rxpath::RxPathLatency>,
 }
 
 /// Size of the TOS ioctl argument buffer: at least `struct ifreq`.
@@ -649,6 +652,16 @@ impl RdsSocket {
         self.setsockopt_int(sys::SOL_RDS, sys::RDS_CONG_MONITOR, c_int::from(on))
     }
 
+    /// Sets `SO_RDS_MSG_RXPATH_LATENCY`: each datagram received from now on
+    /// reports the time it spent in `spans` ([`Received::rxpath_latency`]);
+    /// no spans turns it off. `EINVAL` for more than
+    /// [`rxpath::MAX_SPANS`](crate::rxpath::MAX_SPANS).
+    pub fn set_rxpath_latency(&self, spans: &[crate::rxpath::RxPathSpan]) -> io::Result<()> {
+        let raw = crate::rxpath::encode_request(spans)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+        self.setsockopt_value(sys::SOL_RDS, sys::SO_RDS_MSG_RXPATH_LATENCY, &raw)
+    }
+
     /// `SO_RDS_TRANSPORT`: the attached transport, [`Transport::None`] when
     /// unbound, [`Transport::Loopback`] when bound to a loopback address.
     pub fn transport(&self) -> io::Result<Transport> {
@@ -966,6 +979,8 @@ fn decode_received(
             .collect(),
         rdma_dest: find_cmsg(control, sys::SOL_RDS, sys::RDS_CMSG_RDMA_DEST).and_then(ne_u64),
         cong_update: find_cmsg(control, sys::SOL_RDS, sys::RDS_CMSG_CONG_UPDATE).and_then(ne_u64),
+        rxpath_latency: find_cmsg(control, sys::SOL_RDS, sys::RDS_CMSG_RXPATH_LATENCY)
+            .and_then(crate::rxpath::RxPathLatency::decode),
     })
 }
 

@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use rrds::mr::cookie_offset;
 use rrds::rdma::Direction;
-use rrds::{Atomic, AtomicOp, RdmaFlags, RdmaOp, RdmaStatus, RdsSocket, Received};
+use rrds::{
+    Atomic, AtomicOp, RdmaFlags, RdmaOp, RdmaStatus, RdsSocket, Received, RxPathLatency, RxPathSpan,
+};
 
 struct Pair {
     local: IpAddr,
@@ -312,4 +314,36 @@ fn dropped_region_refuses_the_peers_rdma() {
     let memory = once.free().expect("flushed");
     assert_eq!(memory.len(), 4096);
     assert_eq!(memory[..100], [0x5a; 100]);
+}
+
+/// With SO_RDS_MSG_RXPATH_LATENCY, a datagram over IB reports the spans the
+/// socket asked for, in its order, each shorter than the wait for it; off
+/// again, none.
+#[test]
+#[ignore]
+fn receive_path_latency_is_reported_as_asked() {
+    let p = pair();
+    let (a, b, to) = p.sockets(4301);
+    let mut got = [0u8; 16];
+    let asked = [RxPathSpan::Delivered, RxPathSpan::HeaderToDatagram];
+    b.set_rxpath_latency(&asked)
+        .expect("SO_RDS_MSG_RXPATH_LATENCY");
+    let sent = std::time::Instant::now();
+    a.send_to(b"t", to).expect("send_to");
+    let traced = receive(&b, &mut got);
+    let waited = sent.elapsed();
+    let RxPathLatency(spans) = traced.rxpath_latency.expect("no latency trace");
+    assert_eq!(
+        spans.iter().map(|(span, _)| *span).collect::<Vec<_>>(),
+        asked
+    );
+    for (span, time) in spans {
+        assert!(
+            time <= waited,
+            "{span:?} took {time:?}, the receive {waited:?}"
+        );
+    }
+    b.set_rxpath_latency(&[]).expect("off");
+    a.send_to(b"u", to).expect("send_to");
+    assert_eq!(receive(&b, &mut got).rxpath_latency, None);
 }
