@@ -302,6 +302,49 @@ TEST_F(mr, device_removal_deregisters_and_frees_on_close)
 	ASSERT_EQ(0, rrds_unload());
 }
 
+/*
+ * The device is removed while a namespace's registration QP is still being
+ * set up: its QP made, its listener held open by debugfs regqp_listen_hold.
+ * The removal fails the set-up and waits for it to end before the PD goes,
+ * so the QP is destroyed in a live PD (before: KASAN slab-use-after-free in
+ * ib_qp_usecnt_dec from rdma_destroy_qp, seen in a 30-minute make fuzz),
+ * RDS_GET_MR fails, the device goes, and it can be added again at once.
+ */
+TEST_F(mr, device_removal_while_a_registration_qp_is_set_up)
+{
+	int fd = bound_socket(variant->local, 0), armed, port = 0, status;
+	char buf[64];
+	uint64_t cookie;
+	pid_t pid;
+
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, sh("echo 1 > " RRDS_DEBUGFS "/regqp_listen_hold"));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(get_mr(fd, self->buf, PAGE, 0, &cookie) == 0 ? 0 : 1);
+	for (int i = 0; i < 1000 && !port; i++) {
+		if (read_file(RRDS_DEBUGFS "/regqp_listen_hold", buf, sizeof(buf)) < 0 ||
+		    sscanf(buf, "%d %d", &armed, &port) != 2)
+			port = 0;
+		if (!port)
+			usleep(10 * 1000);
+	}
+	EXPECT_NE(0, port) TH_LOG("no registration QP held in its set-up within 10 s");
+	/* In the background: the removal waits for the held set-up. */
+	EXPECT_EQ(0, sh("rdma link del %s_a >/dev/null 2>&1 &", variant->kind));
+	usleep(500 * 1000);
+	ASSERT_EQ(0, sh("echo 0 > " RRDS_DEBUGFS "/regqp_listen_hold"));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) TH_LOG("RDS_GET_MR succeeded");
+	EXPECT_TRUE(WAIT_FOR(30, sh("rdma link show %s_a/1 >/dev/null 2>&1", variant->kind) != 0));
+	close(fd);
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
+	/* Added again at once: nothing of the old device is held. */
+	ASSERT_EQ(0, fixture(variant->kind[0] == 'r' ? "rxe-up" : "siw-up"));
+	ASSERT_EQ(0, rrds_unload());
+}
+
 /* A socket of rrds-b bound to @ip:@port, made from rrds-b; back in rrds-a after. */
 static int peer_socket(const char *ip, int port)
 {

@@ -156,6 +156,9 @@ pub(crate) struct DeviceMrs {
     /// Free MRs by size class, of every namespace's PD on the device.
     pool: [KVec<Pooled>; CLASSES.len()],
     qps: KVec<QpSlot>,
+    /// Registration QPs being set up (`RegQp::connect`), not yet in `qps`:
+    /// their QPs are in a PD of the device too.
+    connecting: KVec<Arc<RegQp>>,
     /// Every MR holding verbs objects of the device, by serial number.
     live: KVec<Arc<Mr>>,
     next_serial: u64,
@@ -658,11 +661,20 @@ pub(crate) fn device_removed(device: &RdmaDevice) {
     }) else {
         return;
     };
-    let qps = {
+    let (qps, connecting) = {
         let mut d = device.state.lock();
         d.gone = true;
-        core::mem::take(&mut d.qps)
+        (
+            core::mem::take(&mut d.qps),
+            core::mem::take(&mut d.connecting),
+        )
     };
+    // A QP being set up is its task's until the set-up ends: fail it, wait
+    // for that, then shut it down, all before the PD it is in goes.
+    for qp in connecting.iter() {
+        qp.abort_set_up();
+        qp.shut_down();
+    }
     for slot in qps.iter() {
         if let Some(qp) = &slot.qp {
             qp.shut_down();

@@ -12,6 +12,10 @@
 //! The connection is made by the user task that first needs it, because
 //! siw opens its TCP sockets in the calling task's namespace.
 
+use core::sync::atomic::{
+    AtomicBool,
+    Ordering::Relaxed, //
+};
 use kernel::{
     new_condvar, new_mutex, new_spinlock,
     prelude::*,
@@ -58,6 +62,10 @@ pub(super) const SEND_DEPTH: u32 = 512;
 const RESOLVE_TIMEOUT_MS: u32 = 2000;
 /// How long the connection to itself may take, under TCG included.
 const SETUP_TIMEOUT_MS: u32 = 10_000;
+/// How long a device's removal waits for an aborted set-up to end (it is
+/// then in a short verbs or rdma_cm call, or in the selftests' listener
+/// hold of at most 10 s).
+const ABORT_WAIT_MS: u32 = 30_000;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 enum Phase {
@@ -108,16 +116,19 @@ pub(crate) struct RegQp {
     /// The QP to post on; taken (under this lock) before the QP is drained.
     #[pin]
     post: SpinLock<Option<QpRef>>,
+    /// `connect` is setting the connection up: its ids, and perhaps its QP,
+    /// are the setting-up task's until it ends (`abort_set_up` waits for that).
+    setting_up: AtomicBool,
     /// The namespace's PD on the device, which the QPs and every MR
     /// registered through them are in. Last: it outlives the QPs.
     domain: DomainUse,
 }
 
 impl RegQp {
-    /// Connects a registration QP in `domain` (of `net`) through its local
-    /// address `addr`. Process context, in a task of `net`.
-    pub(super) fn connect(net: NetRef, domain: DomainUse, addr: &Endpoint) -> Result<Arc<Self>> {
-        let this = Arc::pin_init(
+    /// A registration QP in `domain` (of `net`), to be connected with
+    /// [`Self::connect`].
+    pub(super) fn new(net: NetRef, domain: DomainUse) -> Result<Arc<Self>> {
+        Arc::pin_init(
             pin_init!(Self {
                 net,
                 domain,
@@ -125,14 +136,43 @@ impl RegQp {
                 link <- new_mutex!(Link::default()),
                 changed <- new_condvar!("rrds_regqp"),
                 post <- new_spinlock!(None),
+                setting_up: AtomicBool::new(true),
             }),
             GFP_KERNEL,
-        )?;
-        if let Err(e) = this.establish(addr) {
-            this.shut_down();
-            return Err(e);
+        )
+    }
+
+    /// Connects the QP through its local address `addr`; shuts it down if
+    /// that fails. Process context, in a task of its namespace, once.
+    pub(super) fn connect(self: &Arc<Self>, addr: &Endpoint) -> Result {
+        // The set-up's ids and QP are destroyed (or kept in `link`) when
+        // `establish` returns, before `abort_set_up` may let the PD go.
+        let established = self.establish(addr);
+        {
+            let _link = self.link.lock();
+            self.setting_up.store(false, Relaxed);
         }
-        Ok(this)
+        self.changed.notify_all();
+        if established.is_err() {
+            self.shut_down();
+        }
+        established
+    }
+
+    /// The device is being removed while this QP is being set up: fails the
+    /// set-up and waits (at most [`ABORT_WAIT_MS`]) until it has ended, so
+    /// that nothing of it is left in the PD; the caller then shuts the QP
+    /// down. Process context (the device's `remove`).
+    pub(super) fn abort_set_up(&self) {
+        self.set_phase(Phase::Failed);
+        let mut waited = 0;
+        while self.setting_up.load(Relaxed) && waited < ABORT_WAIT_MS {
+            kernel::time::delay::fsleep(kernel::time::Delta::from_millis(10));
+            waited += 10;
+        }
+        if self.setting_up.load(Relaxed) {
+            pr_warn!("a registration QP's set-up outlived its device's removal\n");
+        }
     }
 
     fn context(self: &Arc<Self>) -> *const c_void {
@@ -150,7 +190,6 @@ impl RegQp {
         listener.listen(1)?;
         let port = listener.src_port();
         own.listener = Some(listener);
-        super::knobs::hold_listener(port);
 
         let active = CmId::create::<RegCm>(self.net, self.context())?;
         self.link.lock().active_id = core::ptr::from_ref::<CmIdRef>(&active) as usize;
@@ -165,7 +204,16 @@ impl RegQp {
         )?);
         let mut attr = qp_attr(cq, SEND_DEPTH);
         self.domain.with_pd(|pd| active.create_qp(pd, &mut attr))?;
-        self.link.lock().phase = Phase::Connecting;
+        // The selftests' hold: the listener open and the QP made.
+        super::knobs::hold_listener(port);
+        {
+            let mut link = self.link.lock();
+            // Aborted meanwhile: the device is being removed.
+            if link.phase == Phase::Failed {
+                return Err(crate::errno::econnrefused());
+            }
+            link.phase = Phase::Connecting;
+        }
         active.connect_unlocked(&conn_param(&self.token))?;
         self.wait_for(Phase::Up)?;
 

@@ -361,15 +361,32 @@ impl SocketMrs {
             stats::inc(Stat::MrQpRecreated);
             failed.shut_down();
         }
-        let connected = if knobs::FAIL_NEXT_CONNECT.xchg(false, Relaxed) {
-            Err(ETIMEDOUT)
+        let (listed, connected) = if knobs::FAIL_NEXT_CONNECT.xchg(false, Relaxed) {
+            (None, Err(ETIMEDOUT))
         } else {
-            device
-                .device
-                .domain(net)
-                .and_then(|domain| RegQp::connect(net, domain, addr))
+            match Self::list_connecting(net, device) {
+                Ok(qp) => {
+                    let connected = qp.connect(addr).map(|()| qp.clone());
+                    (Some(qp), connected)
+                }
+                Err(e) => (None, Err(e)),
+            }
         };
-        Self::keep_connected(net, device, connected)
+        Self::keep_connected(net, device, listed.as_ref(), connected)
+    }
+
+    /// A new registration QP in `net`'s PD on `device`, listed on the device
+    /// as connecting until [`Self::keep_connected`] takes it off, so that the
+    /// device's removal fails its set-up and waits for it to end before the
+    /// PD goes (`mr::device_removed`). ENODEV if the device is being removed.
+    fn list_connecting(net: NetRef, device: &Arc<MrDevice>) -> Result<Arc<RegQp>> {
+        let qp = RegQp::new(net, device.device.domain(net)?)?;
+        let mut d = device.state.lock();
+        if d.gone {
+            return Err(ENODEV);
+        }
+        d.connecting.push(qp.clone(), GFP_KERNEL)?;
+        Ok(qp)
     }
 
     /// Joins `device`'s slot for `net` (made if missing), unless the socket
@@ -428,9 +445,18 @@ impl SocketMrs {
     fn keep_connected(
         net: NetRef,
         device: &Arc<MrDevice>,
+        listed: Option<&Arc<RegQp>>,
         connected: Result<Arc<RegQp>>,
     ) -> Result<Arc<RegQp>> {
         let mut d = device.state.lock();
+        // Off the connecting list and into the slot (or shut down) under one
+        // hold of the lock: a removal either took it from the list (and shut
+        // it down) or finds it in the slot.
+        if let Some(qp) = listed {
+            if let Some(i) = d.connecting.iter().position(|c| Arc::ptr_eq(c, qp)) {
+                let _ = d.connecting.remove(i);
+            }
+        }
         let gone = d.gone;
         let slot = d.qps.iter_mut().find(|s| s.net == net);
         let qp = match connected {
