@@ -171,7 +171,7 @@ fn ib_connections(net: NetRef, v6: bool) -> Result<Records> {
     let mut r = Records::new(if v6 { 92 } else { 68 });
     let mut result = Ok(());
     conn::for_each(net, |c| {
-        if !c.path.is_ib() || result.is_err() || (!v6 && !is_v4(&c.key.laddr)) {
+        if !c.path.has_link() || result.is_err() || (!v6 && !is_v4(&c.key.laddr)) {
             return;
         }
         let mut rec = [0u8; 92];

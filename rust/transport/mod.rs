@@ -131,7 +131,8 @@ impl Path {
     }
 
     /// Whether the connection has a link to a peer: it stays while its
-    /// namespace has listeners, users or not, for the peer may use it.
+    /// namespace has listeners, users or not, for the peer may use it; an
+    /// IB connection (RDS_INFO_IB_CONNECTIONS lists those).
     pub(crate) fn has_link(&self) -> bool {
         self.0.is_some()
     }
@@ -171,11 +172,6 @@ impl Path {
         if let Some(path) = &self.0 {
             path.send_cong_map(map);
         }
-    }
-
-    /// Whether this is an IB connection (RDS_INFO_IB_CONNECTIONS lists it).
-    pub(crate) fn is_ib(&self) -> bool {
-        self.0.is_some()
     }
 }
 
