@@ -15,6 +15,7 @@ pub(crate) mod ib_qp;
 pub(crate) mod irq_lock;
 pub(crate) mod net;
 pub(crate) mod page;
+pub(crate) mod poll;
 pub(crate) mod process;
 pub(crate) mod random;
 pub(crate) mod rdma_cm;

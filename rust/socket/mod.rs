@@ -28,9 +28,9 @@ use kernel::{
             Atomic,
             Relaxed, //
         },
-        poll::PollCondVar,
         Arc,
         ArcBorrow,
+        CondVar,
         Mutex,
         SpinLock, //
     },
@@ -67,6 +67,7 @@ use crate::{
             SockPtr,
             SocketFamily, //
         },
+        poll::PollQueue,
     },
     fifo::Fifo,
     message::{
@@ -258,9 +259,13 @@ pub(crate) struct RdsSock {
     rx: SpinLock<RecvQueue>,
     #[pin]
     tx: SpinLock<TxState>,
-    /// Woken when a message or notification arrives or send space frees up.
+    /// Blocked senders and receivers; woken with `poll` by [`RdsSock::wake_all`]
+    /// when a message or notification arrives or send space frees up.
     #[pin]
-    wait: PollCondVar,
+    wait: CondVar,
+    /// Poll and epoll: freed a grace period after the socket, so that a close
+    /// never waits for one.
+    poll: PollQueue,
     /// XRC registrations made through this socket, and those whose target
     /// went away with a final event still to read.
     #[pin]
@@ -279,6 +284,12 @@ pub(crate) struct RdsSock {
 }
 
 impl RdsSock {
+    /// Wakes blocked senders and receivers, and pollers.
+    fn wake_all(&self) {
+        self.wait.notify_all();
+        self.poll.wake_all();
+    }
+
     /// Runs `f` on the socket's MR table, locked, then frees the USE_ONCE
     /// MRs the receive path marked used meanwhile. Process context.
     fn with_mrs<R>(&self, f: impl FnOnce(&mut SocketMrs) -> R) -> R {

@@ -29,13 +29,18 @@ impl SocketFamily for RdsFamily {
             table.next_id += 1;
             table.next_id
         };
+        let poll = PollQueue::new(
+            kernel::c_str!("rrds_sock_poll"),
+            kernel::static_lock_class!(),
+        )?;
         let sock = Arc::pin_init(
             try_pin_init!(RdsSock {
                 net,
                 state <- new_mutex!(SockState::default()),
                 rx <- new_spinlock!(RecvQueue::default()),
                 tx <- new_spinlock!(TxState::default()),
-                wait <- kernel::new_poll_condvar!("rrds_sock_wait"),
+                wait <- kernel::new_condvar!("rrds_sock_wait"),
+                poll,
                 xrc <- new_mutex!(KVec::new()),
                 xrc_pending: Atomic::new(0),
                 mrs <- new_mutex!(mrs),
@@ -131,12 +136,9 @@ impl SocketFamily for RdsFamily {
             cong::put(map);
         }
         drop(queued);
-        // The state's last reference usually goes here, and with it the
-        // socket's poll wait queue, whose drop waits an RCU grace period for
-        // epoll to let go (`PollCondVar`): on the module's workqueue, where
-        // the waits of many closes overlap, not in close(2) (65,534 closes
-        // in a row took one grace period each).
-        let _ = crate::ffi::workqueue::queue().try_spawn(GFP_KERNEL, move || drop(state));
+        // The state's last reference usually goes here; its poll queue's
+        // memory waits for epoll a grace period longer (`PollQueue`).
+        drop(state);
     }
 
     fn bind(state: ArcBorrow<'_, RdsSock>, _sk: &Sock, raw: &[u8]) -> Result {
@@ -208,7 +210,7 @@ impl SocketFamily for RdsFamily {
     }
 
     fn poll(state: &RdsSock, sk: &Sock, req: &PollRequest<'_>) -> u32 {
-        req.wait_on(&state.wait);
+        state.poll.wait_on(req);
         let mut mask = 0;
         {
             let rx = state.rx.lock();

@@ -115,7 +115,7 @@ impl RdsSock {
         stats::inc(Stat::RecvQueued);
         RdsSock::update_congestion(&mut rx, sk);
         drop(rx);
-        self.wait.notify_all();
+        self.wake_all();
         Ok(())
     }
 }

@@ -20,7 +20,7 @@ impl conn::SendOwner for RdsSock {
         let wake = core::mem::take(&mut tx.space_wanted);
         drop(tx);
         if wake {
-            self.wait.notify_all();
+            self.wake_all();
         }
     }
 }
@@ -37,7 +37,7 @@ impl crate::rdma::RdmaStatusSink for RdsSock {
         if queued.is_err() {
             crate::stats::inc(crate::stats::Stat::RdmaNotifyLost);
         }
-        self.wait.notify_all();
+        self.wake_all();
     }
 }
 
@@ -55,7 +55,7 @@ impl cong::CongMonitor for RdsSock {
         rx.cong_notify |= rx.cong_mask;
         rx.cong_mask = 0;
         drop(rx);
-        self.wait.notify_all();
+        self.wake_all();
     }
 }
 
@@ -113,7 +113,7 @@ impl conn::ConnMonitor for RdsSock {
         // There is room: nothing is allocated.
         let _ = rx.conn_events.push_back(record, GFP_ATOMIC);
         drop(rx);
-        self.wait.notify_all();
+        self.wake_all();
     }
 
     fn changes_lost(&self, n: u32) {
@@ -131,7 +131,7 @@ impl xrc::EventSink for RdsSock {
 
     fn event_queued(&self) {
         self.xrc_pending.add(1, Relaxed);
-        self.wait.notify_all();
+        self.wake_all();
     }
 
     fn events_taken(&self, n: usize) {

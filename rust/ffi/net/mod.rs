@@ -403,6 +403,7 @@ unsafe extern "C" fn poll_callback<T: SocketFamily>(
         PollRequest {
             file: kernel::fs::File::from_raw_file(file.cast()),
             table: kernel::sync::poll::PollTable::from_raw(table.cast()),
+            raw_table: table.cast(),
         }
     };
     // SAFETY: Called on a live socket of this family.

@@ -321,8 +321,10 @@ impl SockOptValue {
 
 /// A poll call: the file and the poll table to register waits with.
 pub(crate) struct PollRequest<'a> {
-    pub(super) file: &'a kernel::fs::File,
+    pub(in crate::ffi) file: &'a kernel::fs::File,
     pub(super) table: kernel::sync::poll::PollTable<'a>,
+    /// The same table, for wait queues the kernel crate does not know.
+    pub(in crate::ffi) raw_table: *mut kernel::bindings::poll_table,
 }
 
 impl PollRequest<'_> {
