@@ -99,7 +99,7 @@ static long slab_kb(void)
 
 /* ---- Bounded resources ---- */
 
-#define FLOOD		200000	/* twice the 98,304 at which rrds once failed */
+#define FLOOD		500000
 #define FLOOD_SLACK	64		/* messages beyond the threshold's worth */
 /*
  * Slab growth allowed for the flood. What stays queued is about 417 messages
@@ -107,8 +107,8 @@ static long slab_kb(void)
  * keeps the freed messages of refused sends (sendmsg copies a message in
  * before it finds the port congested, as upstream's) and is bounded at 1/32
  * of RAM (64 MiB in the 2 GiB test VM; 21 MiB was seen). Without the bound,
- * they would take hundreds of MiB (in-tree rds: 459 MB for 200,000) and
- * rrds once asked kmalloc for 7 MiB at 98,304.
+ * 500,000 queued messages take hundreds of MiB (in-tree rds: 459 MB for
+ * 200,000) and rrds once asked kmalloc for 7 MiB at 98,304.
  */
 #define SLAB_GROWTH_KB	(48 << 10)	/* 48 MiB */
 
