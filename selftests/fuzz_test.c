@@ -2275,6 +2275,12 @@ static void __attribute__((noreturn)) run_netns_churner(struct fuzz_shared *s, u
 		if (!WAIT_FOR(FZ_GONE_S, sh("rdma link show rxe_fz/1 >/dev/null 2>&1"))) {
 			shared_violation(s, "namespace churner", "rxe_fz still there %d s after " FZ_NS " was deleted",
 					 FZ_GONE_S);
+			/* What holds the namespace or the device: ids, QPs, tasks. */
+			log_ib_links();
+			sh("sed 's/^/# objects: /' " RRDS_DEBUGFS "/objects; "
+			   "ps -eo pid,stat,wchan:40,comm | awk '$2 ~ /D/' | sed 's/^/# D: /'");
+			sh("echo w > /proc/sysrq-trigger");
+			__atomic_store_n(&s->stop, 1, __ATOMIC_RELAXED);
 			break;
 		}
 		s->netns_cycles++;
