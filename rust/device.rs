@@ -268,6 +268,12 @@ pub(crate) fn is_known(device: DeviceRef) -> bool {
     DEVICES.lock().iter().any(|d| d.is(device))
 }
 
+/// Whether `device` is one rrds has and its `remove` has not begun: a link
+/// on it may wait for its port to come back.
+pub(crate) fn is_open(device: DeviceRef) -> bool {
+    find(device).is_some_and(|d| d.is_present())
+}
+
 /// Adds `device` to the table (the `ib_client` `add` callback's first step)
 /// and returns its record; EOPNOTSUPP for a device rdma_cm cannot connect over.
 pub(crate) fn add(device: &IbDevice) -> Result<Arc<RdmaDevice>> {

@@ -104,6 +104,10 @@ struct Rrds {
     #[pin]
     xmit_hold_file: debugfs::File<()>,
     #[pin]
+    device_remove_hold_file: debugfs::File<()>,
+    #[pin]
+    forget_hold_file: debugfs::File<()>,
+    #[pin]
     ib_links_file: debugfs::File<()>,
     #[pin]
     xrc_targets_file: debugfs::File<()>,
@@ -133,6 +137,11 @@ impl Drop for GlobalTables {
     }
 }
 
+/// Test hook (debugfs `rrds/device_remove_hold`): a device's removal waits
+/// after its connections' links are down and before its PDs go, so that a
+/// test can close sockets in between.
+static DEVICE_REMOVE_HOLD: hooks::Hold = hooks::Hold::new(30_000);
+
 /// The `ib_client` operations of rrds: keep the device table in step with
 /// ib_core and tell the layers that keep per-device state.
 struct DeviceClient;
@@ -154,6 +163,7 @@ impl IbClientOps for DeviceClient {
         // Connections over the device go down (and may reconnect elsewhere) before
         // the PD their QPs hang off is freed.
         transport::ib::device_removed(device.handle());
+        DEVICE_REMOVE_HOLD.pause();
         // Registered processes get a final event; the target QPs go before the PD.
         xrc::device_removed(device.handle());
         // Registration QPs and every MR go before the PD they live in.
@@ -237,6 +247,18 @@ impl kernel::InPlaceModule for Rrds {
                 (),
                 &|(): &(), f| conn::show_xmit_hold(f),
                 &|(): &(), r| conn::store_xmit_hold(r),
+            ),
+            device_remove_hold_file <- dir.read_write_callback_file(
+                c"device_remove_hold",
+                (),
+                &|(): &(), f| DEVICE_REMOVE_HOLD.show(f),
+                &|(): &(), r| DEVICE_REMOVE_HOLD.store(r),
+            ),
+            forget_hold_file <- dir.read_write_callback_file(
+                c"forget_hold",
+                (),
+                &|(): &(), f| transport::FORGET_HOLD.show(f),
+                &|(): &(), r| transport::FORGET_HOLD.store(r),
             ),
             ib_client <- IbClientRegistration::register(c"rrds"),
             _debugfs: dir,

@@ -3240,6 +3240,69 @@ TEST_F(ib, closing_while_down_keeps_the_device)
 	EXPECT_EQ(NULL, strstr(qps, "state ERR")) TH_LOG("%s", qps);
 }
 
+/* Whether the debugfs hold @name has a task waiting in it ("1 1"). */
+static bool holding(const char *name)
+{
+	char path[128], buf[16];
+
+	snprintf(path, sizeof(path), RRDS_DEBUGFS "/%s", name);
+	return read_file(path, buf, sizeof(buf)) > 0 && !strncmp(buf, "1 1", 3);
+}
+
+static int set_hold(const char *name, bool on)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), RRDS_DEBUGFS "/%s", name);
+	return write_string(path, on ? "1" : "0");
+}
+
+#define DEVICE_GONE_S	30	/* rdma link del with nothing waiting: a few seconds */
+
+/*
+ * rrds-a's last socket closes while its port is down, and its device is
+ * removed between the connection leaving the table and its link being
+ * torn down: the removal's sweep cannot see the path, and the closing task
+ * then finds the link's port down. It must tear the link down rather than
+ * keep it for the port (an orphan the removal already swept), or rdma_cm's
+ * part of the removal waits for the link's id until the watchdog gives up
+ * on the port, a minute later.
+ */
+TEST_F_TIMEOUT(ib, device_removed_while_the_last_socket_closes_goes_at_once, 240)
+{
+	struct pair p = { .v = variant };
+	double removing, gone = 0;
+	bool held;
+
+	pair_start(_metadata, &p);
+	ASSERT_EQ(0, sh("ip -n %s link set %s down", NS_A, variant->veth));
+	EXPECT_TRUE(WAIT_FOR(10, !sh("rdma link show %s_a/1 | grep -q 'state DOWN'",
+				     variant->kind)));
+	ASSERT_EQ(0, set_hold("forget_hold", true));
+	/* rrds-a closes its socket: the connection is forgotten, held before its teardown. */
+	gate_pass(p.release[0]);
+	held = WAIT_FOR(30, holding("forget_hold"));
+	EXPECT_TRUE(held);
+	if (held) {
+		ASSERT_EQ(0, set_hold("device_remove_hold", true));
+		ASSERT_EQ(0, sh("rdma link del %s_a >/dev/null 2>&1 &", variant->kind));
+		/* rrds's removal swept the connections, and waits before the PDs go. */
+		EXPECT_TRUE(WAIT_FOR(30, holding("device_remove_hold")));
+	}
+	set_hold("forget_hold", false);
+	EXPECT_EQ(0, reap(_metadata, &p.k[0], 1, now() + REAP_GRACE_S));
+	set_hold("device_remove_hold", false);
+	removing = now();
+	if (WAIT_FOR(120, sh("rdma link show %s_a/1 >/dev/null 2>&1", variant->kind)))
+		gone = now() - removing;
+	TH_LOG("%s_a gone %.1f s after its removal went on", variant->kind, gone);
+	EXPECT_LT(0, gone);
+	EXPECT_GT(DEVICE_GONE_S, gone);
+	EXPECT_EQ(0, pair_release(_metadata, &p, 1));
+	/* The fixture adds the device and brings the link up again. */
+	EXPECT_EQ(0, sh("ip -n %s link set %s up", NS_A, variant->veth));
+}
+
 /* rrds-b's side of send_racing_link_up_is_not_lost: one byte. */
 static void __attribute__((noreturn)) run_one_byte_receiver(const FIXTURE_VARIANT(ib) *v,
 							    int bound[2])

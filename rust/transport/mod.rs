@@ -111,6 +111,11 @@ pub(crate) fn connections() -> Option<&'static dyn Connections> {
     CONNECTIONS.as_ref().copied()
 }
 
+/// Test hook (debugfs `rrds/forget_hold`): a forgotten connection's path
+/// waits, out of the connection table and not yet torn down, so that a test
+/// can remove its device in between.
+pub(crate) static FORGET_HOLD: crate::hooks::Hold = crate::hooks::Hold::new(30_000);
+
 /// A transport's own state of one connection (upstream's
 /// `cp_transport_data`): IB's path, none on loopback. Opaque to the core.
 #[derive(Clone, Default)]
@@ -141,6 +146,7 @@ impl Path {
     /// the next connection with the same key takes up ([`Self::resume`]).
     pub(crate) fn forget(&self) -> Option<Incarnations> {
         let path = self.0.as_ref()?;
+        FORGET_HOLD.pause();
         if path.kill() {
             ib::adopt_orphan(path.clone());
         }

@@ -230,7 +230,10 @@ pub(crate) fn release_tables() {
 /// Keeps a killed path whose last links wait for their port (`IbPath::kill`)
 /// until the watchdog, the device's removal or `ORPHAN_WAIT_TICKS` tears
 /// them down. If the table cannot grow, they go now, at the cost of the
-/// port's GSI QP on rxe.
+/// port's GSI QP on rxe. So do links on a device whose removal began after
+/// `kill` chose to keep them: that removal may already have swept the
+/// orphans, and rdma_cm's part of it waits for their ids. Checked under the
+/// table's lock, which the sweep holds, after `remove` closed the device.
 pub(crate) fn adopt_orphan(path: Arc<IbPath>) {
     let orphan = Orphan {
         path,
@@ -238,6 +241,11 @@ pub(crate) fn adopt_orphan(path: Arc<IbPath>) {
     };
     let refused = {
         let mut table = ORPHANS.lock();
+        if !orphan.path.waits_on_open_devices() {
+            drop(table);
+            orphan.path.tear_down_retired(false);
+            return;
+        }
         match table.reserve(1, GFP_KERNEL) {
             // Within the capacity just reserved: cannot fail.
             Ok(()) => table.push_within_capacity(orphan).err().map(|e| e.0),

@@ -126,11 +126,11 @@ impl IbPath {
             let Some(r) = next else {
                 return (any, deferred);
             };
-            // A device rrds no longer has will not bring its port back, and its
-            // removal waits for the id (a link made while it was being removed).
+            // A device being removed, or one rrds no longer has, will not bring
+            // its port back, and its removal waits for the id.
             if defer_while_port_down
                 && r.link.cm_id.port_down()
-                && r.link.cm_id.device().is_some_and(crate::device::is_known)
+                && r.link.cm_id.device().is_some_and(crate::device::is_open)
             {
                 let mut c = self.ctl.lock();
                 // It was just taken out, so there is room, unless a link retired
@@ -214,6 +214,16 @@ impl IbPath {
             self.tear_down_now(r);
         }
         self.enqueue();
+    }
+
+    /// Whether every link still waiting to be torn down is on a device whose
+    /// removal has not begun.
+    pub(crate) fn waits_on_open_devices(&self) -> bool {
+        self.ctl
+            .lock()
+            .retiring
+            .iter()
+            .all(|r| r.link.cm_id.device().is_some_and(crate::device::is_open))
     }
 
     /// Tears `r` down here and now (no path lock held by the caller).
