@@ -12,16 +12,32 @@
 //! returns run on the module's workqueue, on iWARP devices after a fence
 //! (fence.rs): no READ response may still be sending from the pages.
 //!
-//! This file holds the MR state machine and each device's MR state; the
-//! pools of free MRs are in pool.rs, a socket's table of MRs in socket.rs,
-//! the registration QP in regqp.rs, the selftests' knobs in knobs.rs.
+//! This file holds the MR state machine; each device's MR state is in
+//! device_state.rs, the pools of free MRs in pool.rs, a socket's table of
+//! MRs in socket.rs, the registration QP in regqp.rs, the selftests' knobs
+//! in knobs.rs.
 
+mod device_state;
 mod fence;
 mod knobs;
 mod pool;
 mod regqp;
 mod socket;
 
+pub(crate) use device_state::{
+    device_added,
+    device_removed,
+    init,
+    release_table,
+    MrDevice, //
+};
+use device_state::{
+    of,
+    DeviceMrs,
+    Pooled,
+    QpSlot,
+    MR_DEVICES, //
+};
 pub(crate) use fence::{
     qp_added as fence_qp_added,
     qp_removed as fence_qp_removed, //
@@ -48,11 +64,7 @@ use kernel::{
         CondVar,
         Mutex, //
     },
-    time::{
-        msecs_to_jiffies,
-        Instant,
-        Monotonic, //
-    },
+    time::msecs_to_jiffies,
     workqueue::{
         Work,
         WorkItem, //
@@ -92,7 +104,6 @@ use crate::{
             ACCESS_REMOTE_READ,
             ACCESS_REMOTE_WRITE, //
         },
-        net::NetRef,
         workqueue,
     },
     limits::MAX_MSG_SIZE,
@@ -131,107 +142,6 @@ pub(crate) fn make_cookie(rkey: u32, offset: u32) -> u64 {
 /// The rkey of a cookie.
 pub(crate) fn cookie_key(cookie: u64) -> u32 {
     cookie as u32
-}
-
-/// A registration QP in one namespace, and how many sockets use it.
-struct QpSlot {
-    net: NetRef,
-    users: usize,
-    qp: Option<Arc<RegQp>>,
-    /// The last connect's failure, and when: within `CONNECT_HOLD_DOWN_MS`
-    /// registrations fail with it at once.
-    connect_failed: Option<(Error, Instant<Monotonic>)>,
-}
-
-/// A free fast-registration MR, and the PD (of one namespace) it is in.
-/// Field order is drop order: the MR before its PD.
-struct Pooled {
-    fast: FastRegMr,
-    domain: DomainUse,
-}
-
-/// The MR state of one device, in its record.
-#[derive(Default)]
-pub(crate) struct DeviceMrs {
-    /// Free MRs by size class, of every namespace's PD on the device.
-    pool: [KVec<Pooled>; CLASSES.len()],
-    qps: KVec<QpSlot>,
-    /// Registration QPs being set up (`RegQp::connect`), not yet in `qps`:
-    /// their QPs are in a PD of the device too.
-    connecting: KVec<Arc<RegQp>>,
-    /// Every MR holding verbs objects of the device, by serial number.
-    live: KVec<Arc<Mr>>,
-    next_serial: u64,
-    /// The device is being removed: nothing goes back to the pool.
-    gone: bool,
-    /// MRs waiting for no READ response to send from their pages (iWARP).
-    fence: fence::TxFence,
-}
-
-kernel::sync::global_lock! {
-    // SAFETY: Initialised by `init()` in module init, before the ib_client (whose
-    // callbacks add and remove records) is registered.
-    unsafe(uninit) static MR_DEVICES: Mutex<KVec<Arc<MrDevice>>> = KVec::new();
-}
-
-/// Initialises the table of devices' MR state. Call once, in module init.
-pub(crate) fn init() {
-    // SAFETY: Module init calls this exactly once, before any other use of `MR_DEVICES`.
-    unsafe { MR_DEVICES.init() };
-}
-
-/// Frees the table's buffer. Call once, at unload, after the client is unregistered.
-pub(crate) fn release_table() {
-    crate::tables::free_table(&mut MR_DEVICES.lock());
-}
-
-/// The memory-registration state of one device: its registration QPs, MR
-/// pool, live MRs and READ-response fences.
-///
-/// # Invariants
-///
-/// Only exists inside an `Arc` ([`device_added`]). A link whose QP is on the
-/// fence list holds one until its QP and CQs are gone, so a marker's
-/// completion finds the record alive.
-#[pin_data]
-pub(crate) struct MrDevice {
-    device: Arc<RdmaDevice>,
-    #[pin]
-    state: Mutex<DeviceMrs>,
-    /// Completions of READ-response fence markers (fence.rs).
-    fence_cqe: Cqe<MrDevice>,
-    /// Releases MRs after a fence round and starts the next one.
-    #[pin]
-    fence_work: Work<MrDevice>,
-}
-
-impl_has_work! {
-    impl HasWork<Self> for MrDevice { self.fence_work }
-}
-
-/// A device was added: its MR state starts empty.
-pub(crate) fn device_added(device: &Arc<RdmaDevice>) -> Result {
-    let record = Arc::pin_init(
-        try_pin_init!(&this in MrDevice {
-            device: device.clone(),
-            state <- new_mutex!(DeviceMrs::default()),
-            fence_cqe: Cqe::new(this, 0),
-            fence_work <- new_work!("rrds_mr_fence"),
-        }),
-        GFP_KERNEL,
-    )?;
-    MR_DEVICES.lock().push(record, GFP_KERNEL)?;
-    Ok(())
-}
-
-/// The MR state of `device`; ENODEV once the device is being removed.
-fn of(device: &RdmaDevice) -> Result<Arc<MrDevice>> {
-    MR_DEVICES
-        .lock()
-        .iter()
-        .find(|m| core::ptr::eq(&*m.device, device))
-        .cloned()
-        .ok_or(ENODEV)
 }
 
 /// Where an MR is in its life.
@@ -646,50 +556,4 @@ impl WorkItem for Mr {
     fn run(this: Arc<Mr>) {
         fence::release_after_fence(this);
     }
-}
-
-/// The device is going: shuts down its registration QPs (flushing every
-/// outstanding request), then unmaps and deregisters every MR on it. The
-/// sockets keep their MRs (stale, pages pinned) until they free them.
-pub(crate) fn device_removed(device: &RdmaDevice) {
-    let Some(device) = ({
-        let mut devices = MR_DEVICES.lock();
-        let i = devices
-            .iter()
-            .position(|m| core::ptr::eq(&*m.device, device));
-        i.and_then(|i| devices.remove(i).ok())
-    }) else {
-        return;
-    };
-    let (qps, connecting) = {
-        let mut d = device.state.lock();
-        d.gone = true;
-        (
-            core::mem::take(&mut d.qps),
-            core::mem::take(&mut d.connecting),
-        )
-    };
-    // A QP being set up is its task's until the set-up ends: fail it, wait
-    // for that, then shut it down, all before the PD it is in goes.
-    for qp in connecting.iter() {
-        qp.abort_set_up();
-        qp.shut_down();
-    }
-    for slot in qps.iter() {
-        if let Some(qp) = &slot.qp {
-            qp.shut_down();
-        }
-    }
-    let mut d = device.state.lock();
-    for mr in d.live.iter() {
-        let mut inner = mr.inner.lock();
-        if inner.hw.take().is_some() {
-            inner.state = State::Stale;
-            stats::inc(Stat::MrStale);
-        }
-    }
-    for class in d.pool.iter_mut() {
-        class.clear();
-    }
-    fence::device_removed(&mut d);
 }
