@@ -3258,6 +3258,7 @@ static int set_hold(const char *name, bool on)
 }
 
 #define DEVICE_GONE_S	30	/* rdma link del with nothing waiting: a few seconds */
+#define DELETED_MARK	"/tmp/rrds-device-deleted"	/* rdma link del has returned */
 
 /*
  * rrds-a's last socket closes while its port is down, and its device is
@@ -3285,7 +3286,10 @@ TEST_F_TIMEOUT(ib, device_removed_while_the_last_socket_closes_goes_at_once, 240
 	EXPECT_TRUE(held);
 	if (held) {
 		ASSERT_EQ(0, set_hold("device_remove_hold", true));
-		ASSERT_EQ(0, sh("rdma link del %s_a >/dev/null 2>&1 &", variant->kind));
+		unlink(DELETED_MARK);
+		/* It returns once ib_core let the device go, rdma_cm's part included. */
+		ASSERT_EQ(0, sh("{ rdma link del %s_a >/dev/null 2>&1; touch " DELETED_MARK "; } &",
+				variant->kind));
 		/* rrds's removal swept the connections, and waits before the PDs go. */
 		EXPECT_TRUE(WAIT_FOR(30, holding("device_remove_hold")));
 	}
@@ -3293,8 +3297,9 @@ TEST_F_TIMEOUT(ib, device_removed_while_the_last_socket_closes_goes_at_once, 240
 	EXPECT_EQ(0, reap(_metadata, &p.k[0], 1, now() + REAP_GRACE_S));
 	set_hold("device_remove_hold", false);
 	removing = now();
-	if (WAIT_FOR(120, sh("rdma link show %s_a/1 >/dev/null 2>&1", variant->kind)))
+	if (WAIT_FOR(120, !access(DELETED_MARK, F_OK)))
 		gone = now() - removing;
+	unlink(DELETED_MARK);
 	TH_LOG("%s_a gone %.1f s after its removal went on", variant->kind, gone);
 	EXPECT_LT(0, gone);
 	EXPECT_GT(DEVICE_GONE_S, gone);
