@@ -2230,6 +2230,29 @@ static void __attribute__((noreturn)) run_netns_user(void)
 	}
 }
 
+#define FZ_REAP_SLOW_S	10	/* a killed user still there after this is logged */
+
+/*
+ * Waits for the killed namespace user; one that takes more than
+ * FZ_REAP_SLOW_S holds its namespace (its sockets), so what it is doing
+ * goes to the log, and how long it took.
+ */
+static void reap_netns_user(pid_t user)
+{
+	double start = now();
+
+	if (WAIT_FOR(FZ_REAP_SLOW_S, waitpid(user, NULL, WNOHANG) == user))
+		return;
+	fprintf(stderr, "# %.0f: namespace user %d still there %d s after SIGKILL\n", now(),
+		(int)user, FZ_REAP_SLOW_S);
+	sh("for t in /proc/%d/task/*; do echo \"# task ${t##*/}: $(cat $t/wchan 2>/dev/null) "
+	   "$(grep State $t/status 2>/dev/null)\"; sed 's/^/#   /' $t/stack 2>/dev/null; done >&2",
+	   (int)user);
+	waitpid(user, NULL, 0);
+	fprintf(stderr, "# %.0f: namespace user %d reaped after %.0f s\n", now(), (int)user,
+		now() - start);
+}
+
 /*
  * In the initial namespace, until the run ends: a namespace with a veth
  * pair and an rxe device on one end, where a process binds sockets (a
@@ -2270,7 +2293,7 @@ static void __attribute__((noreturn)) run_netns_churner(struct fuzz_shared *s, u
 			kill(user, SIGKILL);
 		sh("ip netns del " FZ_NS);
 		if (user > 0)
-			waitpid(user, NULL, 0);
+			reap_netns_user(user);
 		/* The namespace is dismantled in the background, its device with it. */
 		if (!WAIT_FOR(FZ_GONE_S, sh("rdma link show rxe_fz/1 >/dev/null 2>&1"))) {
 			shared_violation(s, "namespace churner", "rxe_fz still there %d s after " FZ_NS " was deleted",
