@@ -43,9 +43,14 @@ impl Hold {
         }
     }
 
+    /// Whether the hold is armed.
+    pub(crate) fn is_armed(&self) -> bool {
+        self.armed.load(Relaxed)
+    }
+
     /// Waits here while the knob is set. Process context.
     pub(crate) fn pause(&self) {
-        if !self.armed.load(Relaxed) {
+        if !self.is_armed() {
             return;
         }
         self.holding.store(true, Relaxed);
@@ -68,7 +73,7 @@ impl Hold {
     pub(crate) fn show(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
         f.write_fmt(fmt!(
             "{} {}\n",
-            u8::from(self.armed.load(Relaxed)),
+            u8::from(self.is_armed()),
             u8::from(self.holding.load(Relaxed))
         ))
     }

@@ -20,18 +20,18 @@ use super::{
     MrDevice,
     MR_DEVICES, //
 };
+use crate::hooks::Hold;
 
 /// The next registration-QP connect fails with `ETIMEDOUT`, as one whose
 /// connection manager is gone would (debugfs `rrds/regqp_connect_fail`).
 pub(super) static FAIL_NEXT_CONNECT: Atomic<bool> = Atomic::new(false);
 
 /// The next registration QP holds its listener open before connecting to
-/// it, until this is cleared or [`LISTEN_HOLD_MAX_MS`] pass (debugfs
+/// it, until this is cleared or 10 s pass (debugfs
 /// `rrds/regqp_listen_hold`), so that a test can connect to it first.
-static LISTEN_HOLD: Atomic<bool> = Atomic::new(false);
+static LISTEN_HOLD: Hold = Hold::new(10_000);
 /// The port of the listener being held, 0 when none is.
 static HELD_PORT: Atomic<u32> = Atomic::new(0);
-const LISTEN_HOLD_MAX_MS: u32 = 10_000;
 
 /// Every device's MR state now.
 fn all() -> Result<KVec<Arc<MrDevice>>> {
@@ -74,27 +74,21 @@ pub(crate) fn store_connect_fail(reader: &mut UserSliceReader) -> Result {
 }
 
 /// Holds a registration QP's listener on `port` open while
-/// `rrds/regqp_listen_hold` asks for it (at most [`LISTEN_HOLD_MAX_MS`]),
-/// then disarms the knob. In the connecting user task.
+/// `rrds/regqp_listen_hold` asks for it (at most 10 s), then disarms the
+/// knob. In the connecting user task.
 pub(super) fn hold_listener(port: u16) {
-    if !LISTEN_HOLD.load(Relaxed) {
+    if !LISTEN_HOLD.is_armed() {
         return;
     }
     HELD_PORT.store(u32::from(port), Relaxed);
-    let mut waited = 0;
-    while LISTEN_HOLD.load(Relaxed) && waited < LISTEN_HOLD_MAX_MS {
-        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(10));
-        waited += 10;
-    }
-    LISTEN_HOLD.store(false, Relaxed);
+    LISTEN_HOLD.pause();
     HELD_PORT.store(0, Relaxed);
 }
 
 /// debugfs `rrds/regqp_listen_hold` (write): `1` holds the next
 /// registration QP's listener open, `0` lets it go on.
 pub(crate) fn store_listen_hold(reader: &mut UserSliceReader) -> Result {
-    LISTEN_HOLD.store(crate::hooks::read_knob(reader)?, Relaxed);
-    Ok(())
+    LISTEN_HOLD.store(reader)
 }
 
 /// debugfs `rrds/regqp_listen_hold` (read): the knob, and the port of the
@@ -102,7 +96,7 @@ pub(crate) fn store_listen_hold(reader: &mut UserSliceReader) -> Result {
 pub(crate) fn show_listen_hold(f: &mut fmt::Formatter<'_>) -> fmt::Result {
     f.write_fmt(fmt!(
         "{} {}\n",
-        u8::from(LISTEN_HOLD.load(Relaxed)),
+        u8::from(LISTEN_HOLD.is_armed()),
         HELD_PORT.load(Relaxed)
     ))
 }
