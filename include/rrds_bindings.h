@@ -73,6 +73,7 @@ u64 rrds_sock_i_ino(const struct sock *sk);
 u64 rrds_ktime_get_real_ns(void);
 u64 rrds_ktime_get_ns(void);
 size_t rrds_msg_data_left(struct msghdr *msg);
+bool rrds_wq_has_sleeper(struct wait_queue_head *wq_head);
 struct rdma_cm_id *rrds_rdma_create_id(struct net *net, rdma_cm_event_handler handler,
 				       void *context, enum rdma_ucm_port_space ps,
 				       enum ib_qp_type qp_type);

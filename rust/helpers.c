@@ -170,6 +170,11 @@ size_t rrds_msg_data_left(struct msghdr *msg)
 	return msg_data_left(msg);
 }
 
+bool rrds_wq_has_sleeper(struct wait_queue_head *wq_head)
+{
+	return wq_has_sleeper(wq_head);
+}
+
 struct rdma_cm_id *rrds_rdma_create_id(struct net *net, rdma_cm_event_handler handler,
 				       void *context, enum rdma_ucm_port_space ps,
 				       enum ib_qp_type qp_type)

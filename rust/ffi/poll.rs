@@ -66,16 +66,26 @@ impl PollQueue {
         unsafe { &raw mut (*self.queue.as_ptr()).head }
     }
 
-    /// Registers this queue with a poll call.
+    /// Registers this queue with a poll call. The caller looks at its state
+    /// afterwards: the barrier orders that after the registration, pairing
+    /// with the one in [`Self::wake_all`] (the kernel's `sock_poll_wait`).
     pub(crate) fn wait_on(&self, req: &PollRequest<'_>) {
         // SAFETY: The file and table are valid for the poll call; the head is
         // valid until drop, which wakes poll entries with POLLFREE and keeps the
         // memory for a grace period, as epoll requires.
-        unsafe { bindings::poll_wait(req.file.as_ptr(), self.head(), req.raw_table) };
+        unsafe { bindings::poll_wait(req.file.as_ptr(), self.head(), req.table) };
+        kernel::sync::barrier::smp_mb();
     }
 
-    /// Wakes every poller.
+    /// Wakes every poller; costs only a barrier when there is none, which is
+    /// the common case on the receive path. The caller changed the state the
+    /// pollers look at before calling.
     pub(crate) fn wake_all(&self) {
+        // SAFETY: The head is initialised and valid while `self` lives; the
+        // generated binding's `wait_queue_head` is the same C type.
+        if !unsafe { crate::ffi::bindings::rrds_wq_has_sleeper(self.head().cast()) } {
+            return;
+        }
         // SAFETY: The head is initialised and valid while `self` lives.
         unsafe {
             bindings::__wake_up(self.head(), bindings::TASK_NORMAL, 0, core::ptr::null_mut())
