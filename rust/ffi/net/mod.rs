@@ -399,11 +399,11 @@ unsafe extern "C" fn poll_callback<T: SocketFamily>(
 ) -> bindings::__poll_t {
     // SAFETY: The file and poll table are valid for the duration of the poll call; the
     // kernel crate's `file` and `poll_table` are the same C types as ours.
+    // INVARIANT: `table` is the poll call's own.
     let req = unsafe {
         PollRequest {
             file: kernel::fs::File::from_raw_file(file.cast()),
-            table: kernel::sync::poll::PollTable::from_raw(table.cast()),
-            raw_table: table.cast(),
+            table: table.cast(),
         }
     };
     // SAFETY: Called on a live socket of this family.

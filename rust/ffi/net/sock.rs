@@ -320,16 +320,22 @@ impl SockOptValue {
 }
 
 /// A poll call: the file and the poll table to register waits with.
+///
+/// # Invariants
+///
+/// `table` is the poll call's table, valid (or null) for the call, which
+/// outlives this value.
 pub(crate) struct PollRequest<'a> {
     pub(in crate::ffi) file: &'a kernel::fs::File,
-    pub(super) table: kernel::sync::poll::PollTable<'a>,
-    /// The same table, for wait queues the kernel crate does not know.
-    pub(in crate::ffi) raw_table: *mut kernel::bindings::poll_table,
+    pub(in crate::ffi) table: *mut kernel::bindings::poll_table,
 }
 
 impl PollRequest<'_> {
     /// Registers the wait queue `cv` with the poll table.
     pub(crate) fn wait_on(&self, cv: &kernel::sync::poll::PollCondVar) {
-        self.table.register_wait(self.file, cv);
+        // SAFETY: By the type invariant the table is the poll call's, live while
+        // `self` is.
+        let table = unsafe { kernel::sync::poll::PollTable::from_raw(self.table) };
+        table.register_wait(self.file, cv);
     }
 }
