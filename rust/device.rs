@@ -84,6 +84,51 @@ struct Domain {
     net: Option<NetRef>,
     pd: ProtectionDomain,
     users: usize,
+    /// `users` by kind, to name what outlives a device's removal.
+    by_user: [u32; DomainUser::ALL.len()],
+}
+
+/// What holds a [`DomainUse`]: named in the warning when a device is removed
+/// while its domains still have users.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum DomainUser {
+    /// A connection's link: its QP and CQs.
+    Link,
+    /// A memory-registration QP.
+    RegQp,
+    /// A fast-registration MR, pooled or live.
+    Mr,
+    /// A data QP on the READ-response fence list (iWARP).
+    FenceQp,
+    /// A fence's marker key.
+    FenceKey,
+    /// An XRC target QP.
+    XrcTarget,
+}
+
+impl DomainUser {
+    const ALL: [DomainUser; 6] = [
+        DomainUser::Link,
+        DomainUser::RegQp,
+        DomainUser::Mr,
+        DomainUser::FenceQp,
+        DomainUser::FenceKey,
+        DomainUser::XrcTarget,
+    ];
+}
+
+impl Domain {
+    fn add_user(&mut self, user: DomainUser) {
+        self.users += 1;
+        self.by_user[user as usize] += 1;
+    }
+
+    /// Takes one use by `user` away; returns whether none is left.
+    fn remove_user(&mut self, user: DomainUser) -> bool {
+        self.users -= 1;
+        self.by_user[user as usize] = self.by_user[user as usize].saturating_sub(1);
+        self.users == 0
+    }
 }
 
 /// A device's protection domains.
@@ -132,27 +177,29 @@ impl RdmaDevice {
         !self.domains.lock().closed
     }
 
-    /// A new user of `net`'s protection domain on this device, allocating
+    /// A new `user` of `net`'s protection domain on this device, allocating
     /// the domain for the namespace's first; ENODEV once the device is
     /// being removed. The caller keeps `net` alive.
-    pub(crate) fn domain(self: &Arc<Self>, net: NetRef) -> Result<DomainUse> {
+    pub(crate) fn domain(self: &Arc<Self>, net: NetRef, user: DomainUser) -> Result<DomainUse> {
         let mut domains = self.domains.lock();
         if domains.closed {
             return Err(ENODEV);
         }
         let id = match domains.list.iter_mut().find(|d| d.net == Some(net)) {
             Some(domain) => {
-                domain.users += 1;
+                domain.add_user(user);
                 domain.id
             }
             None => {
                 let id = domains.next_id;
-                let domain = Domain {
+                let mut domain = Domain {
                     id,
                     net: Some(net),
                     pd: ProtectionDomain::alloc(self.device)?,
-                    users: 1,
+                    users: 0,
+                    by_user: [0; DomainUser::ALL.len()],
                 };
+                domain.add_user(user);
                 domains.list.push(domain, GFP_KERNEL)?;
                 domains.next_id += 1;
                 id
@@ -161,6 +208,7 @@ impl RdmaDevice {
         Ok(DomainUse {
             device: self.clone(),
             id,
+            user,
         })
     }
 }
@@ -173,6 +221,7 @@ impl RdmaDevice {
 pub(crate) struct DomainUse {
     device: Arc<RdmaDevice>,
     id: u64,
+    user: DomainUser,
 }
 
 impl DomainUse {
@@ -196,8 +245,8 @@ impl DomainUse {
             .any(|d| d.id == self.id && d.net.is_some())
     }
 
-    /// Another user of the same domain.
-    pub(crate) fn share(&self) -> DomainUse {
+    /// Another user of the same domain, a `user`.
+    pub(crate) fn share(&self, user: DomainUser) -> DomainUse {
         if let Some(d) = self
             .device
             .domains
@@ -206,11 +255,12 @@ impl DomainUse {
             .iter_mut()
             .find(|d| d.id == self.id)
         {
-            d.users += 1;
+            d.add_user(user);
         }
         DomainUse {
             device: self.device.clone(),
             id: self.id,
+            user,
         }
     }
 
@@ -232,8 +282,7 @@ impl Drop for DomainUse {
             // Freed by `forget` with the device.
             return;
         };
-        domains.list[i].users -= 1;
-        if domains.list[i].users == 0 {
+        if domains.list[i].remove_user(self.user) {
             // Deallocated here, under the lock `with_pd` users hold.
             let _ = domains.list.remove(i);
         }
@@ -331,6 +380,11 @@ pub(crate) fn forget(device: &IbDevice, retiring: Retiring) {
                 device.name(),
                 d.users
             );
+            for (user, count) in DomainUser::ALL.iter().zip(d.by_user) {
+                if count > 0 {
+                    pr_warn!("{}:   {:?}: {}\n", device.name(), user, count);
+                }
+            }
         }
         drop(domains);
     }

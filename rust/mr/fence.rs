@@ -43,6 +43,7 @@ use super::{
 use crate::{
     device::{
         DomainUse,
+        DomainUser,
         RdmaDevice, //
     },
     ffi::{
@@ -136,7 +137,7 @@ pub(crate) fn qp_added(domain: &DomainUse, qp: QpRef) -> Result<Option<Arc<MrDev
     let qp = FencedQp {
         qp,
         marker: false,
-        domain: domain.share(),
+        domain: domain.share(DomainUser::FenceQp),
     };
     mrs.state.lock().fence.qps.push(qp, GFP_KERNEL)?;
     Ok(Some(mrs))
@@ -296,7 +297,7 @@ fn add_missing_keys(fence: &mut TxFence) -> Result {
         if fence.keys.iter().any(|k| k.domain.same_as(&q.domain)) {
             continue;
         }
-        let domain = q.domain.share();
+        let domain = q.domain.share(DomainUser::FenceKey);
         let key = domain.with_pd(|pd| FastRegMr::alloc(pd, 1))?;
         fence.keys.push(MarkerKey { key, domain }, GFP_KERNEL)?;
     }

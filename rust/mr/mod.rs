@@ -83,6 +83,7 @@ pub(crate) use pool::{
 use crate::{
     device::{
         DomainUse,
+        DomainUser,
         RdmaDevice, //
     },
     ffi::{
@@ -342,7 +343,7 @@ impl Mr {
         let (Pooled { mut fast, domain }, hit) = match take_pooled(&mut d, count, qp.domain()) {
             Some(pooled) => (pooled, true),
             None => {
-                let domain = qp.domain().share();
+                let domain = qp.domain().share(DomainUser::Mr);
                 let fast = domain.with_pd(|pd| FastRegMr::alloc(pd, class_pages(device, count)))?;
                 (Pooled { fast, domain }, false)
             }

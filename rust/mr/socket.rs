@@ -44,7 +44,10 @@ use super::{
 };
 use crate::{
     addr::Endpoint,
-    device::RdmaDevice,
+    device::{
+        DomainUser,
+        RdmaDevice, //
+    },
     ffi::{
         bindings,
         ib_mr::{
@@ -380,7 +383,7 @@ impl SocketMrs {
     /// device's removal fails its set-up and waits for it to end before the
     /// PD goes (`mr::device_removed`). ENODEV if the device is being removed.
     fn list_connecting(net: NetRef, device: &Arc<MrDevice>) -> Result<Arc<RegQp>> {
-        let qp = RegQp::new(net, device.device.domain(net)?)?;
+        let qp = RegQp::new(net, device.device.domain(net, DomainUser::RegQp)?)?;
         let mut d = device.state.lock();
         if d.gone {
             return Err(ENODEV);

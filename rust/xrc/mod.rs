@@ -42,6 +42,7 @@ use kernel::{
 use crate::{
     device::{
         DomainUse,
+        DomainUser,
         RdmaDevice, //
     },
     errno,
@@ -211,7 +212,7 @@ pub(crate) fn create(
     // Refused before any device resource is spent; checked again, for
     // good, when the target joins the table.
     check_limits(&TARGETS.lock(), net, owner_uid)?;
-    let domain = device.domain(net)?;
+    let domain = device.domain(net, DomainUser::XrcTarget)?;
     let target = Target::new(net, owner_uid, device.clone(), backend, port)?;
     let registration = Registration::new(target.clone(), sink)?;
     // On the socket before any event can reach it (see `register`).
@@ -220,7 +221,7 @@ pub(crate) fn create(
     first.push(registration.clone(), GFP_KERNEL)?;
     // Under the PD lock: device removal (which closes the PDs first) either
     // finds the target in the table or keeps it from being created.
-    let mut kept = Some(domain.share());
+    let mut kept = Some(domain.share(DomainUser::XrcTarget));
     domain
         .with_pd(|pd| {
             target.create_qp(pd, &mut kept)?;

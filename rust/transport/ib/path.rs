@@ -81,6 +81,7 @@ use crate::{
     device::{
         self,
         DomainUse,
+        DomainUser,
         RdmaDevice, //
     },
     ffi::{

@@ -46,7 +46,7 @@ impl IbPath {
             qp_type: bindings::ib_qp_type_IB_QPT_RC,
             ..Default::default()
         };
-        let domain = device.domain(self.key.net)?;
+        let domain = device.domain(self.key.net, DomainUser::Link)?;
         let lkey = domain.with_pd(|pd| {
             link.cm_id.create_qp(pd, &mut attr)?;
             Ok(pd.local_dma_lkey())
