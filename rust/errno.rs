@@ -30,6 +30,7 @@ errno_fns! {
     eafnosupport => EAFNOSUPPORT,
     edestaddrreq => EDESTADDRREQ,
     edquot => EDQUOT,
+    enetdown => ENETDOWN,
     enobufs => ENOBUFS,
     enoprotoopt => ENOPROTOOPT,
     enospc => ENOSPC,

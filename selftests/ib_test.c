@@ -3240,23 +3240,6 @@ TEST_F(ib, closing_while_down_keeps_the_device)
 	EXPECT_EQ(NULL, strstr(qps, "state ERR")) TH_LOG("%s", qps);
 }
 
-/* Whether the debugfs hold @name has a task waiting in it ("1 1"). */
-static bool holding(const char *name)
-{
-	char path[128], buf[16];
-
-	snprintf(path, sizeof(path), RRDS_DEBUGFS "/%s", name);
-	return read_file(path, buf, sizeof(buf)) > 0 && !strncmp(buf, "1 1", 3);
-}
-
-static int set_hold(const char *name, bool on)
-{
-	char path[128];
-
-	snprintf(path, sizeof(path), RRDS_DEBUGFS "/%s", name);
-	return write_string(path, on ? "1" : "0");
-}
-
 #define DEVICE_GONE_S	30	/* rdma link del with nothing waiting: a few seconds */
 #define DELETED_MARK	"/tmp/rrds-device-deleted"	/* rdma link del has returned */
 

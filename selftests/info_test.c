@@ -552,4 +552,90 @@ TEST_F(rds, connections_and_maps_go_with_their_last_user)
 	EXPECT_EQ(maps0, maps);
 }
 
+/* Reads "namespaces N" (namespaces that may have connections) from debugfs. */
+static int open_namespaces(void)
+{
+	char buf[256], *line;
+	int n;
+
+	if (read_file(RRDS_DEBUGFS "/objects", buf, sizeof(buf)) < 0)
+		return -1;
+	line = strstr(buf, "namespaces ");
+	return line && sscanf(line, "namespaces %d", &n) == 1 ? n : -1;
+}
+
+/*
+ * In a new namespace: binds a socket and pings 127.0.0.1 while loopback is
+ * held (the ping stays queued), says so on @ready, and exits when @go
+ * closes. Exit status says what failed.
+ */
+static int pinging_child(int ready, int go)
+{
+	struct sockaddr_in ping = sin4("127.0.0.1", 0);
+	char byte;
+	int fd;
+
+	if (unshare(CLONE_NEWNET))
+		return 10;
+	fd = bound_socket("127.0.0.1", 0);
+	if (fd < 0)
+		return 11;
+	if (send_to(fd, &ping, "", 0) != 0)
+		return 12;
+	if (write(ready, "1", 1) != 1)
+		return 13;
+	/* Until the parent closes its end: the pong is then held. */
+	(void)!read(go, &byte, 1);
+	return 0;
+}
+
+/*
+ * A loopback ping is being answered (held before the pong's connection is
+ * looked up) when its namespace exits: the pong then makes no connection in
+ * the namespace whose connections were swept, and is not sent.
+ */
+TEST_F(rds, pong_in_flight_as_its_namespace_exits_makes_no_connection)
+{
+	uint64_t pongs0 = counter(self->a, "send_pong");
+	uint64_t refused0 = counter(self->a, "conn_net_closed_refused");
+	int nets0 = open_namespaces(), ready[2], go[2], status;
+	pid_t child, releaser;
+	char byte = 0;
+
+	ASSERT_LT(0, nets0);
+	ASSERT_NE(~0ULL, refused0);
+	ASSERT_EQ(0, pipe(ready));
+	ASSERT_EQ(0, pipe(go));
+	ASSERT_EQ(0, write_string(RRDS_DEBUGFS "/loopback_hold", "1"));
+	ASSERT_EQ(0, set_hold("pong_hold", true));
+	child = fork();
+	ASSERT_LE(0, child);
+	if (child == 0) {
+		close(ready[0]);
+		close(go[1]);
+		_exit(pinging_child(ready[1], go[0]));
+	}
+	close(ready[1]);
+	close(go[0]);
+	EXPECT_EQ(1, read(ready[0], &byte, 1));
+	EXPECT_EQ(nets0 + 1, open_namespaces());
+	/* Releasing loopback transmits the ping in this task, which the hold stops. */
+	releaser = fork();
+	ASSERT_LE(0, releaser);
+	if (releaser == 0)
+		_exit(write_string(RRDS_DEBUGFS "/loopback_hold", "0") ? 1 : 0);
+	EXPECT_TRUE(WAIT_FOR(20, holding("pong_hold")));
+	/* The child goes, and with it its namespace. */
+	close(go[1]);
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	EXPECT_TRUE(WAIT_FOR(20, open_namespaces() == nets0));
+	ASSERT_EQ(0, set_hold("pong_hold", false));
+	ASSERT_EQ(releaser, waitpid(releaser, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	EXPECT_EQ(pongs0, counter(self->a, "send_pong"));
+	EXPECT_EQ(refused0 + 1, counter(self->a, "conn_net_closed_refused"));
+	close(ready[0]);
+}
+
 TEST_HARNESS_MAIN

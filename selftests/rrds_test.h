@@ -378,6 +378,24 @@ static inline int write_string(const char *path, const char *val)
 	return rc;
 }
 
+/* Whether the debugfs hold @name has a task waiting in it ("1 1"). */
+static inline bool holding(const char *name)
+{
+	char path[128], buf[16];
+
+	snprintf(path, sizeof(path), RRDS_DEBUGFS "/%s", name);
+	return read_file(path, buf, sizeof(buf)) > 0 && !strncmp(buf, "1 1", 3);
+}
+
+/* Arms (@on) or releases the debugfs hold @name. */
+static inline int set_hold(const char *name, bool on)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), RRDS_DEBUGFS "/%s", name);
+	return write_string(path, on ? "1" : "0");
+}
+
 /* Whether the kernel has the fault injection the allocation tests drive. */
 static inline bool fault_injection_present(void)
 {

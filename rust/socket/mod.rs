@@ -403,11 +403,12 @@ pub(crate) struct NetCleanup;
 
 impl NetExit for NetCleanup {
     fn init(net: NetRef) -> Result {
-        crate::knobs::net_init(net)
+        crate::knobs::net_init(net)?;
+        conn::net_init(net).inspect_err(|_| crate::knobs::net_exit(net))
     }
 
     fn exit(net: NetRef) {
-        conn::forget_net(net, |_| true, false);
+        conn::net_exit(net);
         cong::forget_net(net);
         crate::knobs::net_exit(net);
         // Its PDs go with their last users; the MR pools' free MRs are not users.
