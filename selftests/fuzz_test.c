@@ -2120,7 +2120,9 @@ static void delete_device(const struct fuzz_addrs *a, struct fuzz_shared *s, int
 	char name = 'a' + ns;
 
 	fprintf(stderr, "# %.0f: deleting %s_%c\n", now(), a->kind, name);
-	sh("rdma link del %s_%c >/dev/null 2>&1 &", a->kind, name);
+	/* The mark tells a slow re-add whether the deletion itself has returned. */
+	sh("rm -f /tmp/fuzz-del-%s_%c; { rdma link del %s_%c; touch /tmp/fuzz-del-%s_%c; } "
+	   ">/dev/null 2>&1 &", a->kind, name, a->kind, name, a->kind, name);
 	if (WAIT_FOR(DEVICE_GONE_S, sh("rdma link show %s_%c/1 >/dev/null 2>&1", a->kind, name)))
 		return;
 	shared_violation(s, "flapper", "%s_%c still there %d s after rdma link del", a->kind, name,
@@ -2129,6 +2131,45 @@ static void delete_device(const struct fuzz_addrs *a, struct fuzz_shared *s, int
 	sh("echo w > /proc/sysrq-trigger");
 	__atomic_store_n(&s->removal_hung, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->stop, 1, __ATOMIC_RELAXED);
+}
+
+#define SLOW_READD_S	15	/* a re-add failing this long: log why, once */
+
+static bool try_add_device(const struct fuzz_addrs *a, int ns)
+{
+	return !sh("ip netns exec %s rdma link add %s_%c type %s netdev %s 2>/dev/null",
+		   ns_name[ns], a->kind, 'a' + ns, a->kind, a->veth[ns]);
+}
+
+/*
+ * Adds namespace @ns's RDMA device again, for DEVICE_GONE_S at most: the
+ * name is free only once ib_core has released the old device. A re-add that
+ * fails for SLOW_READD_S logs, once a run, whether `rdma link del` has
+ * returned and what every task in D state waits on.
+ */
+static bool add_device_again(const struct fuzz_addrs *a, int ns)
+{
+	static bool logged;
+	char name = 'a' + ns;
+
+	if (WAIT_FOR(SLOW_READD_S, try_add_device(a, ns)))
+		return true;
+	if (!logged) {
+		char mark[64];
+
+		logged = true;
+		snprintf(mark, sizeof(mark), "/tmp/fuzz-del-%s_%c", a->kind, name);
+		fprintf(stderr, "# %.0f: %s_%c not added again after %d s; rdma link del %s\n",
+			now(), a->kind, name, SLOW_READD_S,
+			access(mark, F_OK) ? "has not returned" : "has returned");
+		sh("dmesg | tail -n 20 | sed 's/^/# dmesg: /' >&2; "
+		   "for t in /proc/[0-9]*/task/*; do "
+		   "[ \"$(cut -d' ' -f3 $t/stat 2>/dev/null)\" = D ] || "
+		   "[ \"$(cat $t/comm 2>/dev/null)\" = rdma ] || continue; "
+		   "echo \"== $t $(cat $t/comm) state $(cut -d' ' -f3 $t/stat) "
+		   "wchan $(cat $t/wchan)\"; cat $t/stack; done 2>&1 | sed 's/^/# /' >&2");
+	}
+	return WAIT_FOR(DEVICE_GONE_S - SLOW_READD_S, try_add_device(a, ns));
 }
 
 /* Ends the outage of @fl, if there is one. */
@@ -2142,9 +2183,7 @@ static void flap_up(struct flapper *fl, const struct fuzz_addrs *a, struct fuzz_
 		sh("ip -n %s link set dev %s up", ns_name[ns], a->veth[ns]);
 	} else if (s->removal_hung) {
 		return;
-	} else if (WAIT_FOR(DEVICE_GONE_S, !sh("ip netns exec %s rdma link add %s_%c type %s netdev "
-						"%s 2>/dev/null", ns_name[ns], a->kind, 'a' + ns,
-						a->kind, a->veth[ns]))) {
+	} else if (add_device_again(a, ns)) {
 		/* The name is free only once ib_core has released the old device. */
 		fprintf(stderr, "# %.0f: %s_%c added again\n", now(), a->kind, 'a' + ns);
 		s->device_readds++;
