@@ -152,12 +152,9 @@ kernel::sync::global_lock! {
 }
 
 /// Initialises the tables. Call once, in module init.
-pub(crate) fn init() {
-    // SAFETY: Module init calls this exactly once, before any other use of the tables.
-    unsafe {
-        MAPS.init();
-        MONITORS.init();
-    }
+pub(crate) fn init(m: &crate::ffi::global::ModuleInit) {
+    m.init_lock(&MAPS);
+    m.init_lock(&MONITORS);
 }
 
 /// Frees the tables' buffers. Call once, at unload, after the last socket and map.

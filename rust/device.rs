@@ -45,9 +45,8 @@ kernel::sync::global_lock! {
 }
 
 /// Initialises the device table. Call once, in module init, before registering the client.
-pub(crate) fn init() {
-    // SAFETY: Module init calls this exactly once, before any other use of `DEVICES`.
-    unsafe { DEVICES.init() };
+pub(crate) fn init(m: &crate::ffi::global::ModuleInit) {
+    m.init_lock(&DEVICES);
 }
 
 /// Frees the table's buffer. Call once, at unload, after the client is unregistered.

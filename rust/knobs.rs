@@ -25,9 +25,8 @@ kernel::sync::global_lock! {
 }
 
 /// Initialises the table of namespaces' knobs. Call once, in module init.
-pub(crate) fn init() {
-    // SAFETY: Module init calls this exactly once, before any other use of `NET_KNOBS`.
-    unsafe { NET_KNOBS.init() };
+pub(crate) fn init(m: &crate::ffi::global::ModuleInit) {
+    m.init_lock(&NET_KNOBS);
 }
 
 /// Frees the table's buffer. Call once, at unload, after the pernet operations.

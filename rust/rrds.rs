@@ -194,14 +194,19 @@ fn show_objects(f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
 
 impl kernel::InPlaceModule for Rrds {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
-        device::init();
-        knobs::init();
-        mr::init();
-        socket::init();
-        conn::init();
-        cong::init();
-        transport::ib::init();
-        xrc::init();
+        {
+            // SAFETY: This is module init, and nothing that takes a global lock is
+            // registered or started yet: `m` goes before the first below.
+            let m = unsafe { ffi::global::ModuleInit::begin() };
+            device::init(&m);
+            knobs::init(&m);
+            mr::init(&m);
+            socket::init(&m);
+            conn::init(&m);
+            cong::init(&m);
+            transport::ib::init(&m);
+            xrc::init(&m);
+        }
         let dir = debugfs::Dir::new(c"rrds");
         try_pin_init!(Self {
             // Before anything can grow a table: a load that fails further on

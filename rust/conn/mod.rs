@@ -165,9 +165,9 @@ pub(crate) struct Connection {
 
 /// Initialises the connection table and the link-change monitors. Call
 /// once, in module init.
-pub(crate) fn init() {
-    table::init();
-    monitor::init();
+pub(crate) fn init(m: &crate::ffi::global::ModuleInit) {
+    table::init(m);
+    monitor::init(m);
 }
 
 /// Frees the tables' buffers. Call once, at unload, after the last connection.

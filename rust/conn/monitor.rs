@@ -30,14 +30,10 @@ kernel::sync::global_lock! {
 }
 
 /// Initialises the monitors' tables. Call once, in module init.
-pub(super) fn init() {
-    // SAFETY: Module init calls this exactly once, before any other use of
-    // `MONITORS`, `PENDING` and `DELIVERING`.
-    unsafe {
-        MONITORS.init();
-        PENDING.init();
-        DELIVERING.init();
-    }
+pub(super) fn init(m: &crate::ffi::global::ModuleInit) {
+    m.init_lock(&MONITORS);
+    m.init_lock(&PENDING);
+    m.init_lock(&DELIVERING);
 }
 
 /// Frees the monitors' tables. Call once, at unload.

@@ -215,12 +215,10 @@ kernel::sync::global_lock! {
 
 /// Initialises the table and plugs it into the transports. Call once, in
 /// module init.
-pub(super) fn init() {
-    // SAFETY: Module init calls this exactly once, before any other use of `CONNS`.
-    unsafe { CONNS.init() };
+pub(super) fn init(m: &crate::ffi::global::ModuleInit) {
+    m.init_lock(&CONNS);
     transport::set_connections(&TABLE);
-    // SAFETY: As above, for `RESUME`.
-    unsafe { RESUME.init() };
+    m.init_lock(&RESUME);
 }
 
 /// Frees the table's buffers. Call once, at unload, after the last connection.

@@ -6,6 +6,7 @@
 //! through the safe wrappers next to it.
 
 pub(crate) mod bindings;
+pub(crate) mod global;
 pub(crate) mod ib_client;
 pub(crate) mod ib_cq;
 pub(crate) mod ib_device;

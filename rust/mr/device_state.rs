@@ -78,9 +78,8 @@ kernel::sync::global_lock! {
 }
 
 /// Initialises the table of devices' MR state. Call once, in module init.
-pub(crate) fn init() {
-    // SAFETY: Module init calls this exactly once, before any other use of `MR_DEVICES`.
-    unsafe { MR_DEVICES.init() };
+pub(crate) fn init(m: &crate::ffi::global::ModuleInit) {
+    m.init_lock(&MR_DEVICES);
 }
 
 /// Frees the table's buffer. Call once, at unload, after the client is unregistered.

@@ -67,9 +67,8 @@ kernel::sync::global_lock! {
 }
 
 /// Initialises the table. Call once, in module init, before registering PF_RDS.
-pub(crate) fn init() {
-    // SAFETY: Module init calls this exactly once, before any other use of `BOUND`.
-    unsafe { BOUND.init() };
+pub(crate) fn init(m: &crate::ffi::global::ModuleInit) {
+    m.init_lock(&BOUND);
 }
 
 /// Frees the table. Call once, at unload, after the last socket.

@@ -143,11 +143,10 @@ kernel::sync::global_lock! {
 }
 
 /// Initialises the socket tables. Call once, in module init.
-pub(crate) fn init() {
-    bind::init();
+pub(crate) fn init(m: &crate::ffi::global::ModuleInit) {
+    bind::init(m);
     crate::incoming::set_bind_table(&recv::BoundSockets);
-    // SAFETY: Module init calls this exactly once, before any other use of `SOCKETS`.
-    unsafe { SOCKETS.init() };
+    m.init_lock(&SOCKETS);
 }
 
 /// Frees the socket tables' buffers. Call once, at unload, after the last socket.

@@ -120,9 +120,8 @@ kernel::sync::global_lock! {
 }
 
 /// Initialises the target table. Call once, in module init.
-pub(crate) fn init() {
-    // SAFETY: Module init calls this exactly once, before any other use of `TARGETS`.
-    unsafe { TARGETS.init() };
+pub(crate) fn init(m: &crate::ffi::global::ModuleInit) {
+    m.init_lock(&TARGETS);
 }
 
 /// Frees the table's buffer. Call once, at unload, after the last target.

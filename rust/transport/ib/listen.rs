@@ -36,11 +36,9 @@ kernel::sync::global_lock! {
 }
 
 /// Initialises the listener tables. Call once, in module init.
-pub(super) fn init() {
-    // SAFETY: Module init calls this exactly once, before any other use of `LISTENERS`.
-    unsafe { LISTENERS.init() };
-    // SAFETY: As above, for `NOT_RDMA`.
-    unsafe { NOT_RDMA.init() };
+pub(super) fn init(m: &crate::ffi::global::ModuleInit) {
+    m.init_lock(&LISTENERS);
+    m.init_lock(&NOT_RDMA);
 }
 
 /// Frees the listener tables' buffers. Call once, at unload, after the last device.

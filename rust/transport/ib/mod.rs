@@ -215,10 +215,9 @@ struct Orphan {
 const ORPHAN_WAIT_TICKS: u32 = 60;
 
 /// Initialises the listener and orphan tables. Call once, in module init.
-pub(crate) fn init() {
-    listen::init();
-    // SAFETY: Module init calls this exactly once, before any other use of `ORPHANS`.
-    unsafe { ORPHANS.init() };
+pub(crate) fn init(m: &crate::ffi::global::ModuleInit) {
+    listen::init(m);
+    m.init_lock(&ORPHANS);
 }
 
 /// Frees the tables' buffers. Call once, at unload, after the last device.
