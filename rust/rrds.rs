@@ -102,6 +102,8 @@ struct Rrds {
     #[pin]
     regqp_listen_hold_file: debugfs::File<()>,
     #[pin]
+    regqp_shut_down_hold_file: debugfs::File<()>,
+    #[pin]
     xmit_hold_file: debugfs::File<()>,
     #[pin]
     device_remove_hold_file: debugfs::File<()>,
@@ -249,6 +251,12 @@ impl kernel::InPlaceModule for Rrds {
                 (),
                 &|(): &(), f| mr::show_listen_hold(f),
                 &|(): &(), r| mr::store_listen_hold(r),
+            ),
+            regqp_shut_down_hold_file <- dir.read_write_callback_file(
+                c"regqp_shut_down_hold",
+                (),
+                &|(): &(), f| mr::SHUT_DOWN_HOLD.show(f),
+                &|(): &(), r| mr::SHUT_DOWN_HOLD.store(r),
             ),
             xmit_hold_file <- dir.read_write_callback_file(
                 c"xmit_hold",

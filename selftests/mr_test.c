@@ -345,6 +345,65 @@ TEST_F(mr, device_removal_while_a_registration_qp_is_set_up)
 	ASSERT_EQ(0, rrds_unload());
 }
 
+/* Lines of the kernel log that say a removed device's PD still had users. */
+static int pd_leak_warnings(void)
+{
+	char buf[32];
+	FILE *f = popen("dmesg | grep -c 'protection domain still had'", "r");
+	int n = -1;
+
+	if (f && fgets(buf, sizeof(buf), f))
+		n = atoi(buf);
+	if (f)
+		pclose(f);
+	return n;
+}
+
+/*
+ * The device is removed while the last socket of a namespace, closing,
+ * shuts its registration QP down: the QP is off the device's books, and
+ * its shut-down held by debugfs regqp_shut_down_hold. The removal waits for
+ * it before the PD goes (before: the PD was freed with the QP still in it,
+ * "a protection domain still had 1 users", and rxe waited 50 s for the
+ * QP's reference), and the device can be added again at once.
+ */
+TEST_F(mr, device_removal_while_a_registration_qp_is_shut_down)
+{
+	int warnings0 = pd_leak_warnings(), status;
+	pid_t pid;
+
+	ASSERT_LE(0, warnings0);
+	ASSERT_EQ(0, set_hold("regqp_shut_down_hold", true));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int fd = bound_socket(variant->local, 0);
+		uint64_t cookie;
+
+		if (fd < 0 || get_mr(fd, self->buf, PAGE, 0, &cookie))
+			_exit(1);
+		/* The last use of the namespace's registration QP: its shut-down waits. */
+		close(fd);
+		_exit(0);
+	}
+	EXPECT_TRUE(WAIT_FOR(20, holding("regqp_shut_down_hold")));
+	unlink("/tmp/rrds-mr-deleted");
+	ASSERT_EQ(0, sh("{ rdma link del %s_a; touch /tmp/rrds-mr-deleted; } >/dev/null 2>&1 &",
+			variant->kind));
+	/* The removal waits for the held shut-down. */
+	usleep(1000 * 1000);
+	EXPECT_NE(0, access("/tmp/rrds-mr-deleted", F_OK));
+	ASSERT_EQ(0, set_hold("regqp_shut_down_hold", false));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	EXPECT_TRUE(WAIT_FOR(10, access("/tmp/rrds-mr-deleted", F_OK) == 0));
+	EXPECT_EQ(warnings0, pd_leak_warnings());
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
+	/* Added again at once: nothing of the old device is held. */
+	ASSERT_EQ(0, fixture(variant->kind[0] == 'r' ? "rxe-up" : "siw-up"));
+	ASSERT_EQ(0, rrds_unload());
+}
+
 /* A socket of rrds-b bound to @ip:@port, made from rrds-b; back in rrds-a after. */
 static int peer_socket(const char *ip, int port)
 {

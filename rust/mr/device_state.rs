@@ -65,6 +65,11 @@ pub(crate) struct DeviceMrs {
     /// Every MR holding verbs objects of the device, by serial number.
     pub(super) live: KVec<Arc<Mr>>,
     pub(super) next_serial: u64,
+    /// Verbs objects of the device that tasks took off the books and are
+    /// destroying outside the lock ([`Teardown`]): registration QPs taken
+    /// out of `qps` or `connecting`, MRs taken out of `live`. The device's
+    /// removal waits for them before the PD they are in goes.
+    pub(super) teardowns: usize,
     /// The device is being removed: nothing goes back to the pool.
     pub(super) gone: bool,
     /// MRs waiting for no READ response to send from their pages (iWARP).
@@ -136,6 +141,62 @@ pub(super) fn of(device: &RdmaDevice) -> Result<Arc<MrDevice>> {
         .ok_or(ENODEV)
 }
 
+/// A task destroying verbs objects of the device that it took off the
+/// device's books, once it has dropped the device lock: while it lives the
+/// device's removal waits, as it does for what it finds on the books.
+/// Dropped without the device lock held.
+pub(super) struct Teardown<'a> {
+    device: &'a MrDevice,
+}
+
+impl<'a> Teardown<'a> {
+    /// Begins a teardown on `device`, whose lock the caller holds (`d`).
+    pub(super) fn begin(device: &'a MrDevice, d: &mut DeviceMrs) -> Self {
+        d.teardowns += 1;
+        Self { device }
+    }
+}
+
+impl Drop for Teardown<'_> {
+    fn drop(&mut self) {
+        self.device.state.lock().teardowns -= 1;
+    }
+}
+
+/// A registration QP its task took off the device's books, to shut down
+/// once it has dropped the device lock.
+pub(super) struct TakenQp<'a> {
+    qp: Arc<RegQp>,
+    /// Ends after the shut-down (fields drop after `drop`).
+    _teardown: Teardown<'a>,
+}
+
+impl<'a> TakenQp<'a> {
+    /// Takes `qp` off `device`'s books, which the caller has locked (`d`).
+    pub(super) fn new(device: &'a MrDevice, d: &mut DeviceMrs, qp: Arc<RegQp>) -> Self {
+        Self {
+            qp,
+            _teardown: Teardown::begin(device, d),
+        }
+    }
+
+    /// Shuts the QP down. Not with the device lock held (its handlers take it).
+    pub(super) fn shut_down(self) {
+        drop(self);
+    }
+}
+
+impl Drop for TakenQp<'_> {
+    fn drop(&mut self) {
+        super::knobs::SHUT_DOWN_HOLD.pause();
+        self.qp.shut_down();
+    }
+}
+
+/// How long a device's removal waits for tasks destroying objects they
+/// took off its books (each only drains, deregisters and destroys).
+const TEARDOWN_WAIT_MS: u32 = 30_000;
+
 /// The device is going: shuts down its registration QPs (flushing every
 /// outstanding request), then unmaps and deregisters every MR on it. The
 /// sockets keep their MRs (stale, pages pinned) until they free them.
@@ -168,6 +229,7 @@ pub(crate) fn device_removed(device: &RdmaDevice) {
             qp.shut_down();
         }
     }
+    wait_for_teardowns(&device);
     let mut d = device.state.lock();
     for mr in d.live.iter() {
         let mut inner = mr.inner.lock();
@@ -175,9 +237,26 @@ pub(crate) fn device_removed(device: &RdmaDevice) {
             inner.state = State::Stale;
             stats::inc(Stat::MrStale);
         }
+        // Shut down already; a stale MR has no use for it, and it holds a
+        // use of the PD that goes next.
+        inner.qp = None;
     }
     for class in d.pool.iter_mut() {
         class.clear();
     }
     fence::device_removed(&mut d);
+}
+
+/// Waits (at most [`TEARDOWN_WAIT_MS`]) until no task is destroying objects
+/// it took off `device`'s books.
+fn wait_for_teardowns(device: &MrDevice) {
+    let mut waited = 0;
+    while device.state.lock().teardowns > 0 {
+        if waited >= TEARDOWN_WAIT_MS {
+            pr_warn!("a registration QP's or MR's teardown outlived its device's removal\n");
+            return;
+        }
+        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(10));
+        waited += 10;
+    }
 }

@@ -30,6 +30,10 @@ pub(super) static FAIL_NEXT_CONNECT: Atomic<bool> = Atomic::new(false);
 /// it, until this is cleared or 10 s pass (debugfs
 /// `rrds/regqp_listen_hold`), so that a test can connect to it first.
 static LISTEN_HOLD: Hold = Hold::new(10_000);
+/// A registration QP taken off its device's books waits before it is shut
+/// down, until this is cleared or 30 s pass (debugfs
+/// `rrds/regqp_shut_down_hold`), so that a test can remove the device meanwhile.
+pub(crate) static SHUT_DOWN_HOLD: Hold = Hold::new(30_000);
 /// The port of the listener being held, 0 when none is.
 static HELD_PORT: Atomic<u32> = Atomic::new(0);
 

@@ -36,6 +36,8 @@ use device_state::{
     DeviceMrs,
     Pooled,
     QpSlot,
+    TakenQp,
+    Teardown,
     MR_DEVICES, //
 };
 pub(crate) use fence::{
@@ -48,7 +50,8 @@ pub(crate) use knobs::{
     show_regqps,
     store_connect_fail,
     store_listen_hold,
-    store_regqp_fail, //
+    store_regqp_fail,
+    SHUT_DOWN_HOLD, //
 };
 pub(crate) use socket::{
     SocketMrs,

@@ -43,9 +43,9 @@ pub(crate) fn pool_shape(device: &RdmaDevice) -> (u32, u32) {
 /// fresh one takes its place in the pool: before the owner is told if the
 /// pool is empty, after it otherwise (off the path of the owner's FREE_MR).
 pub(super) fn release(mr: Arc<Mr>) {
-    let (state, hw, pages) = {
+    let (state, hw, pages, teardown) = {
         let mut d = mr.device.state.lock();
-        let taken = {
+        let (state, hw, pages) = {
             let mut inner = mr.inner.lock();
             inner.qp = None;
             (inner.state, inner.hw.take(), inner.pages.take())
@@ -53,7 +53,9 @@ pub(super) fn release(mr: Arc<Mr>) {
         if let Some(i) = d.live.iter().position(|m| m.serial == mr.serial) {
             let _ = d.live.remove(i);
         }
-        taken
+        // Off the books: the device's removal waits until it is deregistered.
+        let teardown = hw.is_some().then(|| Teardown::begin(&mr.device, &mut d));
+        (state, hw, pages, teardown)
     };
     // The pool class and size of a fresh MR to add once the owner has been told.
     let mut replace = None;
@@ -87,6 +89,7 @@ pub(super) fn release(mr: Arc<Mr>) {
             }
         }
     }
+    drop(teardown);
     if matches!(state, State::Stale | State::Failed) {
         stats::inc(Stat::MrStale);
     }

@@ -119,6 +119,10 @@ pub(crate) struct RegQp {
     /// `connect` is setting the connection up: its ids, and perhaps its QP,
     /// are the setting-up task's until it ends (`abort_set_up` waits for that).
     setting_up: AtomicBool,
+    /// Held for a whole `shut_down`: a second caller (the device's removal
+    /// and the set-up's own failure) returns only once the QP is destroyed.
+    #[pin]
+    shutting_down: Mutex<()>,
     /// The namespace's PD on the device, which the QPs and every MR
     /// registered through them are in. Last: it outlives the QPs.
     domain: DomainUse,
@@ -137,6 +141,7 @@ impl RegQp {
                 changed <- new_condvar!("rrds_regqp"),
                 post <- new_spinlock!(None),
                 setting_up: AtomicBool::new(true),
+                shutting_down <- new_mutex!(()),
             }),
             GFP_KERNEL,
         )
@@ -304,6 +309,7 @@ impl RegQp {
     /// run first) and destroys the connection. Process context; not from
     /// this QP's completion or event handlers.
     pub(super) fn shut_down(&self) {
+        let _one_at_a_time = self.shutting_down.lock();
         // Under `link`: `force_error` uses the QP only while `post` has it.
         let qp = {
             let mut link = self.link.lock();

@@ -39,6 +39,7 @@ use super::{
     Pinned,
     QpSlot,
     Sink,
+    TakenQp,
     COMPLETION_TIMEOUT_MS,
     CONNECT_HOLD_DOWN_MS, //
 };
@@ -124,12 +125,12 @@ impl UseOnce {
 }
 
 /// The QP a socket finds in its namespace's slot (`SocketMrs::join_slot`).
-enum SlotQp {
+enum SlotQp<'a> {
     /// The slot's QP, up.
     Up(Arc<RegQp>),
     /// None is up: the caller connects one. Holds the failed QP taken out of
     /// the slot, if there was one, to shut down with the device lock dropped.
-    Down(Option<Arc<RegQp>>),
+    Down(Option<TakenQp<'a>>),
 }
 
 /// The MRs of one socket, by rkey, and the registration QP they use.
@@ -399,7 +400,7 @@ impl SocketMrs {
     /// [`SlotQp::Down`] with the failed QP it took out of the slot, if any,
     /// for the caller to shut down. Errors: `ENODEV` if the device is gone,
     /// `ENOMEM`, or the error of the last connect while it is held down.
-    fn join_slot(&mut self, net: NetRef, device: &Arc<MrDevice>) -> Result<SlotQp> {
+    fn join_slot<'a>(&mut self, net: NetRef, device: &'a Arc<MrDevice>) -> Result<SlotQp<'a>> {
         let joined = self.user.is_some();
         let mut d = device.state.lock();
         if d.gone {
@@ -433,7 +434,10 @@ impl SocketMrs {
                 return Err(e);
             }
         }
-        let failed = d.qps[i].qp.take();
+        let failed = d.qps[i]
+            .qp
+            .take()
+            .map(|qp| TakenQp::new(device, &mut d, qp));
         drop(d);
         Ok(SlotQp::Down(failed))
     }
@@ -476,18 +480,21 @@ impl SocketMrs {
         // One lookup for both outcomes; a QP that has no slot to go to is
         // shut down too.
         let Some(slot) = slot.filter(|_| !gone) else {
+            let taken = TakenQp::new(device, &mut d, qp);
             drop(d);
-            qp.shut_down();
+            taken.shut_down();
             return Err(ENODEV);
         };
         slot.connect_failed = None;
         if let Some(other) = slot.qp.as_ref().filter(|q| q.is_up()) {
             let other = other.clone();
+            let taken = TakenQp::new(device, &mut d, qp);
             drop(d);
-            qp.shut_down();
+            taken.shut_down();
             return Ok(other);
         }
         let stale = slot.qp.replace(qp.clone());
+        let stale = stale.map(|stale| TakenQp::new(device, &mut d, stale));
         drop(d);
         if let Some(stale) = stale {
             stale.shut_down();
@@ -512,9 +519,10 @@ impl SocketMrs {
         let Ok(slot) = d.qps.remove(i) else {
             return;
         };
+        let taken = slot.qp.map(|qp| TakenQp::new(&device, &mut d, qp));
         drop(d);
-        if let Some(qp) = slot.qp {
-            qp.shut_down();
+        if let Some(taken) = taken {
+            taken.shut_down();
         }
     }
 
