@@ -30,7 +30,6 @@ errno_fns! {
     eafnosupport => EAFNOSUPPORT,
     edestaddrreq => EDESTADDRREQ,
     edquot => EDQUOT,
-    enetdown => ENETDOWN,
     enobufs => ENOBUFS,
     enoprotoopt => ENOPROTOOPT,
     enospc => ENOSPC,

@@ -147,16 +147,11 @@ pub(crate) fn arrived(
     Ok(())
 }
 
-/// Test hook (debugfs `rrds/pong_hold`): a loopback pong waits before it
-/// looks its connection up, so that a test can end the namespace meanwhile.
-pub(crate) static PONG_HOLD: crate::hooks::Hold = crate::hooks::Hold::new(30_000);
-
 /// Answers a ping with an empty message from port 0, on the connection back
 /// to the pinger (upstream's `rds_send_pong`; unlike upstream's loopback, the
 /// pong reaches the pinger whatever address it pinged). A congested pinger
 /// port loses the pong, as upstream.
 fn send_pong(conn: &Connection, dport: u16) {
-    PONG_HOLD.pause();
     let key = ConnKey {
         laddr: conn.key.faddr,
         faddr: conn.key.laddr,

@@ -110,8 +110,6 @@ struct Rrds {
     #[pin]
     forget_hold_file: debugfs::File<()>,
     #[pin]
-    pong_hold_file: debugfs::File<()>,
-    #[pin]
     ib_links_file: debugfs::File<()>,
     #[pin]
     xrc_targets_file: debugfs::File<()>,
@@ -186,11 +184,10 @@ impl IbClientOps for DeviceClient {
 /// check that nothing accumulates.
 fn show_objects(f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
     f.write_fmt(fmt!(
-        "connections {}\ncongestion_maps {}\nxrc_targets {}\nnamespaces {}\n",
+        "connections {}\ncongestion_maps {}\nxrc_targets {}\n",
         conn::count(),
         cong::count(),
-        xrc::count(),
-        conn::open_nets()
+        xrc::count()
     ))
 }
 
@@ -275,12 +272,6 @@ impl kernel::InPlaceModule for Rrds {
                 (),
                 &|(): &(), f| transport::FORGET_HOLD.show(f),
                 &|(): &(), r| transport::FORGET_HOLD.store(r),
-            ),
-            pong_hold_file <- dir.read_write_callback_file(
-                c"pong_hold",
-                (),
-                &|(): &(), f| incoming::PONG_HOLD.show(f),
-                &|(): &(), r| incoming::PONG_HOLD.store(r),
             ),
             ib_client <- IbClientRegistration::register(c"rrds"),
             _debugfs: dir,

@@ -144,9 +144,6 @@ counters! {
     // Connection events a monitoring socket's full queue could not take
     // (`RRDS_CONN_MONITOR`; the next one queued is flagged).
     ConnEventsLost => "conn_events_lost",
-    // Connections refused because their namespace was exiting (a pong
-    // answered from a loopback message still in flight).
-    ConnNetClosedRefused => "conn_net_closed_refused",
 }
 
 const COUNT: usize = NAMES.len();

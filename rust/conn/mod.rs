@@ -65,10 +65,8 @@ pub(crate) use monitor::{
 pub(crate) use table::{
     count,
     for_each,
+    forget_net,
     get,
-    net_exit,
-    net_init,
-    open_nets,
     put, //
 };
 

@@ -86,11 +86,6 @@ struct ConnTable {
     conns: RBTree<ConnKey, ConnEntry>,
     /// How many connections each namespace has (few namespaces: a list).
     per_net: KVec<(NetRef, usize)>,
-    /// The namespaces that may have connections: from their pernet `init`
-    /// until their `exit` begins, so that nothing running late (a pong
-    /// answered from a loopback message in flight) makes a connection in a
-    /// namespace whose connections were swept.
-    open_nets: KVec<NetRef>,
     len: usize,
 }
 
@@ -123,14 +118,9 @@ impl ConnTable {
         count
     }
 
-    /// Whether `net` may have one more connection to `faddr`: `ENETDOWN`
-    /// once the namespace is exiting, `ENOBUFS` beyond `max_conns_per_net`
-    /// or `max_conns_per_peer`.
+    /// Whether `net` may have one more connection to `faddr`
+    /// (`max_conns_per_net`, `max_conns_per_peer`): `ENOBUFS` if not.
     fn check_limits(&mut self, net: NetRef, faddr: [u8; 16]) -> Result {
-        if !self.open_nets.contains(&net) {
-            stats::inc(Stat::ConnNetClosedRefused);
-            return Err(crate::errno::enetdown());
-        }
         let per_peer = crate::limits::max_conns_per_peer();
         if self.of_net(net) >= crate::limits::max_conns_per_net()
             || self.count_to_peer(net, faddr, per_peer) >= per_peer
@@ -439,29 +429,6 @@ pub(crate) fn put(conn: Arc<Connection>) {
         let (_, entry) = node.to_key_value();
         cong::put(entry.conn.fcong.clone());
     }
-}
-
-/// The namespace `net` is made: it may have connections until
-/// [`net_exit`]. Its pernet `init`.
-pub(crate) fn net_init(net: NetRef) -> Result {
-    let mut guard = CONNS.lock();
-    let table = guard.get_or_insert_with(ConnTable::default);
-    table.open_nets.push(net, GFP_KERNEL)?;
-    Ok(())
-}
-
-/// How many namespaces may have connections (debugfs `rrds/objects`).
-pub(crate) fn open_nets() -> usize {
-    CONNS.lock().as_ref().map_or(0, |t| t.open_nets.len())
-}
-
-/// The namespace `net` is exiting: no connection is made in it from here
-/// on, and every one it has is forgotten with what is queued on it.
-pub(crate) fn net_exit(net: NetRef) {
-    if let Some(table) = CONNS.lock().as_mut() {
-        table.open_nets.retain(|n| *n != net);
-    }
-    forget_net(net, |_| true, false);
 }
 
 /// Forgets every connection of `net` for which `which` holds (the namespace

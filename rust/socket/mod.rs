@@ -402,12 +402,11 @@ pub(crate) struct NetCleanup;
 
 impl NetExit for NetCleanup {
     fn init(net: NetRef) -> Result {
-        crate::knobs::net_init(net)?;
-        conn::net_init(net).inspect_err(|_| crate::knobs::net_exit(net))
+        crate::knobs::net_init(net)
     }
 
     fn exit(net: NetRef) {
-        conn::net_exit(net);
+        conn::forget_net(net, |_| true, false);
         cong::forget_net(net);
         crate::knobs::net_exit(net);
         // Its PDs go with their last users; the MR pools' free MRs are not users.
