@@ -2162,12 +2162,12 @@ static bool add_device_again(const struct fuzz_addrs *a, int ns)
 		fprintf(stderr, "# %.0f: %s_%c not added again after %d s; rdma link del %s\n",
 			now(), a->kind, name, SLOW_READD_S,
 			access(mark, F_OK) ? "has not returned" : "has returned");
-		sh("dmesg | tail -n 20 | sed 's/^/# dmesg: /' >&2; "
-		   "for t in /proc/[0-9]*/task/*; do "
-		   "[ \"$(cut -d' ' -f3 $t/stat 2>/dev/null)\" = D ] || "
-		   "[ \"$(cat $t/comm 2>/dev/null)\" = rdma ] || continue; "
-		   "echo \"== $t $(cat $t/comm) state $(cut -d' ' -f3 $t/stat) "
-		   "wchan $(cat $t/wchan)\"; cat $t/stack; done 2>&1 | sed 's/^/# /' >&2");
+		/* Not log_ib_links(): rdma resource show and ip netns exec can wait minutes here. */
+		sh("{ echo == tasks; ps -eLo pid,tid,stat,wchan:40,comm; "
+		   "for p in $(pgrep -x rdma); do echo \"== rdma $p: $(cat /proc/$p/cmdline | tr '\\0' ' ')\"; "
+		   "for t in /proc/$p/task/*; do cat $t/stack; done; done; "
+		   "echo w > /proc/sysrq-trigger; sleep 1; dmesg | tail -n 300; } 2>&1 | "
+		   "sed 's/^/# slow re-add: /' >&2");
 	}
 	return WAIT_FOR(DEVICE_GONE_S - SLOW_READD_S, try_add_device(a, ns));
 }
