@@ -82,8 +82,7 @@ struct Domain {
     /// and a new namespace at the same address gets a domain of its own.
     net: Option<NetRef>,
     pd: ProtectionDomain,
-    users: usize,
-    /// `users` by kind, to name what outlives a device's removal.
+    /// Its users by kind (to name what outlives a device's removal).
     by_user: [u32; DomainUser::ALL.len()],
 }
 
@@ -117,16 +116,18 @@ impl DomainUser {
 }
 
 impl Domain {
+    fn users(&self) -> u32 {
+        self.by_user.iter().sum()
+    }
+
     fn add_user(&mut self, user: DomainUser) {
-        self.users += 1;
         self.by_user[user as usize] += 1;
     }
 
     /// Takes one use by `user` away; returns whether none is left.
     fn remove_user(&mut self, user: DomainUser) -> bool {
-        self.users -= 1;
-        self.by_user[user as usize] = self.by_user[user as usize].saturating_sub(1);
-        self.users == 0
+        self.by_user[user as usize] -= 1;
+        self.users() == 0
     }
 }
 
@@ -195,7 +196,6 @@ impl RdmaDevice {
                     id,
                     net: Some(net),
                     pd: ProtectionDomain::alloc(self.device)?,
-                    users: 0,
                     by_user: [0; DomainUser::ALL.len()],
                 };
                 domain.add_user(user);
@@ -373,11 +373,11 @@ pub(crate) fn forget(device: &IbDevice, retiring: Retiring) {
     let Retiring { record } = retiring;
     if let Some(r) = &record {
         let domains = core::mem::take(&mut r.domains.lock().list);
-        for d in domains.iter().filter(|d| d.users > 0) {
+        for d in domains.iter().filter(|d| d.users() > 0) {
             pr_warn!(
                 "{}: a protection domain still had {} users\n",
                 device.name(),
-                d.users
+                d.users()
             );
             for (user, count) in DomainUser::ALL.iter().zip(d.by_user) {
                 if count > 0 {
