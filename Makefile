@@ -3,6 +3,7 @@
 # rrds top-level make targets.
 #
 #   make [KDIR=<kernel build dir>] build rrds.ko against that kernel (default: the running one's)
+#                                  (RRDS_TEST_HOOKS=1: with the selftests' debugfs hooks)
 #   make modules_install           install it (INSTALL_MOD_PATH, INSTALL_MOD_DIR as for any module)
 #   make tools-install             the rrds command, its man pages and shell completions
 #                                  (DESTDIR, PREFIX=/usr/local)
@@ -38,6 +39,10 @@ test_kdir = $(if $(KDIR),$(KDIR),$$($(CURDIR)/scripts/kernel-dir))
 LLVM ?= $(if $(shell grep -sx CONFIG_CC_IS_CLANG=y $(kdir)/.config),1,)
 RRDS_WERROR ?= 1
 export RRDS_WERROR
+# The selftests' debugfs hooks (rust/hooks.rs) are built in only with
+# RRDS_TEST_HOOKS=1, which the targets that run the selftests pass.
+RRDS_TEST_HOOKS ?= 0
+export RRDS_TEST_HOOKS
 
 SHELL := /bin/bash
 rust_sources = $(filter-out rust/bindings_generated.rs,$(wildcard rust/*.rs rust/*/*.rs rust/*/*/*.rs))

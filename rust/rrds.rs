@@ -93,22 +93,9 @@ struct Rrds {
     devices_file: debugfs::File<()>,
     #[pin]
     objects_file: debugfs::File<()>,
+    /// The test hooks' files (none without `RRDS_TEST_HOOKS=1`).
     #[pin]
-    loopback_hold_file: debugfs::File<()>,
-    #[pin]
-    regqp_fail_file: debugfs::File<()>,
-    #[pin]
-    regqp_connect_fail_file: debugfs::File<()>,
-    #[pin]
-    regqp_listen_hold_file: debugfs::File<()>,
-    #[pin]
-    regqp_shut_down_hold_file: debugfs::File<()>,
-    #[pin]
-    xmit_hold_file: debugfs::File<()>,
-    #[pin]
-    device_remove_hold_file: debugfs::File<()>,
-    #[pin]
-    forget_hold_file: debugfs::File<()>,
+    hook_files: hooks::Files,
     #[pin]
     ib_links_file: debugfs::File<()>,
     #[pin]
@@ -139,11 +126,6 @@ impl Drop for GlobalTables {
     }
 }
 
-/// Test hook (debugfs `rrds/device_remove_hold`): a device's removal waits
-/// after its connections' links are down and before its PDs go, so that a
-/// test can close sockets in between.
-static DEVICE_REMOVE_HOLD: hooks::Hold = hooks::Hold::new(30_000);
-
 /// The `ib_client` operations of rrds: keep the device table in step with
 /// ib_core and tell the layers that keep per-device state.
 struct DeviceClient;
@@ -165,7 +147,7 @@ impl IbClientOps for DeviceClient {
         // Connections over the device go down (and may reconnect elsewhere) before
         // the PD their QPs hang off is freed.
         transport::ib::device_removed(device.handle());
-        DEVICE_REMOVE_HOLD.pause();
+        hooks::DEVICE_REMOVE_HOLD.pause();
         // Registered processes get a final event; the target QPs go before the PD.
         xrc::device_removed(device.handle());
         // Registration QPs and every MR go before the PD they live in.
@@ -189,6 +171,24 @@ fn show_objects(f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
         cong::count(),
         xrc::count()
     ))
+}
+
+/// The test hooks' files, with what they do in the layers that own them.
+#[cfg(rrds_test_hooks)]
+fn hook_files(dir: &debugfs::Dir) -> impl PinInit<hooks::Files, Error> + '_ {
+    hooks::Files::new(
+        dir,
+        hooks::Actions {
+            release_loopback: transport::loopback::send_held,
+            fail_regqps: mr::fail_regqps,
+            show_regqps: mr::show_regqps,
+        },
+    )
+}
+
+#[cfg(not(rrds_test_hooks))]
+fn hook_files(_dir: &debugfs::Dir) -> hooks::Files {
+    hooks::Files
 }
 
 impl kernel::InPlaceModule for Rrds {
@@ -225,54 +225,7 @@ impl kernel::InPlaceModule for Rrds {
             xrc_targets_file <- dir.read_callback_file(c"xrc_targets", (), &|(): &(), f| {
                 xrc::show(f)
             }),
-            loopback_hold_file <- dir.read_write_callback_file(
-                c"loopback_hold",
-                (),
-                &|(): &(), f| transport::loopback::show_hold(f),
-                &|(): &(), r| transport::loopback::store_hold(r),
-            ),
-            regqp_fail_file <- dir.read_write_callback_file(
-                c"regqp_fail",
-                (),
-                &|(): &(), f| mr::show_regqps(f),
-                &|(): &(), r| mr::store_regqp_fail(r),
-            ),
-            regqp_connect_fail_file <- dir.read_write_callback_file(
-                c"regqp_connect_fail",
-                (),
-                &|(): &(), f| mr::show_connect_fail(f),
-                &|(): &(), r| mr::store_connect_fail(r),
-            ),
-            regqp_listen_hold_file <- dir.read_write_callback_file(
-                c"regqp_listen_hold",
-                (),
-                &|(): &(), f| mr::show_listen_hold(f),
-                &|(): &(), r| mr::store_listen_hold(r),
-            ),
-            regqp_shut_down_hold_file <- dir.read_write_callback_file(
-                c"regqp_shut_down_hold",
-                (),
-                &|(): &(), f| mr::SHUT_DOWN_HOLD.show(f),
-                &|(): &(), r| mr::SHUT_DOWN_HOLD.store(r),
-            ),
-            xmit_hold_file <- dir.read_write_callback_file(
-                c"xmit_hold",
-                (),
-                &|(): &(), f| conn::show_xmit_hold(f),
-                &|(): &(), r| conn::store_xmit_hold(r),
-            ),
-            device_remove_hold_file <- dir.read_write_callback_file(
-                c"device_remove_hold",
-                (),
-                &|(): &(), f| DEVICE_REMOVE_HOLD.show(f),
-                &|(): &(), r| DEVICE_REMOVE_HOLD.store(r),
-            ),
-            forget_hold_file <- dir.read_write_callback_file(
-                c"forget_hold",
-                (),
-                &|(): &(), f| transport::FORGET_HOLD.show(f),
-                &|(): &(), r| transport::FORGET_HOLD.store(r),
-            ),
+            hook_files <- hook_files(&dir),
             ib_client <- IbClientRegistration::register(c"rrds"),
             _debugfs: dir,
         })

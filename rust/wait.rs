@@ -56,3 +56,19 @@ pub(crate) fn wait_until<T: ?Sized + Unpin, B: Backend>(
     }
     Ok(())
 }
+
+/// Sleeps in 10 ms steps until `done` holds, at most `max_ms`; whether it
+/// held. For waits on another task that has no wait queue to signal (a
+/// teardown, a test hook). Process context.
+pub(crate) fn poll_until(max_ms: u32, mut done: impl FnMut() -> bool) -> bool {
+    const STEP_MS: u32 = 10;
+    let mut waited = 0;
+    while !done() {
+        if waited >= max_ms {
+            return false;
+        }
+        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(STEP_MS.into()));
+        waited += STEP_MS;
+    }
+    true
+}

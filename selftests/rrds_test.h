@@ -260,6 +260,22 @@ static inline bool rdma_driver_present(const char *kind)
 }
 
 /*
+ * The cases that hold or fail a path need the debugfs hooks, which only a
+ * test build has (make RRDS_TEST_HOOKS=1, as make check builds): says so
+ * once when the loaded module lacks them.
+ */
+static inline void note_missing_test_hooks(void)
+{
+	static bool said;
+
+	if (said || access(RRDS_DEBUGFS, F_OK) || !access(RRDS_DEBUGFS "/xmit_hold", F_OK))
+		return;
+	said = true;
+	fprintf(stderr, "# rrds.ko has no test hooks (built without RRDS_TEST_HOOKS=1): "
+		"the cases that use %s/*_hold and *_fail fail\n", RRDS_DEBUGFS);
+}
+
+/*
  * Loads rrds.ko with finit_module and module parameters ("name=value ..."),
  * as insmod does; returns 0 or -errno.
  */
@@ -276,6 +292,8 @@ static inline int rrds_load_with(const char *params)
 	ret = syscall(SYS_finit_module, fd, params, 0);
 	ret = ret ? -errno : 0;
 	close(fd);
+	if (!ret)
+		note_missing_test_hooks();
 	return ret;
 }
 

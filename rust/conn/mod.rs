@@ -14,18 +14,15 @@ mod monitor;
 mod table;
 
 use core::sync::atomic::{
-    AtomicBool,
     AtomicUsize,
     Ordering::Relaxed, //
 };
 use kernel::{
-    fmt,
     prelude::*,
     sync::{
         Arc,
         SpinLock, //
     },
-    uaccess::UserSliceReader,
 };
 
 use crate::{
@@ -69,22 +66,6 @@ pub(crate) use table::{
     get,
     put, //
 };
-
-/// Test knob (debugfs `rrds/xmit_hold`): the next transmit attempt the
-/// transport refuses waits for another `xmit` call to find it before it
-/// looks at the queue again (see `Connection::hold_until_met`).
-static XMIT_HOLD: AtomicBool = AtomicBool::new(false);
-
-/// debugfs `rrds/xmit_hold` (write): `1` arms the hold, `0` disarms it.
-pub(crate) fn store_xmit_hold(reader: &mut UserSliceReader) -> Result {
-    XMIT_HOLD.store(crate::hooks::read_knob(reader)?, Relaxed);
-    Ok(())
-}
-
-/// debugfs `rrds/xmit_hold` (read): whether the hold is still armed.
-pub(crate) fn show_xmit_hold(f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    f.write_fmt(fmt!("{}\n", u8::from(XMIT_HOLD.load(Relaxed))))
-}
 
 /// Pongs a connection holds unacknowledged at most: a peer that pings and
 /// never acknowledges cannot make us queue answers without bound (upstream
@@ -249,7 +230,7 @@ impl Connection {
             drop(st);
             let taken = self.transport.can_send(self)
                 && self.transport.xmit(self, &header, &message) == Xmit::Taken;
-            if !taken && XMIT_HOLD.swap(false, Relaxed) {
+            if !taken && crate::hooks::XMIT_HOLD.take() {
                 self.hold_until_met();
             }
             st = self.state.lock();
@@ -280,12 +261,7 @@ impl Connection {
     /// 10 s, until another `xmit` call has found it (as the transport's,
     /// when a link comes up or a completion frees the ring, may).
     fn hold_until_met(&self) {
-        for _ in 0..1000 {
-            kernel::time::delay::fsleep(kernel::time::Delta::from_millis(10));
-            if self.state.lock().xmit_again {
-                return;
-            }
-        }
+        crate::wait::poll_until(10_000, || self.state.lock().xmit_again);
     }
 
     /// A message arrived on this connection: the receive path checks it,

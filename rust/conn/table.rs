@@ -475,6 +475,7 @@ pub(crate) fn for_each(net: NetRef, mut f: impl FnMut(&Connection)) {
 
 /// Transmits what is queued on every connection (a transport can send
 /// again). Process context.
+#[cfg(rrds_test_hooks)]
 fn xmit_all() {
     let conns = snapshot();
     // Outside the table lock: transmitting may answer pings, which looks it up.
@@ -484,6 +485,7 @@ fn xmit_all() {
 }
 
 /// Every connection, for walks that may sleep (the table lock is not held).
+#[cfg(rrds_test_hooks)]
 fn snapshot() -> KVec<Arc<Connection>> {
     snapshot_as(Arc::clone)
 }
@@ -524,6 +526,7 @@ impl Connections for Table {
         forget_net(net, |c| c.path.has_link(), true);
     }
 
+    #[cfg(rrds_test_hooks)]
     fn xmit_all(&self) {
         xmit_all();
     }

@@ -188,7 +188,7 @@ impl<'a> TakenQp<'a> {
 
 impl Drop for TakenQp<'_> {
     fn drop(&mut self) {
-        super::knobs::SHUT_DOWN_HOLD.pause();
+        crate::hooks::REGQP_SHUT_DOWN_HOLD.pause();
         self.qp.shut_down();
     }
 }
@@ -250,13 +250,7 @@ pub(crate) fn device_removed(device: &RdmaDevice) {
 /// Waits (at most [`TEARDOWN_WAIT_MS`]) until no task is destroying objects
 /// it took off `device`'s books.
 fn wait_for_teardowns(device: &MrDevice) {
-    let mut waited = 0;
-    while device.state.lock().teardowns > 0 {
-        if waited >= TEARDOWN_WAIT_MS {
-            pr_warn!("a registration QP's or MR's teardown outlived its device's removal\n");
-            return;
-        }
-        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(10));
-        waited += 10;
+    if !crate::wait::poll_until(TEARDOWN_WAIT_MS, || device.state.lock().teardowns == 0) {
+        pr_warn!("a registration QP's or MR's teardown outlived its device's removal\n");
     }
 }

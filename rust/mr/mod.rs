@@ -14,15 +14,16 @@
 //!
 //! This file holds the MR state machine; each device's MR state is in
 //! device_state.rs, the pools of free MRs in pool.rs, a socket's table of
-//! MRs in socket.rs, the registration QP in regqp.rs, the selftests' knobs
-//! in knobs.rs.
+//! MRs in socket.rs, the registration QP in regqp.rs, what its test hooks
+//! do in test_hooks.rs.
 
 mod device_state;
 mod fence;
-mod knobs;
 mod pool;
 mod regqp;
 mod socket;
+#[cfg(rrds_test_hooks)]
+mod test_hooks;
 
 pub(crate) use device_state::{
     device_added,
@@ -44,18 +45,14 @@ pub(crate) use fence::{
     qp_added as fence_qp_added,
     qp_removed as fence_qp_removed, //
 };
-pub(crate) use knobs::{
-    show_connect_fail,
-    show_listen_hold,
-    show_regqps,
-    store_connect_fail,
-    store_listen_hold,
-    store_regqp_fail,
-    SHUT_DOWN_HOLD, //
-};
 pub(crate) use socket::{
     SocketMrs,
     UseOnce, //
+};
+#[cfg(rrds_test_hooks)]
+pub(crate) use test_hooks::{
+    fail_regqps,
+    show_regqps, //
 };
 
 use kernel::{

@@ -170,12 +170,7 @@ impl RegQp {
     /// down. Process context (the device's `remove`).
     pub(super) fn abort_set_up(&self) {
         self.set_phase(Phase::Failed);
-        let mut waited = 0;
-        while self.setting_up.load(Relaxed) && waited < ABORT_WAIT_MS {
-            kernel::time::delay::fsleep(kernel::time::Delta::from_millis(10));
-            waited += 10;
-        }
-        if self.setting_up.load(Relaxed) {
+        if !crate::wait::poll_until(ABORT_WAIT_MS, || !self.setting_up.load(Relaxed)) {
             pr_warn!("a registration QP's set-up outlived its device's removal\n");
         }
     }
@@ -210,7 +205,7 @@ impl RegQp {
         let mut attr = qp_attr(cq, SEND_DEPTH);
         self.domain.with_pd(|pd| active.create_qp(pd, &mut attr))?;
         // The selftests' hold: the listener open and the QP made.
-        super::knobs::hold_listener(port);
+        crate::hooks::REGQP_LISTEN_HOLD.pause_showing(port.into());
         {
             let mut link = self.link.lock();
             // Aborted meanwhile: the device is being removed.
@@ -293,6 +288,7 @@ impl RegQp {
     /// Moves the QP to the error state, as a device fault would (debugfs
     /// `rrds/regqp_fail`). Nothing notices until a request completes
     /// flushed: then the QP counts as failed and is re-created on next use.
+    #[cfg(rrds_test_hooks)]
     pub(super) fn force_error(&self) -> Result {
         // `link` keeps `shut_down` from taking (and destroying) the QP meanwhile.
         let _link = self.link.lock();

@@ -13,7 +13,6 @@ use kernel::{
         RBTreeNodeReservation, //
     },
     sync::{
-        atomic::Relaxed,
         Arc,
         SpinLock, //
     },
@@ -25,7 +24,6 @@ use kernel::{
 
 use super::{
     cookie_key,
-    knobs,
     make_cookie,
     of,
     pages_in,
@@ -365,7 +363,7 @@ impl SocketMrs {
             stats::inc(Stat::MrQpRecreated);
             failed.shut_down();
         }
-        let (listed, connected) = if knobs::FAIL_NEXT_CONNECT.xchg(false, Relaxed) {
+        let (listed, connected) = if crate::hooks::REGQP_CONNECT_FAIL.take() {
             (None, Err(ETIMEDOUT))
         } else {
             match Self::list_connecting(net, device) {

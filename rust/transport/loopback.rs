@@ -8,21 +8,11 @@
 //! acknowledged only once the receive path has taken it, as upstream's
 //! `rds_loop_xmit` does.
 
-use kernel::{
-    fmt,
-    prelude::*,
-    sync::{
-        atomic::{
-            AtomicFlag,
-            Relaxed, //
-        },
-        Arc,
-    },
-    uaccess::UserSliceReader,
-};
+use kernel::sync::Arc;
 
+#[cfg(rrds_test_hooks)]
+use super::connections;
 use super::{
-    connections,
     Conn,
     Direction,
     Transport,
@@ -46,27 +36,12 @@ pub(crate) struct Loopback;
 
 pub(crate) static LOOPBACK: Loopback = Loopback;
 
-/// Test knob (debugfs `rrds/loopback_hold`): while set, loopback messages
-/// stay queued unsent, as they would on a slow or disconnected link, so the
-/// send-buffer, cancel and close paths can be tested without a network.
-static HOLD: AtomicFlag = AtomicFlag::new(false);
-
-/// debugfs read of `loopback_hold`.
-pub(crate) fn show_hold(f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    f.write_fmt(fmt!("{}\n", u8::from(HOLD.load(Relaxed))))
-}
-
-/// debugfs write of `loopback_hold`: "1" holds, "0" releases and sends
-/// everything held.
-pub(crate) fn store_hold(reader: &mut UserSliceReader) -> Result {
-    let hold = crate::hooks::read_knob(reader)?;
-    HOLD.store(hold, Relaxed);
-    if !hold {
-        if let Some(conns) = connections() {
-            conns.xmit_all();
-        }
+/// Test hook `rrds/loopback_hold` cleared: sends everything it held.
+#[cfg(rrds_test_hooks)]
+pub(crate) fn send_held() {
+    if let Some(conns) = connections() {
+        conns.xmit_all();
     }
-    Ok(())
 }
 
 impl Transport for Loopback {
@@ -79,7 +54,7 @@ impl Transport for Loopback {
     }
 
     fn can_send(&self, _conn: &dyn Conn) -> bool {
-        !HOLD.load(Relaxed)
+        !crate::hooks::LOOPBACK_HOLD.is_set()
     }
 
     fn xmit(&self, conn: &dyn Conn, header: &Header, message: &Arc<Message>) -> Xmit {

@@ -92,7 +92,9 @@ pub(crate) trait Connections: Sync {
     /// Forgets `net`'s connections that have a link (its last listener
     /// went), keeping their sequence numbers for the next connection.
     fn forget_links(&self, net: NetRef);
-    /// Transmits what is queued on every connection.
+    /// Transmits what is queued on every connection (test hook
+    /// `loopback_hold` cleared).
+    #[cfg(rrds_test_hooks)]
     fn xmit_all(&self);
     /// Every connection, for walks that may sleep.
     fn snapshot(&self) -> KVec<Arc<dyn Conn>>;
@@ -110,11 +112,6 @@ pub(crate) fn set_connections(table: &'static dyn Connections) {
 pub(crate) fn connections() -> Option<&'static dyn Connections> {
     CONNECTIONS.as_ref().copied()
 }
-
-/// Test hook (debugfs `rrds/forget_hold`): a forgotten connection's path
-/// waits, out of the connection table and not yet torn down, so that a test
-/// can remove its device in between.
-pub(crate) static FORGET_HOLD: crate::hooks::Hold = crate::hooks::Hold::new(30_000);
 
 /// A transport's own state of one connection (upstream's
 /// `cp_transport_data`): IB's path, none on loopback. Opaque to the core.
@@ -146,7 +143,7 @@ impl Path {
     /// the next connection with the same key takes up ([`Self::resume`]).
     pub(crate) fn forget(&self) -> Option<Incarnations> {
         let path = self.0.as_ref()?;
-        FORGET_HOLD.pause();
+        crate::hooks::FORGET_HOLD.pause();
         if path.kill() {
             ib::adopt_orphan(path.clone());
         }
