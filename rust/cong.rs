@@ -21,7 +21,6 @@ use kernel::{
     sync::{
         poll::PollCondVar,
         Arc,
-        ArcBorrow,
         SpinLock, //
     },
     workqueue::{
@@ -53,11 +52,8 @@ pub(crate) enum Side {
     Remote,
 }
 
-/// The congestion bits of the ports of one address.
-///
-/// # Invariants
-///
-/// Maps only exist inside an `Arc` (`get` creates them).
+/// The congestion bits of the ports of one address; `get` makes them, in
+/// an `Arc`.
 #[pin_data]
 pub(crate) struct CongMap {
     pub(crate) net: NetRef,
@@ -277,7 +273,7 @@ impl CongMap {
     /// Sets or clears the bit of `port`. Any context. Clearing wakes the
     /// senders waiting on the map; the caller then calls [`notify_monitors`]
     /// outside its own locks. IB peers are told from a work item.
-    pub(crate) fn set_congested(&self, port: u16, congested: bool) {
+    pub(crate) fn set_congested(self: &Arc<Self>, port: u16, congested: bool) {
         let (word, mask) = bit(port);
         let mut bits = self.bits.lock();
         if congested {
@@ -290,11 +286,8 @@ impl CongMap {
         if !congested {
             self.wait.notify_all();
         }
-        // SAFETY: Maps only exist inside an `Arc` (type invariant) and `self` is
-        // borrowed from one for the duration of the call.
-        let this: Arc<Self> = unsafe { ArcBorrow::from_raw(self) }.into();
         // Already queued: that run sends the latest bits.
-        let _ = workqueue::queue().enqueue(this);
+        let _ = workqueue::queue().enqueue(self.clone());
     }
 
     /// The map in wire form.
