@@ -259,9 +259,32 @@ fn rds_addr(storage: &bindings::__kernel_sockaddr_storage) -> Option<[u8; 16]> {
     Endpoint::parse(raw, Purpose::Bind).ok().map(|ep| ep.addr)
 }
 
+/// An rdma_cm id's identity, to recognise the id later. The id may be gone
+/// by then, so a key is compared, never followed (but see [`Self::id`]).
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct CmIdKey(usize);
+
+impl CmIdKey {
+    /// The id this key was taken from.
+    ///
+    /// # Safety
+    ///
+    /// That id must be live for `'a`.
+    pub(crate) unsafe fn id<'a>(self) -> &'a CmIdRef {
+        // SAFETY: The key is the address of a `CmIdRef` (`CmIdRef::key`), live for
+        // `'a` (the caller's guarantee).
+        unsafe { &*(self.0 as *const CmIdRef) }
+    }
+}
+
 impl CmIdRef {
     fn raw(&self) -> *mut bindings::rdma_cm_id {
         self.0.get()
+    }
+
+    /// The id's identity.
+    pub(crate) fn key(&self) -> CmIdKey {
+        CmIdKey(core::ptr::from_ref(self) as usize)
     }
 
     /// The context pointer events carry.

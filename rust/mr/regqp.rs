@@ -45,6 +45,7 @@ use crate::{
             CmEventKind,
             CmHandler,
             CmId,
+            CmIdKey,
             CmIdRef,
             ConnParam,
             SockAddr, //
@@ -82,8 +83,8 @@ enum Phase {
 #[derive(Default)]
 struct Link {
     phase: Phase,
-    /// The active id, by address, for its handler to recognise it.
-    active_id: usize,
+    /// The active id, for its handler to recognise it.
+    active_id: CmIdKey,
     active: Option<CmId>,
     passive: Option<CmId>,
     listener: Option<CmId>,
@@ -192,7 +193,7 @@ impl RegQp {
         own.listener = Some(listener);
 
         let active = CmId::create::<RegCm>(self.net, self.context())?;
-        self.link.lock().active_id = core::ptr::from_ref::<CmIdRef>(&active) as usize;
+        self.link.lock().active_id = active.key();
         let len = Endpoint { port, ..*addr }.write_sockaddr(&mut raw);
         let active = own.active.insert(active);
         active.resolve_addr(&src, &SockAddr::new(&raw[..len]), RESOLVE_TIMEOUT_MS)?;
@@ -415,7 +416,7 @@ impl CmHandler for RegCm {
         let Some(owner) = (unsafe { Self::owner(id) }) else {
             return;
         };
-        let is_active = owner.link.lock().active_id == core::ptr::from_ref(id) as usize;
+        let is_active = owner.link.lock().active_id == id.key();
         match event.kind() {
             CmEventKind::AddrResolved if is_active => {
                 if id.resolve_route(RESOLVE_TIMEOUT_MS).is_err() {

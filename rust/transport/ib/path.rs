@@ -103,6 +103,7 @@ use crate::{
             CmEvent,
             CmEventKind,
             CmId,
+            CmIdKey,
             CmIdRef,
             ConnParam,
             SockAddr, //
@@ -220,7 +221,7 @@ struct Control {
     /// An iWARP connect handed to the connector task (`connect_from_task`),
     /// not yet run: the id, the task's address, and the watchdog ticks it
     /// has waited.
-    task_connect: Option<(usize, usize, u32)>,
+    task_connect: Option<(CmIdKey, usize, u32)>,
     /// An accepted iWARP link established and waiting for the peer's first
     /// frame before sending (`IWARP_RESPONDER_WAIT_TICKS`): the watchdog
     /// ticks it has waited.

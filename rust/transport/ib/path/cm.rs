@@ -331,7 +331,7 @@ impl IbPath {
             if link.is_iwarp() {
                 // siw opens its TCP socket in the calling task's namespace.
                 let task = self.connect_from_task(id)?;
-                c.task_connect = Some((core::ptr::from_ref(id) as usize, task, 0));
+                c.task_connect = Some((id.key(), task, 0));
                 Ok(())
             } else {
                 id.connect(&self.conn_param(&buf[..len], id, None))

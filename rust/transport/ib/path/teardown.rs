@@ -233,13 +233,13 @@ impl IbPath {
     }
 
     /// Like `fail`, for an id known by address only.
-    pub(super) fn fail_id(self: &Arc<Self>, id: usize, reason: DownReason, why: &str) {
+    pub(super) fn fail_id(self: &Arc<Self>, id: CmIdKey, reason: DownReason, why: &str) {
         let matches = self
             .ctl
             .lock()
             .link
             .as_ref()
-            .is_some_and(|l| core::ptr::from_ref::<CmIdRef>(&l.cm_id) as usize == id);
+            .is_some_and(|l| l.cm_id.key() == id);
         if matches {
             self.fail(None, reason, why);
         }

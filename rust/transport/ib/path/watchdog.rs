@@ -29,8 +29,8 @@ const IWARP_RESPONDER_WAIT_TICKS: u32 = 2;
 /// An iWARP connect to run in a user task of the connection's namespace.
 struct IwarpConnect {
     path: Arc<IbPath>,
-    /// The id to connect (identity only: it may be gone by then).
-    id: usize,
+    /// The id to connect (it may be gone by then).
+    id: CmIdKey,
 }
 
 impl TaskWork for IwarpConnect {
@@ -45,9 +45,7 @@ impl TaskWork for IwarpConnect {
             }
             !c.dead
                 && c.state == State::Connecting
-                && c.link
-                    .as_ref()
-                    .is_some_and(|l| core::ptr::from_ref::<CmIdRef>(&l.cm_id) as usize == self.id)
+                && c.link.as_ref().is_some_and(|l| l.cm_id.key() == self.id)
         };
         if !current {
             return;
@@ -64,7 +62,7 @@ impl TaskWork for IwarpConnect {
         }
         // SAFETY: `self.id` is the current link's id, which cannot be destroyed while
         // `teardowns` is held (every teardown takes it).
-        let id = unsafe { &*(self.id as *const CmIdRef) };
+        let id = unsafe { self.id.id() };
         let mut buf: PrivateBuf = [0; 56];
         let len = path.private_data(&mut buf);
         // Not under `ctl`: rdma_connect takes the id's handler lock, and the
@@ -258,7 +256,7 @@ impl IbPath {
             &task,
             IwarpConnect {
                 path: self.clone(),
-                id: core::ptr::from_ref(id) as usize,
+                id: id.key(),
             },
         )?;
         Ok(address)
