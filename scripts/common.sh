@@ -23,6 +23,29 @@ rrds_usage() {
 	awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
 }
 
+# A mistake on the command line: what is wrong and the usage on stderr, exit
+# status 2. Scripts check their arguments before they start their work.
+usage_error() {
+	echo "${0##*/}: $*" >&2
+	rrds_usage >&2
+	exit 2
+}
+
+# no_options ARG...: refuse any argument that looks like an option, for a
+# script whose arguments are operands (program names, counts).
+no_options() {
+	local a
+	for a; do
+		case $a in -*) usage_error "unknown option $a" ;; esac
+	done
+}
+
+# no_arguments ARG...: refuse any argument, for a script that takes none.
+no_arguments() {
+	no_options "$@"
+	[ $# = 0 ] || usage_error "unexpected argument $1 (it takes none)"
+}
+
 # -h/--help as the first argument prints the header and does nothing else,
 # before the script starts its work (common.sh is sourced at the top).
 case "${1:-}" in
