@@ -70,6 +70,61 @@ RRDS_SPLAT_RE+='blocked for more than|KASAN|UBSAN|ODEBUG|list_(add|del) corrupti
 RRDS_SPLAT_RE+='unreferenced object|refcount_t:|rust_kernel: panicked'
 RRDS_SPLAT_NOT_RE='KernelAddressSanitizer initialized|kmemleak: Kernel memory leak detector'
 
+# check_bench_options GUEST_OPTION... -- ARG...: ARG, the `rrds bench`
+# options scripts/bench and scripts/bench-ib hand to the guest, checked
+# before any work (else a mistake shows only after a kernel build and a
+# boot). Each must be an option of `rrds bench`
+# (tools/rrds-cli/src/cmd/bench/mod.rs), given once (but --size) and with
+# its value, as --opt VALUE or --opt=VALUE; --mode, --transport and --size
+# values are checked too. Refused: the guest's own options (GUEST_OPTION...,
+# which it always gives) and --server, --port and --connect (the guest runs
+# both ends).
+check_bench_options() {
+	local own=" " seen=" " arg name value
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		own+="$1 "
+		shift
+	done
+	shift
+	while [ $# -gt 0 ]; do
+		arg=$1
+		shift
+		case $arg in
+		-h | --help) usage_error "$arg goes first" ;;
+		--*=*) name=${arg%%=*} value=${arg#*=} ;;
+		--*) name=$arg value= ;;
+		-*) usage_error "unknown option $arg" ;;
+		*) usage_error "unexpected argument $arg (rrds bench options only)" ;;
+		esac
+		case $own in *" $name "*) usage_error "$name: the guest gives it itself" ;; esac
+		case $name in --server | --port | --connect) usage_error "$name: the guest runs both ends" ;; esac
+		case $name in
+		--verify | --histogram | --json)
+			[ "$arg" = "$name" ] || usage_error "$name takes no value"
+			;;
+		--addr | --peer-addr | --peer-netns | --transport | --size | --duration | --runs | --mode | \
+			--depth | --tasks | --seed | --timeout | --plot)
+			if [ "$arg" = "$name" ]; then
+				[ $# -gt 0 ] && [[ $1 != -* ]] || usage_error "$name needs a value"
+				value=$1
+				shift
+			fi
+			;;
+		*) usage_error "unknown option $name" ;;
+		esac
+		case $name=$value in
+		--mode=rate | --mode=latency | --mode=both | --mode=rdma-write | --mode=rdma-read | \
+			--mode=rdma | --mode=register) ;;
+		--mode=*) usage_error "--mode $value: want rate, latency, both, rdma-write, rdma-read, rdma or register" ;;
+		--transport=ib | --transport=loop | --transport=default) ;;
+		--transport=*) usage_error "--transport $value: want ib, loop or default" ;;
+		--size=*) [[ $value =~ ^\+?[0-9]+[kKmM]?$ ]] || usage_error "--size $value: not a size (e.g. 64, 8k, 1m)" ;;
+		esac
+		case $seen in *" $name "*) [ "$name" = --size ] || usage_error "$name given twice" ;; esac
+		seen+="$name "
+	done
+}
+
 # bench_module OUT: pick the kernel a benchmark boots and build rrds.ko for
 # it. That is the benchmark kernel unless RRDS_KERNEL says otherwise
 # (exported, so vm-run boots the same one). Sets bench_kdir (its build
