@@ -148,7 +148,7 @@ bench_module() {
 	dst=$out/module
 	mkdir -p "$dst"
 	(cd "$RRDS_TOP" && git ls-files -z --cached --others --exclude-standard -- \
-		Makefile Kbuild rust include scripts/toolchain.env |
+		Makefile Kbuild rust include scripts/toolchain.env scripts/kdir-check |
 		tar --null -T - -cf -) | tar -xf - -C "$dst"
 	make --no-print-directory -C "$dst" modules KDIR="$bench_kdir" >/dev/null
 	bench_ko=$dst/rrds.ko
