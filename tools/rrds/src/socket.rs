@@ -6,6 +6,8 @@ use core::mem::offset_of;
 use core::mem::size_of;
 use std::fmt;
 use std::io;
+use std::io::IoSlice;
+use std::io::IoSliceMut;
 use std::net::IpAddr;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
@@ -37,7 +39,7 @@ const INFO_FIRST_LEN: usize = 256;
 type Decoder<T> = fn(&[u8], usize) -> io::Result<Vec<T>>;
 
 /// Maps a `-1` return to the calling thread's errno.
-fn cvt(ret: c_int) -> io::Result<c_int> {
+pub(crate) fn cvt(ret: c_int) -> io::Result<c_int> {
     if ret < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -46,7 +48,7 @@ fn cvt(ret: c_int) -> io::Result<c_int> {
 }
 
 /// Maps a `-1` byte count to errno, anything else to a length.
-fn cvt_len(ret: isize) -> io::Result<usize> {
+pub(crate) fn cvt_len(ret: isize) -> io::Result<usize> {
     usize::try_from(ret).map_err(|_| io::Error::last_os_error())
 }
 
@@ -199,12 +201,74 @@ struct IoctlArg([u8; IOCTL_ARG_LEN]);
 /// Bytes of the control buffer of `recvmsg`: room for everything one
 /// receive can carry (see `control_len_covers_every_receive`), so
 /// `MSG_CTRUNC` is not expected; if it comes, the receive is an error.
-const CONTROL_LEN: usize = 512;
+pub(crate) const CONTROL_LEN: usize = 512;
 
 /// Control buffer for `recvmsg` and `sendmsg`, aligned like `struct
 /// cmsghdr`.
 #[repr(C, align(8))]
-struct ControlBuf([u8; CONTROL_LEN]);
+pub(crate) struct ControlBuf(pub(crate) [u8; CONTROL_LEN]);
+
+impl ControlBuf {
+    /// A zeroed buffer.
+    pub(crate) fn new() -> Self {
+        Self([0; CONTROL_LEN])
+    }
+}
+
+/// The `msghdr` of a receive into `bufs`, with `name` for the sender and
+/// `control` for the control data. The pointers it holds borrow all
+/// three: they must outlive the `recvmsg` (or `recvmmsg`) it is for.
+pub(crate) fn recv_header(
+    name: &mut RawAddr,
+    bufs: &mut [IoSliceMut<'_>],
+    control: &mut ControlBuf,
+) -> libc::msghdr {
+    // SAFETY: msghdr is plain data for which all zeroes (null pointers,
+    // zero lengths) is a valid value; zeroing also covers the padding
+    // fields some libcs have.
+    let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
+    msg.msg_name = name.as_mut_ptr().cast();
+    msg.msg_namelen = name.len();
+    // IoSliceMut is ABI-compatible with struct iovec (std guarantees it on
+    // Unix).
+    msg.msg_iov = bufs.as_mut_ptr().cast::<libc::iovec>();
+    msg.msg_iovlen = bufs.len() as _;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = control.0.len() as _;
+    msg
+}
+
+/// What a receive of `len` bytes with header `msg` (made by
+/// [`recv_header`] over `name` and `control`) brought.
+pub(crate) fn received_from(
+    len: usize,
+    msg: &libc::msghdr,
+    name: &mut RawAddr,
+    control: &ControlBuf,
+) -> io::Result<Received> {
+    let from = if msg.msg_namelen == 0 {
+        None
+    } else {
+        *name.len_mut() = msg.msg_namelen;
+        Some(name.to_socket_addr()?)
+    };
+    // size_t in glibc, socklen_t in musl.
+    #[allow(clippy::unnecessary_cast)]
+    let control_len = (msg.msg_controllen as usize).min(control.0.len());
+    decode_received(len, msg.msg_flags, from, &control.0[..control_len])
+}
+
+/// The length and sender of a receive that must be a datagram; a
+/// notification is an `InvalidData` error.
+pub(crate) fn datagram_of(received: Received) -> io::Result<(usize, SocketAddr)> {
+    match received.from {
+        Some(from) => Ok((received.len, from)),
+        None => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "received a notification, not a datagram",
+        )),
+    }
+}
 
 /// An owned `PF_RDS` socket (`socket(AF_RDS, SOCK_SEQPACKET, 0)`), closed on
 /// drop.
@@ -229,7 +293,7 @@ impl RdsSocket {
         Ok(Self { fd })
     }
 
-    fn raw(&self) -> RawFd {
+    pub(crate) fn raw(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
 
@@ -293,6 +357,61 @@ impl RdsSocket {
         cvt_len(unsafe { libc::send(self.raw(), buf.as_ptr().cast(), buf.len(), 0) })
     }
 
+    /// Sends the slices of `bufs`, joined in order, as one datagram to
+    /// `addr` (a gather: one `sendmsg` with an iovec per slice); returns
+    /// the datagram's length.
+    ///
+    /// The peer receives one datagram, the same as from
+    /// [`send_to`](Self::send_to) of the joined bytes; the limits are on
+    /// the total ([`send_limit`](Self::send_limit), else `EMSGSIZE`). At
+    /// most 1024 slices (`UIO_MAXIOV`); more is `EMSGSIZE` from the kernel.
+    ///
+    /// ```no_run
+    /// # fn main() -> std::io::Result<()> {
+    /// use std::io::IoSlice;
+    /// use rrds::RdsSocket;
+    ///
+    /// let sock = RdsSocket::new()?;
+    /// sock.bind("127.0.0.1:0".parse().unwrap())?;
+    /// let header = 7u32.to_be_bytes();
+    /// let body = b"payload";
+    /// let to = "127.0.0.1:4000".parse().unwrap();
+    /// // One 11-byte datagram, without copying header and body together.
+    /// let sent = sock.send_to_vectored(&[IoSlice::new(&header), IoSlice::new(body)], to)?;
+    /// assert_eq!(sent, 11);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn send_to_vectored(&self, bufs: &[IoSlice<'_>], addr: SocketAddr) -> io::Result<usize> {
+        let raw = RawAddr::from_socket_addr(&addr);
+        self.send_iov(bufs, Some(&raw))
+    }
+
+    /// [`send_to_vectored`](Self::send_to_vectored) to the `connect()`ed
+    /// destination.
+    pub fn send_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.send_iov(bufs, None)
+    }
+
+    /// One `sendmsg` of the slices of `bufs` to `to` (`None`: the
+    /// connected peer), without control data.
+    fn send_iov(&self, bufs: &[IoSlice<'_>], to: Option<&RawAddr>) -> io::Result<usize> {
+        // SAFETY: as in recv_iov: all zeroes is a valid msghdr.
+        let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
+        if let Some(raw) = to {
+            msg.msg_name = raw.as_ptr() as *mut libc::c_void;
+            msg.msg_namelen = raw.len();
+        }
+        // IoSlice is ABI-compatible with struct iovec (std guarantees it
+        // on Unix), so the slice is the kernel's iovec array as it is.
+        msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+        msg.msg_iovlen = bufs.len() as _;
+        // SAFETY: msg points to the address (msg_namelen bytes) and to
+        // bufs.len() iovecs, each over a live slice; all outlive the call,
+        // and the kernel only reads them.
+        cvt_len(unsafe { libc::sendmsg(self.raw(), &msg, 0) })
+    }
+
     /// Receives one datagram into `buf`.
     ///
     /// Returns the datagram's full length and its sender. A length greater
@@ -300,14 +419,7 @@ impl RdsSocket {
     /// lost): slice the data with `&buf[..len.min(buf.len())]`. A notification without a datagram is an `InvalidData` error;
     /// use [`recv_msg`](Self::recv_msg) to see notifications.
     pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        let received = self.recv_msg(buf)?;
-        match received.from {
-            Some(from) => Ok((received.len, from)),
-            None => Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "received a notification, not a datagram",
-            )),
-        }
+        datagram_of(self.recv_msg(buf)?)
     }
 
     /// Receives one datagram (or notification) into `buf`, with its length,
@@ -316,36 +428,60 @@ impl RdsSocket {
         self.recv_msg_flags(buf, 0)
     }
 
+    /// Receives one datagram (or notification) scattered over `bufs`, in
+    /// order: each slice is filled before the next. As
+    /// [`recv_msg`](Self::recv_msg), [`Received::len`] is the datagram's
+    /// full length, and `truncated` says it was longer than the slices
+    /// together (the rest is lost).
+    ///
+    /// ```no_run
+    /// # fn main() -> std::io::Result<()> {
+    /// use std::io::IoSliceMut;
+    /// use rrds::RdsSocket;
+    ///
+    /// let sock = RdsSocket::new()?;
+    /// sock.bind("127.0.0.1:4000".parse().unwrap())?;
+    /// let (mut header, mut body) = ([0u8; 4], [0u8; 1024]);
+    /// let got = sock.recv_msg_vectored(&mut [
+    ///     IoSliceMut::new(&mut header),
+    ///     IoSliceMut::new(&mut body),
+    /// ])?;
+    /// let body_len = got.len.min(4 + body.len()).saturating_sub(4);
+    /// println!("{:?} sent {:?}", got.from, &body[..body_len]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn recv_msg_vectored(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<Received> {
+        self.recv_iov(bufs, 0)
+    }
+
+    /// [`recv_from`](Self::recv_from) scattered over `bufs` as
+    /// [`recv_msg_vectored`](Self::recv_msg_vectored) does: the datagram's
+    /// full length and its sender; a notification is an `InvalidData`
+    /// error.
+    pub fn recv_from_vectored(
+        &self,
+        bufs: &mut [IoSliceMut<'_>],
+    ) -> io::Result<(usize, SocketAddr)> {
+        datagram_of(self.recv_msg_vectored(bufs)?)
+    }
+
     /// [`Self::recv_msg`] with extra `recvmsg` flags (`MSG_DONTWAIT`).
     pub(crate) fn recv_msg_flags(&self, buf: &mut [u8], flags: c_int) -> io::Result<Received> {
+        self.recv_iov(&mut [IoSliceMut::new(buf)], flags)
+    }
+
+    /// One `recvmsg` into the slices of `bufs`, with `MSG_TRUNC` and
+    /// `flags`.
+    fn recv_iov(&self, bufs: &mut [IoSliceMut<'_>], flags: c_int) -> io::Result<Received> {
         let mut name = RawAddr::empty();
-        let mut control = ControlBuf([0; CONTROL_LEN]);
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        // SAFETY: msghdr is plain data for which all zeroes (null pointers,
-        // zero lengths) is a valid value; zeroing also covers the padding
-        // fields some libcs have.
-        let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
-        msg.msg_name = name.as_mut_ptr().cast();
-        msg.msg_namelen = name.len();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.0.as_mut_ptr().cast();
-        msg.msg_controllen = control.0.len() as _;
-        // SAFETY: msg points to name (msg_namelen bytes), one iovec over buf
-        // (buf.len() bytes) and control (msg_controllen bytes), all of which
-        // live across the call; the kernel writes within those lengths.
+        let mut control = ControlBuf::new();
+        let mut msg = recv_header(&mut name, bufs, &mut control);
+        // SAFETY: msg points to name (msg_namelen bytes), bufs.len() iovecs
+        // over live slices and control (msg_controllen bytes), all of
+        // which outlive the call; the kernel writes within those lengths.
         let len = cvt_len(unsafe { libc::recvmsg(self.raw(), &mut msg, libc::MSG_TRUNC | flags) })?;
-        let from = if msg.msg_namelen == 0 {
-            None
-        } else {
-            *name.len_mut() = msg.msg_namelen;
-            Some(name.to_socket_addr()?)
-        };
-        let control_len = (msg.msg_controllen as usize).min(control.0.len());
-        decode_received(len, msg.msg_flags, from, &control.0[..control_len])
+        received_from(len, &msg, &mut name, &control)
     }
 
     /// Sends `buf` to `addr` with one `SOL_RDS` control message of `kind`
@@ -362,7 +498,7 @@ impl RdsSocket {
         let data =
             unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), size_of::<T>()) };
         let raw = RawAddr::from_socket_addr(&addr);
-        let mut control = ControlBuf([0; CONTROL_LEN]);
+        let mut control = ControlBuf::new();
         let used = encode_cmsg(&mut control.0, sys::SOL_RDS, kind, data).ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, "control message too long")
         })?;
@@ -370,7 +506,7 @@ impl RdsSocket {
             iov_base: buf.as_ptr() as *mut libc::c_void,
             iov_len: buf.len(),
         };
-        // SAFETY: as in recv_msg_flags: all zeroes is a valid msghdr.
+        // SAFETY: as in recv_header: all zeroes is a valid msghdr.
         let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
         msg.msg_name = raw.as_ptr() as *mut libc::c_void;
         msg.msg_namelen = raw.len();
@@ -1378,6 +1514,67 @@ mod tests {
             let fd = OwnedFd::from(sock);
             assert!(RdsSocket::try_from(fd).is_ok());
         }
+    }
+
+    #[test]
+    fn vectored_send_gathers_and_receive_scatters() {
+        let (a, b) = (udp_stand_in(), udp_stand_in());
+        b.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let to = b.local_addr().unwrap();
+        let slices = [
+            IoSlice::new(b"hel"),
+            IoSlice::new(b""),
+            IoSlice::new(b"lo!"),
+        ];
+        assert_eq!(a.send_to_vectored(&slices, to).unwrap(), 6);
+        let (mut head, mut tail) = ([0u8; 4], [0u8; 8]);
+        let got = b
+            .recv_msg_vectored(&mut [IoSliceMut::new(&mut head), IoSliceMut::new(&mut tail)])
+            .unwrap();
+        assert_eq!(
+            (got.len, got.truncated, got.from),
+            (6, false, Some(a.local_addr().unwrap()))
+        );
+        assert_eq!((&head, &tail[..2]), (b"hell", &b"o!"[..]));
+
+        // Longer than the slices together: the full length, truncated.
+        a.send_to(b"0123456789", to).unwrap();
+        let (mut x, mut y) = ([0u8; 2], [0u8; 3]);
+        let got = b
+            .recv_msg_vectored(&mut [IoSliceMut::new(&mut x), IoSliceMut::new(&mut y)])
+            .unwrap();
+        assert_eq!((got.len, got.truncated), (10, true));
+        assert_eq!((x, y), (*b"01", *b"234"));
+
+        // To the connected peer; recv_from_vectored gives length and sender.
+        a.connect(to).unwrap();
+        let sent = a
+            .send_vectored(&[IoSlice::new(b"c"), IoSlice::new(b"d")])
+            .unwrap();
+        assert_eq!(sent, 2);
+        let (len, from) = b
+            .recv_from_vectored(&mut [IoSliceMut::new(&mut x)])
+            .unwrap();
+        assert_eq!((len, from, x), (2, a.local_addr().unwrap(), *b"cd"));
+    }
+
+    #[test]
+    fn more_slices_than_uio_maxiov_is_emsgsize() {
+        let (a, b) = (udp_stand_in(), udp_stand_in());
+        b.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let to = b.local_addr().unwrap();
+        let many = vec![IoSlice::new(b"x"); 1025];
+        let err = a.send_to_vectored(&many, to).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EMSGSIZE));
+        assert_eq!(a.send_to_vectored(&many[..1024], to).unwrap(), 1024);
+        // The receive refuses them before it would wait.
+        let mut bytes = vec![[0u8; 1]; 1025];
+        let mut slices: Vec<_> = bytes.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+        let err = b.recv_msg_vectored(&mut slices).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EMSGSIZE));
+        let got = b.recv_msg_vectored(&mut slices[..1024]).unwrap();
+        assert_eq!((got.len, got.truncated), (1024, false));
+        assert!(bytes[..1024].iter().all(|b| b == b"x"));
     }
 
     #[test]
