@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 
 mod addr;
+pub mod batch;
 pub mod conn_events;
 pub mod info;
 pub mod mr;

@@ -987,6 +987,20 @@ impl RdsSocket {
     }
 }
 
+#[cfg(test)]
+impl RdsSocket {
+    /// A UDP socket on 127.0.0.1 in an `RdsSocket`: the `SOL_SOCKET` calls
+    /// and the generic parts of sending and receiving (iovecs, batches,
+    /// readiness) are the same, so it stands in for an RDS socket without
+    /// a module.
+    pub(crate) fn udp_stand_in() -> Self {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        Self {
+            fd: OwnedFd::from(udp),
+        }
+    }
+}
+
 impl AsFd for RdsSocket {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
@@ -1382,13 +1396,8 @@ mod tests {
         assert!(IOCTL_ARG_LEN >= size_of::<libc::ifreq>());
     }
 
-    /// A UDP socket in an `RdsSocket`: the `SOL_SOCKET` calls are
-    /// generic, so it stands in for an RDS socket without a module.
     fn udp_stand_in() -> RdsSocket {
-        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        RdsSocket {
-            fd: OwnedFd::from(udp),
-        }
+        RdsSocket::udp_stand_in()
     }
 
     /// `got` is `want` rounded up to a scheduler tick (at most 10 ms).
