@@ -9,6 +9,7 @@
 
 use std::fs::File;
 use std::io;
+use std::io::{IoSlice, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -346,4 +347,109 @@ fn receive_path_latency_is_reported_as_asked() {
     b.set_rxpath_latency(&[]).expect("off");
     a.send_to(b"u", to).expect("send_to");
     assert_eq!(receive(&b, &mut got).rxpath_latency, None);
+}
+
+/// A gathered send arrives as one datagram of the joined slices; a
+/// scattered receive fills the slices in order with the full length,
+/// truncated when they are shorter. More than `UIO_MAXIOV` slices, or a
+/// total over the send limit, is `EMSGSIZE`, and sends nothing.
+#[test]
+#[ignore]
+fn vectored_datagrams_gather_and_scatter() {
+    let p = pair();
+    let (a, b, to) = p.sockets(4311);
+    let from = a.local_addr().expect("local_addr");
+    let slices = [
+        IoSlice::new(b"gat"),
+        IoSlice::new(b""),
+        IoSlice::new(b"her"),
+    ];
+    assert_eq!(
+        a.send_to_vectored(&slices, to).expect("send_to_vectored"),
+        6
+    );
+    assert!(
+        b.wait_readable(Duration::from_secs(20)).expect("poll"),
+        "nothing arrived"
+    );
+    let (mut head, mut tail) = ([0u8; 2], [0u8; 16]);
+    let got = b
+        .recv_msg_vectored(&mut [IoSliceMut::new(&mut head), IoSliceMut::new(&mut tail)])
+        .expect("recv_msg_vectored");
+    assert_eq!((got.len, got.truncated, got.from), (6, false, Some(from)));
+    assert_eq!((&head, &tail[..4]), (b"ga", &b"ther"[..]));
+
+    let many = vec![IoSlice::new(b"x"); 1025];
+    let err = a.send_to_vectored(&many, to).expect_err("1025 slices");
+    assert_eq!(err.raw_os_error(), Some(libc::EMSGSIZE));
+    let big = vec![0u8; a.send_limit().expect("send_limit")];
+    let err = a
+        .send_to_vectored(&[IoSlice::new(&big), IoSlice::new(b"+")], to)
+        .expect_err("over the limit");
+    assert_eq!(err.raw_os_error(), Some(libc::EMSGSIZE));
+
+    // The next datagram is this one: the refused sends sent nothing.
+    a.send_to(b"0123456789", to).expect("send_to");
+    assert!(
+        b.wait_readable(Duration::from_secs(20)).expect("poll"),
+        "nothing arrived"
+    );
+    let (mut x, mut y) = ([0u8; 3], [0u8; 4]);
+    let (len, sender) = b
+        .recv_from_vectored(&mut [IoSliceMut::new(&mut x), IoSliceMut::new(&mut y)])
+        .expect("recv_from_vectored");
+    assert_eq!((len, sender), (10, from));
+    assert_eq!((&x, &y), (b"012", b"3456"));
+}
+
+/// `send_batch` sends every datagram of a batch in order and says how many
+/// went, though RDS refuses `sendmmsg`'s `MSG_BATCH` (the crate falls
+/// back to a `sendmsg` each); a message the kernel refuses ends a batch
+/// there, or fails it if it comes first. `recv_batch` takes what is
+/// queued, each entry as `recv_msg` reports it, and on a non-blocking
+/// socket with nothing queued it would block.
+#[test]
+#[ignore]
+fn batches_send_and_receive_several_datagrams() {
+    let p = pair();
+    let (a, b, to) = p.sockets(4313);
+    let from = a.local_addr().expect("local_addr");
+    let msgs: Vec<(Vec<u8>, SocketAddr)> = (1u8..=4).map(|i| (vec![i; i.into()], to)).collect();
+    assert_eq!(a.send_batch(&msgs).expect("send_batch"), 4);
+    let big = vec![9u8; a.send_limit().expect("send_limit") + 1];
+    let partial = [(&b"p"[..], to), (&big[..], to), (&b"never"[..], to)];
+    assert_eq!(a.send_batch(&partial).expect("a partial batch"), 1);
+    let err = a.send_batch(&partial[1..]).expect_err("refused first");
+    assert_eq!(err.raw_os_error(), Some(libc::EMSGSIZE));
+
+    let mut got = Vec::new();
+    let mut bufs = [[0u8; 16]; 8];
+    let mut received = Vec::new();
+    while got.len() < 5 {
+        assert!(
+            b.wait_readable(Duration::from_secs(20)).expect("poll"),
+            "{} of 5 datagrams arrived: {got:?}",
+            got.len()
+        );
+        let n = match b.recv_batch(&mut bufs, &mut received) {
+            // RDS may report readiness spuriously.
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
+            other => other.expect("recv_batch"),
+        };
+        assert!(n >= 1 && n == received.len(), "{n} of {}", received.len());
+        for (r, buf) in received.iter().zip(&bufs) {
+            assert!(!r.truncated, "{r:?}");
+            got.push((buf[..r.len].to_vec(), r.from));
+        }
+    }
+    let want: Vec<_> = [&[1u8][..], &[2; 2], &[3; 3], &[4; 4], b"p"]
+        .into_iter()
+        .map(|data| (data.to_vec(), Some(from)))
+        .collect();
+    assert_eq!(got, want);
+    b.set_nonblocking(true).expect("O_NONBLOCK");
+    let err = b
+        .recv_batch(&mut bufs, &mut received)
+        .expect_err("nothing queued");
+    assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
 }
