@@ -484,6 +484,18 @@ TEST_F(ib_tools, crate_integration_tests)
 			    variant->atomics))
 		TH_LOG("%s", out);
 	EXPECT_NE(NULL, strstr(out, "test result: ok. 7 passed; 0 failed")) TH_LOG("%s", out);
+	/*
+	 * AsyncRdsSocket (tools/rrds/tests/kernel_async.rs, built by make
+	 * check's cargo test --features tokio), over loopback: two async
+	 * sockets ping-pong, and a send to a congested port waits until the
+	 * receiver drains, then goes.
+	 */
+	ASSERT_EQ(0, sh_out(out, sizeof(out),
+			    "bin=$(ls -t %s/../tools/target/release/deps/kernel_async-* | grep -v '[.]d$' | head -1) && "
+			    "$bin --ignored --test-threads=1 2>&1",
+			    selftests_dir()))
+		TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "test result: ok. 2 passed; 0 failed")) TH_LOG("%s", out);
 }
 
 /* rrds ping gets pongs from the other namespace; rrds info shows the connection. */
