@@ -222,6 +222,41 @@ TEST_F(rds, loopback_roundtrip_keeps_data_order_and_source)
 	close(tx);
 }
 
+/*
+ * sendmmsg adds MSG_BATCH to every message but the last: rrds takes it (in-tree
+ * RDS fails the batch's first message with EOPNOTSUPP), so a batch goes whole,
+ * in order.
+ */
+TEST_F(rds, sendmmsg_sends_the_whole_batch_in_order)
+{
+	int rx = bound_socket("127.0.0.1", 0), tx = bound_socket("127.0.0.1", 0);
+	struct mmsghdr msgs[3] = {};
+	struct iovec iov[3];
+	struct sockaddr_in to;
+	char data[3][16], buf[64];
+	int i;
+
+	ASSERT_LE(0, rx);
+	ASSERT_LE(0, tx);
+	to = sin4("127.0.0.1", local_port(rx));
+	for (i = 0; i < 3; i++) {
+		snprintf(data[i], sizeof(data[i]), "batch %d", i);
+		iov[i] = (struct iovec){ .iov_base = data[i], .iov_len = strlen(data[i]) };
+		msgs[i].msg_hdr = (struct msghdr){ .msg_name = &to, .msg_namelen = sizeof(to),
+						   .msg_iov = &iov[i], .msg_iovlen = 1 };
+	}
+	ASSERT_EQ(3, ERR(sendmmsg(tx, msgs, 3, 0)));
+	for (i = 0; i < 3; i++) {
+		EXPECT_EQ((unsigned int)strlen(data[i]), msgs[i].msg_len);
+		memset(buf, 0, sizeof(buf));
+		ASSERT_EQ((int)strlen(data[i]), ERR(recv(rx, buf, sizeof(buf), MSG_DONTWAIT)));
+		EXPECT_STREQ(data[i], buf);
+	}
+	EXPECT_EQ(-EAGAIN, ERR(recv(rx, buf, sizeof(buf), MSG_DONTWAIT)));
+	close(rx);
+	close(tx);
+}
+
 TEST_F(rds, connected_send_zero_length_peek_and_trunc)
 {
 	int rx = bound_socket("127.0.0.1", 0), tx = bound_socket("127.0.0.1", 0);

@@ -158,9 +158,14 @@ pub(super) fn sendmsg(
     len: usize,
 ) -> Result<usize> {
     let msg_flags = msg.flags();
-    if msg_flags & !(bindings::MSG_DONTWAIT | bindings::MSG_CMSG_COMPAT | bindings::MSG_ZEROCOPY)
-        != 0
-    {
+    // MSG_BATCH is sendmmsg's "more of the batch follow", on every message but
+    // the last: nothing to do for datagrams sent one by one. Upstream refuses
+    // it, so sendmmsg of more than one message fails there.
+    let allowed = bindings::MSG_DONTWAIT
+        | bindings::MSG_CMSG_COMPAT
+        | bindings::MSG_ZEROCOPY
+        | bindings::MSG_BATCH;
+    if msg_flags & !allowed != 0 {
         return Err(errno::eopnotsupp());
     }
     let nonblock = msg_flags & bindings::MSG_DONTWAIT != 0;

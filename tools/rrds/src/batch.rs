@@ -3,14 +3,14 @@
 //! Batches: [`RdsSocket::send_batch`] and [`RdsSocket::recv_batch`], several
 //! datagrams per system call (`sendmmsg`, `recvmmsg`).
 //!
-//! `sendmmsg` has a trap on RDS: the kernel passes `MSG_BATCH` ("more
-//! messages coming") to the protocol's sendmsg for every message of a
-//! batch but the last, and RDS's sendmsg, in-tree and rrds, refuses any
-//! flag but `MSG_DONTWAIT` with `EOPNOTSUPP`. A batch of two or more then
-//! fails on its first message with nothing sent. `send_batch` notices (the
-//! first message sent alone goes through) and from then on sends each
-//! message with its own `sendmsg`, in this process; a kernel that takes
-//! `MSG_BATCH` gets one `sendmmsg` per batch. `recvmmsg` has no such
+//! `sendmmsg` has a trap on in-tree RDS: the kernel passes `MSG_BATCH`
+//! ("more messages coming") to the protocol's sendmsg for every message of
+//! a batch but the last, and in-tree RDS's sendmsg refuses any flag but
+//! `MSG_DONTWAIT` with `EOPNOTSUPP`. A batch of two or more then fails on
+//! its first message with nothing sent. `send_batch` notices (the first
+//! message sent alone goes through) and from then on sends each message
+//! with its own `sendmsg`, in this process. rrds takes `MSG_BATCH`: there a
+//! batch is one `sendmmsg`. `recvmmsg` has no such
 //! trap: `MSG_WAITFORONE` stays in the generic code.
 
 use std::io;
@@ -51,10 +51,10 @@ impl RdsSocket {
     /// port). An empty batch sends nothing and returns 0; at most
     /// [`MAX_BATCH`](crate::batch::MAX_BATCH) messages go per call.
     ///
-    /// RDS refuses `sendmmsg`'s batches today (see [`crate::batch`]): once
-    /// the first batch has shown that, each message is one `sendmsg`, so
-    /// a batch saves no system calls, but keeps the partial-count
-    /// semantics.
+    /// In-tree RDS refuses `sendmmsg`'s batches (see [`crate::batch`]):
+    /// once the first batch has shown that, each message is one `sendmsg`,
+    /// so a batch saves no system calls, but keeps the partial-count
+    /// semantics. rrds takes them whole.
     ///
     /// ```no_run
     /// # fn main() -> std::io::Result<()> {
