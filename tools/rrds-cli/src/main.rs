@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! `rrds`: userspace tools for RDS sockets, for rrds and the in-tree `rds`
 //! module alike.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! `rrds info`: print an `RDS_INFO_*` table, or all of them, like
 //! rds-info.
 

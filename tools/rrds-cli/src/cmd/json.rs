@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! A minimal JSON object writer for one-line records (no dependency needed
 //! for flat objects of strings and numbers).
 

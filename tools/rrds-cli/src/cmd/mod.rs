@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! The `rrds` subcommands and what they share.
 
 pub mod bench;

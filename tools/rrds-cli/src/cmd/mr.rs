@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! `rrds mr`: register and free memory regions (`RDS_GET_MR` /
 //! `RDS_FREE_MR`) through a socket bound to an RDMA address, timing each
 //! call. Every free waits for the invalidation (`RDS_RDMA_INVALIDATE`), as

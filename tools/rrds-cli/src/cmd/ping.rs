@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! `rrds ping`: rds-ping.
 //!
 //! A 0-byte message to port 0 is a ping: it reaches no socket, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! Summary statistics over benchmark samples.
 
 /// The median: the middle value, or the mean of the two middle values for

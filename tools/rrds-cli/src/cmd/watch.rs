@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! `rrds watch`: connection events (`RRDS_CONN_MONITOR`) as they come.
 
 use std::io;

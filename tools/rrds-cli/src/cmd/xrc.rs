@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! `rrds xrc`: rrds's XRC target-QP manager from the command line.
 //!
 //! Registrations belong to processes, so the commands that make one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! Latency mode: the client (bound to `--addr`) sends a `size`-byte
 //! message, the server (bound to `--peer-addr`) echoes it back, the client
 //! times the round trip; repeated for `--duration`; `--tasks` such pairs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! `rrds bench`: an rds-stress-like benchmark over the RDS socket ABI, so it
 //! runs unchanged against the in-tree `rds` module and against rrds.
 //!

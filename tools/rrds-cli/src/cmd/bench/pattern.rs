@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! Seeded payload patterns, so a receiver can check every byte it gets.
 
 /// Offsets into the base pattern repeat with this period (a prime, so

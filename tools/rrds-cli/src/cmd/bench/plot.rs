@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! `--plot`: an SVG chart of the medians the report prints, written by hand
 //! (no dependency).
 //!

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! The progress line on standard error: mode, size, run i/N and the
 //! seconds the current run has taken, rewritten in place with `\r` a few
 //! times a second by a thread of its own (the measurement loops are left

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! Rate mode: one sender (bound to `--addr`) streams `size`-byte messages
 //! to one receiver (bound to `--peer-addr`), which counts them over
 //! `--duration`; `--tasks` such pairs at once, their rates summed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! RDMA modes: the sender moves `size` bytes per operation by RDMA WRITE
 //! into, or READ from, memory the receiver registered (`RDS_GET_MR`), each
 //! operation carried by an 8-byte message (its sequence number, little

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! Register mode: how long it takes to register `size` bytes for the peer
 //! and free them again, cycle after cycle for `--duration`. The free is
 //! `RDS_FREE_MR` with `RDS_RDMA_INVALIDATE`, as the crate's regions always

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! Client/server runs (`--connect`, `--server`), as rds-stress splits them:
 //! the client runs the sending ends (rate: senders; latency: clients; RDMA:
 //! the operations' issuers), the server the receiving ends, each with its

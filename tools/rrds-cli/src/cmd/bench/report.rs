@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 //! Benchmark output: a table for people, or JSON lines for scripts.
 //!
 //! JSON: one `{"type":"run",...}` object per run as it finishes, then one
