@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod info;
+pub mod interrupt;
 pub mod json;
 pub mod mr;
 pub mod ping;

@@ -13,9 +13,6 @@ use std::net::Ipv6Addr;
 use std::net::SocketAddr;
 use std::net::ToSocketAddrs;
 use std::net::UdpSocket;
-use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering;
-use std::thread;
 use std::time::Duration;
 use std::time::Instant;
 
@@ -24,13 +21,13 @@ use clap::Args;
 use rrds::RdsSocket;
 
 use super::context;
+use super::interrupt::catch_sigint;
+use super::interrupt::interrupted;
+use super::interrupt::pause_until;
 use super::is_transient;
 use super::new_socket;
 use super::parse_seconds;
 use super::stats::Recorder;
-
-/// Longest sleep between looks at the Ctrl-C flag.
-const NAP: Duration = Duration::from_millis(50);
 
 #[derive(Args, Debug)]
 pub struct PingArgs {
@@ -111,47 +108,6 @@ fn resolve(host: &str, local: Option<IpAddr>) -> io::Result<IpAddr> {
         .or(ips.first())
         .copied()
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address")))
-}
-
-/// Set by SIGINT: stop pinging and print the summary.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_sigint(_: libc::c_int) {
-    // An atomic store is async-signal-safe.
-    INTERRUPTED.store(true, Ordering::Relaxed);
-}
-
-/// Catches SIGINT (Ctrl-C) in [`INTERRUPTED`], without `SA_RESTART`, so
-/// a `poll` waiting for a pong returns at once.
-fn catch_sigint() -> io::Result<()> {
-    // SAFETY: sigaction is plain data, all zeroes valid (no flags, empty
-    // mask); the handler only stores to an atomic, which is
-    // async-signal-safe, and has the signature sa_sigaction expects
-    // without SA_SIGINFO.
-    unsafe {
-        let mut action: libc::sigaction = core::mem::zeroed();
-        action.sa_sigaction = on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        libc::sigemptyset(&mut action.sa_mask);
-        if libc::sigaction(libc::SIGINT, &action, core::ptr::null_mut()) != 0 {
-            return Err(context(io::Error::last_os_error(), "sigaction(SIGINT)"));
-        }
-    }
-    Ok(())
-}
-
-fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::Relaxed)
-}
-
-/// Sleeps until `until`, or until Ctrl-C.
-fn pause_until(until: Instant) {
-    while !interrupted() {
-        let now = Instant::now();
-        if now >= until {
-            return;
-        }
-        thread::sleep(NAP.min(until - now));
-    }
 }
 
 /// Runs the pings; `Ok(true)` if any pong came back (as ping: 1 if none
@@ -422,17 +378,5 @@ mod tests {
         assert!(ip.is_loopback() && ip.is_ipv4(), "{ip}");
         assert!(resolve("localhost", None).unwrap().is_loopback());
         assert!(resolve("no-such-host.invalid", None).is_err());
-    }
-
-    #[test]
-    fn sigint_sets_the_flag_and_ends_a_pause() {
-        catch_sigint().unwrap();
-        // SAFETY: raise() takes no pointers; the handler is installed.
-        assert_eq!(unsafe { libc::raise(libc::SIGINT) }, 0);
-        assert!(interrupted());
-        let start = Instant::now();
-        pause_until(start + Duration::from_secs(10));
-        assert!(start.elapsed() < Duration::from_secs(1));
-        INTERRUPTED.store(false, Ordering::Relaxed);
     }
 }
