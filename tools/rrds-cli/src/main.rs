@@ -234,6 +234,8 @@ mod tests {
         assert_eq!(args.sizes, vec![64, 8192]);
         assert_eq!(args.duration, Duration::from_secs(5));
         assert_eq!(args.runs, 3);
+        assert_eq!(args.ack_size, None);
+        assert!(args.rdma_sizes.is_empty());
         assert_eq!(args.mode, cmd::bench::Mode::Both);
         assert_eq!(args.depth, 32);
         assert_eq!(args.tasks, 1);
@@ -410,12 +412,81 @@ mod tests {
         assert!(parse(&["bench", "--runs", "0"]).is_err());
         assert!(parse(&["bench", "--depth", "0"]).is_err());
         assert!(parse(&["bench", "--duration", "0"]).is_err());
+        assert!(parse(&["bench", "--duration", "-1"]).is_err());
+        assert!(parse(&["bench", "-T", "nan"]).is_err());
+        assert!(parse(&["bench", "-a", "2m"]).is_err());
+        assert!(parse(&["bench", "-D", "1048577"]).is_err());
         assert!(parse(&["bench", "--mode", "fast"]).is_err());
         assert!(parse(&["bench", "--transport", "tcp"]).is_err());
         assert!(parse(&["bench", "--transport", "loopback"]).is_err());
         assert!(parse(&["bench", "--transport"]).is_err());
         assert!(parse(&["bench", "--peer-addr", "rbench1"]).is_err());
         assert!(parse(&["bench", "--peer-addr"]).is_err());
+    }
+
+    fn bench(argv: &[&str]) -> Result<cmd::bench::BenchArgs, clap::Error> {
+        match parse(argv)?.command {
+            Command::Bench(args) => Ok(args),
+            _ => panic!("not bench"),
+        }
+    }
+
+    #[test]
+    fn bench_takes_rds_stress_short_flags() {
+        // rds-stress -r ADDR -q 4096 -a 256 -d 16 -t 4 -T 10 -v, and -D.
+        let args = bench(&[
+            "bench", "-r", "10.0.0.1", "-q", "4096", "-a", "256", "-d", "16", "-t", "4", "-T",
+            "10", "-v",
+        ])
+        .unwrap();
+        assert_eq!(args.addr, "10.0.0.1".parse::<IpAddr>().unwrap());
+        assert_eq!(args.sizes, vec![4096]);
+        assert_eq!(args.ack_size, Some(256));
+        assert_eq!(args.depth, 16);
+        assert_eq!(args.tasks, 4);
+        assert_eq!(args.duration, Duration::from_secs(10));
+        assert!(args.verify);
+        assert_eq!(args.check(), Ok(()));
+        // -q repeats as --size does, and takes k and m.
+        let args = bench(&["bench", "-q", "64", "-q", "1k", "--size", "1m"]).unwrap();
+        assert_eq!(args.sizes, vec![64, 1024, 1 << 20]);
+        let args = bench(&[
+            "bench", "--mode", "rdma", "-D", "64k", "-D", "1m", "-q", "8",
+        ])
+        .unwrap();
+        assert_eq!(args.rdma_sizes, vec![65536, 1 << 20]);
+        assert_eq!(args.check(), Ok(()));
+    }
+
+    #[test]
+    fn bench_rdma_size_sizes_rdma_runs_only() {
+        use cmd::bench::Kind;
+        let args = bench(&["bench", "--mode", "register", "-D", "4k", "-q", "64"]).unwrap();
+        assert_eq!(args.sizes_of(Kind::Register), &[4096]);
+        assert_eq!(args.sizes_of(Kind::RdmaWrite), &[4096]);
+        assert_eq!(args.sizes_of(Kind::Rate), &[64]);
+        // Without -D, RDMA runs take --size.
+        let args = bench(&["bench", "--mode", "rdma-read", "-q", "8k"]).unwrap();
+        assert_eq!(args.sizes_of(Kind::RdmaRead), &[8192]);
+        // -D with no RDMA run to size is refused, not ignored.
+        let err = bench(&["bench", "-D", "64k"]).unwrap().check().unwrap_err();
+        assert!(err.contains("--mode both has none"), "{err}");
+        assert!(bench(&["bench", "--mode", "rate", "-D", "64k"])
+            .unwrap()
+            .check()
+            .is_err());
+    }
+
+    #[test]
+    fn bench_ack_size_sizes_the_latency_echo() {
+        for mode in ["latency", "both"] {
+            let args = bench(&["bench", "--mode", mode, "-a", "0"]).unwrap();
+            assert_eq!(args.ack_size, Some(0));
+            assert_eq!(args.check(), Ok(()), "{mode}");
+        }
+        let args = bench(&["bench", "--mode", "rate", "--ack-size", "8"]).unwrap();
+        let err = args.check().unwrap_err();
+        assert!(err.contains("--mode rate has none"), "{err}");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! Latency mode: the client (bound to `--addr`) sends a `size`-byte
 //! message, the server (bound to `--peer-addr`) echoes it back, the client
 //! times the round trip; repeated for `--duration`; `--tasks` such pairs
-//! at once.
+//! at once. With `--ack-size` the echo (rds-stress's ack) is that many
+//! bytes instead: the message's first bytes, then zeros.
 
 use std::io;
 use std::net::SocketAddr;
@@ -65,10 +66,21 @@ pub(super) fn sample(tasks: &[Measured], kind: Kind, size: usize, run: u32) -> S
     }
 }
 
+/// The largest datagram either end sends or receives.
+pub(super) fn largest(cfg: &Config, size: usize) -> usize {
+    cfg.ack_size.map_or(size, |ack| ack.max(size))
+}
+
+/// The echo of a `size`-byte message: `--ack-size` bytes, else the
+/// message's length.
+fn ack_len(cfg: &Config, len: usize) -> usize {
+    cfg.ack_size.unwrap_or(len)
+}
+
 /// One client/server pair, its own two sockets.
 fn one_pair(cfg: &Config, size: usize) -> io::Result<Measured> {
-    let server = open_peer_socket(cfg, size)?;
-    let client = open_socket(cfg, cfg.addr, size)?;
+    let server = open_peer_socket(cfg, largest(cfg, size))?;
+    let client = open_socket(cfg, cfg.addr, largest(cfg, size))?;
     let server_addr = server.local_addr()?;
     let client_addr = client.local_addr()?;
     let stop = AtomicBool::new(false);
@@ -87,13 +99,15 @@ fn one_pair(cfg: &Config, size: usize) -> io::Result<Measured> {
     measured
 }
 
-/// Echoes every message from `client` until stopped.
+/// Echoes every message from `client` until stopped: the message, or its
+/// first `--ack-size` bytes (followed by zeros if it is shorter).
 pub(super) fn serve(flow: &Flow, sock: &RdsSocket, client: SocketAddr) -> io::Result<()> {
-    let mut buf = vec![0u8; flow.size];
+    let mut buf = vec![0u8; largest(flow.cfg, flow.size)];
     while !flow.stopped() {
-        match sock.recv_from(&mut buf) {
+        // Only the message's bytes are received into: past them stays 0.
+        match sock.recv_from(&mut buf[..flow.size]) {
             Ok((len, from)) if from == client => {
-                let len = len.min(buf.len());
+                let len = ack_len(flow.cfg, len.min(flow.size));
                 if !flow.send(sock, &buf[..len], client, "server")? {
                     break;
                 }
@@ -150,7 +164,9 @@ pub(super) fn ping_pong(flow: &Flow, sock: &RdsSocket, server: SocketAddr) -> io
     let cfg = flow.cfg;
     let pattern = Pattern::new(cfg.seed, flow.size);
     let mut out = vec![0u8; flow.size];
-    let mut back = vec![0u8; flow.size];
+    let ack = ack_len(cfg, flow.size);
+    // recv_from gives the full length: a longer echo shows as one.
+    let mut back = vec![0u8; largest(cfg, flow.size)];
     pattern.fill(0, &mut out);
     // Untimed warm-up: the first message on a new connection waits for the
     // connection to come up.
@@ -169,11 +185,34 @@ pub(super) fn ping_pong(flow: &Flow, sock: &RdsSocket, server: SocketAddr) -> io
         let sent_at = Instant::now();
         let len = round_trip(flow, sock, server, &out, &mut back)?;
         measured.rtt.record(sent_at.elapsed());
-        if len != flow.size || (cfg.verify && back != out) {
+        if len != ack || (cfg.verify && !is_echo(&out, &back[..ack])) {
             measured.errors += 1;
         }
         seq += 1;
     }
     measured.secs = start.elapsed().as_secs_f64();
     Ok(measured)
+}
+
+/// Whether `echo` is the echo of `sent`: its first bytes, then zeros.
+fn is_echo(sent: &[u8], echo: &[u8]) -> bool {
+    let common = sent.len().min(echo.len());
+    echo[..common] == sent[..common] && echo[common..].iter().all(|&b| b == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_echo_is_the_message_cut_or_padded() {
+        let sent = [1u8, 2, 3, 4];
+        assert!(is_echo(&sent, &sent));
+        assert!(is_echo(&sent, &[1, 2]));
+        assert!(is_echo(&sent, &[]));
+        assert!(is_echo(&sent, &[1, 2, 3, 4, 0, 0]));
+        assert!(!is_echo(&sent, &[1, 2, 3, 5]));
+        assert!(!is_echo(&sent, &[1, 2, 3, 4, 0, 7]));
+        assert!(!is_echo(&sent, &[2]));
+    }
 }

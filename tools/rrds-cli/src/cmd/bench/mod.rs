@@ -111,6 +111,24 @@ impl Kind {
             Self::Register => "register",
         }
     }
+
+    /// The kind [`Kind::as_str`] names.
+    pub fn parse(name: &str) -> Option<Self> {
+        [
+            Self::Rate,
+            Self::Latency,
+            Self::RdmaWrite,
+            Self::RdmaRead,
+            Self::Register,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == name)
+    }
+
+    /// RDMA operations or registrations: sized by `--rdma-size`.
+    pub fn takes_rdma_size(self) -> bool {
+        matches!(self, Self::RdmaWrite | Self::RdmaRead | Self::Register)
+    }
 }
 
 impl fmt::Display for Kind {
@@ -120,6 +138,12 @@ impl fmt::Display for Kind {
 }
 
 impl Mode {
+    /// The `--mode` value naming it.
+    fn name(self) -> String {
+        self.to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_string())
+    }
+
     fn kinds(self) -> &'static [Kind] {
         match self {
             Self::Rate => &[Kind::Rate],
@@ -159,8 +183,9 @@ impl TransportArg {
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// Address the sending end binds to (port 0: the kernel picks the
-    /// ports); also the receiving end's unless --peer-addr is given.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    /// ports); also the receiving end's unless --peer-addr is given
+    /// (rds-stress's -r).
+    #[arg(short = 'r', long, value_name = "ADDR", default_value = "127.0.0.1")]
     pub addr: IpAddr,
     /// Address the receiving end binds to (rate: the receiver; latency: the
     /// echo server). Default: --addr. IB needs two different addresses: a
@@ -177,17 +202,33 @@ pub struct BenchArgs {
     /// bind, `loop` requires loopback addresses, `default` lets bind choose.
     #[arg(long, value_enum, value_name = "TRANSPORT", default_value_t = TransportArg::Default)]
     pub transport: TransportArg,
-    /// Message size in bytes, up to 1 MiB (suffix k or m: KiB, MiB).
-    /// Repeat for several sizes.
+    /// Message size in bytes, up to 1 MiB (suffix k or m: KiB, MiB), as
+    /// rds-stress's -q. Repeat for several sizes.
     #[arg(
+        short = 'q',
         long = "size",
         value_name = "BYTES",
         value_parser = parse_size,
         default_values = ["64", "8192"]
     )]
     pub sizes: Vec<usize>,
-    /// Seconds each run measures.
-    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, default_value = "5")]
+    /// RDMA modes and register: the operation and region size instead of
+    /// --size (rds-stress's -D; RDMA runs send 8-byte messages). Up to 1
+    /// MiB, k or m suffix; repeat for several sizes.
+    #[arg(short = 'D', long = "rdma-size", value_name = "BYTES", value_parser = parse_size)]
+    pub rdma_sizes: Vec<usize>,
+    /// Latency mode: bytes of the echo (rds-stress's -a, the ack), up to 1
+    /// MiB. Default: the message size.
+    #[arg(short = 'a', long = "ack-size", value_name = "BYTES", value_parser = parse_size)]
+    pub ack_size: Option<usize>,
+    /// Seconds each run measures (rds-stress's -T).
+    #[arg(
+        short = 'T',
+        long,
+        value_name = "SECONDS",
+        value_parser = parse_seconds,
+        default_value = "5"
+    )]
     pub duration: Duration,
     /// Runs per mode and size; the summary is their median.
     #[arg(long, default_value_t = 3, value_parser = value_parser!(u32).range(1..=1000))]
@@ -196,8 +237,9 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = Mode::Both)]
     pub mode: Mode,
     /// Rate mode: most messages in flight (sent, not yet credited back by
-    /// the receiver).
-    #[arg(long, default_value_t = 32, value_parser = value_parser!(u32).range(1..=65536))]
+    /// the receiver); RDMA modes: operations in flight, each to a region of
+    /// its own (rds-stress's -d).
+    #[arg(short = 'd', long, default_value_t = 32, value_parser = value_parser!(u32).range(1..=65536))]
     pub depth: u32,
     /// Serve the receiving ends of clients' runs (`--connect`), one run at
     /// a time, bound to --addr and --port, until killed. Prints a line per
@@ -213,14 +255,15 @@ pub struct BenchArgs {
     #[arg(long, value_name = "ADDR:PORT", conflicts_with_all = ["peer_addr", "peer_netns"])]
     pub connect: Option<SocketAddr>,
     /// Pairs of ends running at once, each pair with its own two sockets
-    /// (rds-stress's tasks): rates add up over the pairs, latencies are
-    /// pooled. --depth is per pair.
-    #[arg(long, default_value_t = 1, value_parser = value_parser!(u32).range(1..=64))]
+    /// (rds-stress's -t, its tasks): rates add up over the pairs, latencies
+    /// are pooled. --depth is per pair.
+    #[arg(short = 't', long, default_value_t = 1, value_parser = value_parser!(u32).range(1..=64))]
     pub tasks: u32,
-    /// Fill payloads from a seeded pattern and check every received byte.
-    /// Corrupt, lost or reordered messages count as errors and fail the
-    /// benchmark (messages of the wrong length always do).
-    #[arg(long)]
+    /// Fill payloads from a seeded pattern and check every received byte
+    /// (rds-stress's -v). Corrupt, lost or reordered messages count as
+    /// errors and fail the benchmark (messages of the wrong length always
+    /// do).
+    #[arg(short = 'v', long)]
     pub verify: bool,
     /// Seed of the --verify pattern.
     #[arg(long, default_value_t = 1)]
@@ -251,6 +294,36 @@ impl BenchArgs {
             Some(server) => server.ip(),
             None => self.peer_addr.unwrap_or(self.addr),
         }
+    }
+
+    /// The sizes `kind` runs with: `--rdma-size`'s for RDMA and register
+    /// runs when given, else `--size`'s.
+    pub fn sizes_of(&self, kind: Kind) -> &[usize] {
+        if kind.takes_rdma_size() && !self.rdma_sizes.is_empty() {
+            &self.rdma_sizes
+        } else {
+            &self.sizes
+        }
+    }
+
+    /// What the options cannot say together, which clap does not know:
+    /// `--rdma-size` and `--ack-size` need a mode they size.
+    pub fn check(&self) -> Result<(), String> {
+        let kinds = self.mode.kinds();
+        if !self.rdma_sizes.is_empty() && !kinds.iter().any(|k| k.takes_rdma_size()) {
+            return Err(format!(
+                "-D/--rdma-size sizes RDMA runs, and --mode {} has none: give --mode rdma-write, \
+                 rdma-read, rdma or register",
+                self.mode.name()
+            ));
+        }
+        if self.ack_size.is_some() && !kinds.contains(&Kind::Latency) {
+            return Err(format!(
+                "-a/--ack-size sizes the latency mode's echo, and --mode {} has none",
+                self.mode.name()
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -306,6 +379,8 @@ struct Config {
     peer_netns: Option<PathBuf>,
     transport: TransportArg,
     duration: Duration,
+    /// Latency mode: bytes of the echo (`None`: what came).
+    ack_size: Option<usize>,
     depth: u64,
     /// Pairs of ends running at once (`--tasks`).
     tasks: u32,
@@ -477,6 +552,7 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
         peer_netns: args.peer_netns.as_deref().map(netns_path),
         transport: args.transport,
         duration: args.duration,
+        ack_size: args.ack_size,
         depth: u64::from(args.depth),
         tasks: args.tasks,
         remote: args.connect,
@@ -487,8 +563,9 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
     if args.server {
         return remote::serve(&cfg, args.port).map(|()| true);
     }
-    check_endpoints(cfg.addr, cfg.peer_addr, cfg.transport)
-        .map_err(|msg| io::Error::new(io::ErrorKind::InvalidInput, msg))?;
+    let invalid = |msg| io::Error::new(io::ErrorKind::InvalidInput, msg);
+    args.check().map_err(invalid)?;
+    check_endpoints(cfg.addr, cfg.peer_addr, cfg.transport).map_err(invalid)?;
     if cfg.transport == TransportArg::Ib && cfg.addr == cfg.peer_addr {
         // Not an error (it measures IB-pinned sockets), but not IB traffic.
         eprintln!(
@@ -506,18 +583,26 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
     let mut report = Report::new(io::stdout().lock(), args.json, implementation, args);
     report.header()?;
     let progress = Progress::new(!args.json && io::stderr().is_terminal());
-    let steps = args.mode.kinds().len() * args.sizes.len() * args.runs as usize;
+    let runs = args.runs;
+    let steps: usize = args
+        .mode
+        .kinds()
+        .iter()
+        .map(|&kind| args.sizes_of(kind).len() * runs as usize)
+        .sum();
+    let mut step = 0;
     let mut summaries = Vec::new();
     for &kind in args.mode.kinds() {
-        for &size in &args.sizes {
+        for &size in args.sizes_of(kind) {
             let mut samples = Vec::new();
-            for run in 1..=args.runs {
+            for run in 1..=runs {
+                step += 1;
                 progress.start(Step {
                     kind,
                     size,
                     run,
-                    runs: args.runs,
-                    step: summaries.len() * args.runs as usize + run as usize,
+                    runs,
+                    step,
                     steps,
                 });
                 let measured = match (kind, cfg.remote) {

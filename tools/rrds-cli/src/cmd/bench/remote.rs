@@ -9,7 +9,8 @@
 //!
 //! - client: `hello kind=.. size=.. depth=.. tasks=.. verify=.. seed=..
 //!   duration_ms=.. timeout_ms=.. ports=P1,P2,..` (the client's task
-//!   sockets, in task order);
+//!   sockets, in task order), and `ack=..` last with `--ack-size` (a
+//!   server that predates it ignores it and echoes whole messages);
 //! - server, per task: `ready task=I port=P cookies=C1,C2,..` (the receiving
 //!   socket; RDMA: the cookies of its regions, one per slot);
 //! - server, per task, once its receiver is done (rate, RDMA):
@@ -73,6 +74,8 @@ struct Hello {
     timeout: Duration,
     /// The client's task sockets' ports, one per task.
     ports: Vec<u16>,
+    /// Latency: `--ack-size`.
+    ack_size: Option<usize>,
 }
 
 /// One control datagram.
@@ -102,7 +105,7 @@ impl Control {
         match self {
             Control::Hello(h) => format!(
                 "hello kind={} size={} depth={} tasks={} verify={} seed={} duration_ms={} \
-                 timeout_ms={} ports={}",
+                 timeout_ms={} ports={}{}",
                 h.kind,
                 h.size,
                 h.depth,
@@ -111,7 +114,9 @@ impl Control {
                 h.seed,
                 h.duration.as_millis(),
                 h.timeout.as_millis(),
-                list(&h.ports)
+                list(&h.ports),
+                h.ack_size
+                    .map_or_else(String::new, |ack| format!(" ack={ack}"))
             ),
             Control::Ready {
                 task,
@@ -155,13 +160,14 @@ impl Control {
                 if num("tasks")? != ports.len() as u64 {
                     return None;
                 }
+                let ack_size = match get("ack") {
+                    Some(ack) => Some(ack.parse::<usize>().ok()?),
+                    None => None,
+                };
                 Control::Hello(Hello {
-                    kind: match get("kind")? {
-                        "rate" => Kind::Rate,
-                        "latency" => Kind::Latency,
-                        "rdma_write" => Kind::RdmaWrite,
-                        "rdma_read" => Kind::RdmaRead,
-                        _ => return None,
+                    kind: match Kind::parse(get("kind")?)? {
+                        Kind::Register => return None,
+                        kind => kind,
                     },
                     size: usize::try_from(num("size")?).ok()?,
                     depth: num("depth")?,
@@ -170,6 +176,7 @@ impl Control {
                     duration: Duration::from_millis(num("duration_ms")?),
                     timeout: Duration::from_millis(num("timeout_ms")?),
                     ports,
+                    ack_size,
                 })
             }
             "ready" => Control::Ready {
@@ -253,12 +260,12 @@ fn is_rdma(kind: Kind) -> bool {
     matches!(kind, Kind::RdmaWrite | Kind::RdmaRead)
 }
 
-/// The size of the datagrams a run's sockets carry.
-fn message_size(kind: Kind, size: usize) -> usize {
-    if is_rdma(kind) {
-        rdma::MESSAGE
-    } else {
-        size
+/// The size of the largest datagrams a run's sockets carry.
+fn message_size(cfg: &Config, kind: Kind, size: usize) -> usize {
+    match kind {
+        Kind::RdmaWrite | Kind::RdmaRead | Kind::Register => rdma::MESSAGE,
+        Kind::Latency => latency::largest(cfg, size),
+        Kind::Rate => size,
     }
 }
 
@@ -298,7 +305,7 @@ pub(super) fn run(
     let ctl = open_socket(cfg, cfg.addr, CONTROL_MAX)?;
     let tasks = (0..cfg.tasks)
         .map(|_| {
-            let sock = open_socket(cfg, cfg.addr, message_size(kind, size))?;
+            let sock = open_socket(cfg, cfg.addr, message_size(cfg, kind, size))?;
             if is_rdma(kind) {
                 sock.set_recverr(true)?;
             }
@@ -318,6 +325,7 @@ pub(super) fn run(
         duration: cfg.duration,
         timeout: cfg.timeout,
         ports,
+        ack_size: cfg.ack_size.filter(|_| kind == Kind::Latency),
     };
     send(cfg, &ctl, server, &Control::Hello(hello))?;
     // The server's receiving sockets (and regions), per task.
@@ -497,6 +505,7 @@ fn serve_run(base: &Config, ctl: &RdsSocket, client: SocketAddr, hello: &Hello) 
         peer_netns: None,
         transport: base.transport,
         duration: hello.duration,
+        ack_size: hello.ack_size,
         depth: hello.depth,
         tasks: u32::try_from(hello.ports.len()).unwrap_or(u32::MAX),
         remote: None,
@@ -512,7 +521,7 @@ fn serve_run(base: &Config, ctl: &RdsSocket, client: SocketAddr, hello: &Hello) 
         .collect();
     let socks = senders
         .iter()
-        .map(|_| open_socket(cfg, cfg.addr, message_size(kind, hello.size)))
+        .map(|_| open_socket(cfg, cfg.addr, message_size(cfg, kind, hello.size)))
         .collect::<io::Result<Vec<RdsSocket>>>()?;
     let stop = AtomicBool::new(false);
     let rdma_flow = rdma::Flow::new(cfg, hello.size, direction(kind), &stop);
@@ -633,6 +642,18 @@ mod tests {
             duration: Duration::from_millis(2500),
             timeout: Duration::from_secs(60),
             ports: vec![40001, 40002],
+            ack_size: None,
+        }));
+        round_trip(Control::Hello(Hello {
+            kind: Kind::Latency,
+            size: 8192,
+            depth: 1,
+            verify: false,
+            seed: 1,
+            duration: Duration::from_secs(5),
+            timeout: Duration::from_secs(5),
+            ports: vec![40001],
+            ack_size: Some(0),
         }));
         round_trip(Control::Ready {
             task: 1,
@@ -668,6 +689,10 @@ mod tests {
              timeout_ms=1 ports=5",
             "ready task=0 port=70000 cookies=",
             "result task=0 count=x bytes=0 secs=0 errors=0",
+            "hello kind=latency size=1 depth=1 tasks=1 verify=0 seed=1 duration_ms=1 \
+             timeout_ms=1 ports=5 ack=-1",
+            "hello kind=register size=1 depth=1 tasks=1 verify=0 seed=1 duration_ms=1 \
+             timeout_ms=1 ports=5",
             "bogus",
         ] {
             assert_eq!(Control::decode(bad.as_bytes()), None, "{bad}");

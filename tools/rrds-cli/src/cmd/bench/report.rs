@@ -7,8 +7,8 @@
 //! `addr`, `peer_addr` and `transport` (the `--transport` value), so runs
 //! of different set-ups can be told apart once their lines are collected.
 //! Fields added later (`lat_min_us`, `lat_p999_us`, `lat_max_us` and, with
-//! `--histogram`, a run's `histogram`) come after all of those, so every
-//! older field keeps its place.
+//! `--histogram`, a run's `histogram`; the summary's `ack_size`) come
+//! after all of those, so every older field keeps its place.
 
 use std::io;
 use std::io::Write;
@@ -34,6 +34,7 @@ pub struct Report<W: Write> {
     tasks: u32,
     verify: bool,
     histogram: bool,
+    ack_size: Option<usize>,
 }
 
 /// The measured columns of a table row.
@@ -198,6 +199,7 @@ impl<W: Write> Report<W> {
             tasks: args.tasks,
             verify: args.verify,
             histogram: args.histogram,
+            ack_size: args.ack_size,
         }
     }
 
@@ -207,7 +209,7 @@ impl<W: Write> Report<W> {
         if self.json {
             return Ok(());
         }
-        writeln!(
+        write!(
             self.out,
             "rrds bench: impl={} addr={} peer_addr={} transport={} duration={}s runs={} depth={} \
              tasks={} verify={}",
@@ -221,6 +223,10 @@ impl<W: Write> Report<W> {
             self.tasks,
             if self.verify { "on" } else { "off" }
         )?;
+        if let Some(ack) = self.ack_size {
+            write!(self.out, " ack_size={ack}")?;
+        }
+        writeln!(self.out)?;
         writeln!(self.out, "{}", Row::header())
     }
 
@@ -286,7 +292,13 @@ impl<W: Write> Report<W> {
             .uint("tasks", u64::from(self.tasks))
             .boolean("verify", self.verify)
             .uint("errors", errors)
-            .raw("medians", &json::array(&medians));
+            .raw("medians", &json::array(&medians))
+            .raw(
+                "ack_size",
+                &self
+                    .ack_size
+                    .map_or_else(|| "null".to_string(), |ack| ack.to_string()),
+            );
         writeln!(self.out, "{}", object.finish())
     }
 }
@@ -477,8 +489,30 @@ mod tests {
              \"runs\":3,\"depth\":32,\"tasks\":1,\"verify\":false,\"errors\":0,\"medians\":[{\"runs\":3,\
              \"mode\":\"latency\",\"size\":8192,\"msgs_per_sec\":50000.000,\"mb_per_sec\":null,\
              \"lat_mean_us\":20.250,\"lat_p50_us\":19.500,\"lat_p99_us\":40.000,\"errors\":0,\
-             \"lat_min_us\":12.000,\"lat_p999_us\":80.500,\"lat_max_us\":95.000}]}\n"
+             \"lat_min_us\":12.000,\"lat_p999_us\":80.500,\"lat_max_us\":95.000}],\
+             \"ack_size\":null}\n"
         );
+    }
+
+    #[test]
+    fn ack_size_is_recorded() {
+        let with = |json| {
+            let mut buf = Vec::new();
+            let mut report = Report::new(&mut buf, json, "rds", &args(&["-a", "8"]));
+            report.header().unwrap();
+            report.finish(&[latency_summary()]).unwrap();
+            String::from_utf8(buf).unwrap()
+        };
+        let text = with(false);
+        assert!(
+            text.lines()
+                .next()
+                .unwrap()
+                .ends_with(" verify=off ack_size=8"),
+            "{text}"
+        );
+        let json = with(true);
+        assert!(json.ends_with(",\"ack_size\":8}\n"), "{json}");
     }
 
     #[test]
