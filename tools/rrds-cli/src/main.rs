@@ -233,7 +233,9 @@ mod tests {
         assert_eq!(args.transport, cmd::bench::TransportArg::Default);
         assert_eq!(args.sizes, vec![64, 8192]);
         assert_eq!(args.duration, Duration::from_secs(5));
-        assert_eq!(args.runs, 3);
+        assert!(!args.until_interrupted());
+        assert_eq!(args.runs, None);
+        assert_eq!(args.runs(), 3);
         assert_eq!(args.ack_size, None);
         assert!(args.rdma_sizes.is_empty());
         assert_eq!(args.mode, cmd::bench::Mode::Both);
@@ -411,7 +413,6 @@ mod tests {
         assert!(parse(&["bench", "--size", "2m"]).is_err());
         assert!(parse(&["bench", "--runs", "0"]).is_err());
         assert!(parse(&["bench", "--depth", "0"]).is_err());
-        assert!(parse(&["bench", "--duration", "0"]).is_err());
         assert!(parse(&["bench", "--duration", "-1"]).is_err());
         assert!(parse(&["bench", "-T", "nan"]).is_err());
         assert!(parse(&["bench", "-a", "2m"]).is_err());
@@ -487,6 +488,63 @@ mod tests {
         let args = bench(&["bench", "--mode", "rate", "--ack-size", "8"]).unwrap();
         let err = args.check().unwrap_err();
         assert!(err.contains("--mode rate has none"), "{err}");
+    }
+
+    #[test]
+    fn bench_runs_until_interrupted_with_duration_0() {
+        let args = bench(&["bench", "-T", "0", "--mode", "rate", "-q", "1024"]).unwrap();
+        assert!(args.until_interrupted());
+        assert_eq!(args.duration, Duration::ZERO);
+        // One run unless told otherwise.
+        assert_eq!(args.runs(), 1);
+        assert_eq!(args.check(), Ok(()));
+        let args = bench(&[
+            "bench",
+            "--duration",
+            "0",
+            "--mode",
+            "rdma-write",
+            "-D",
+            "1m",
+        ])
+        .unwrap();
+        assert_eq!(args.check(), Ok(()));
+        let args = bench(&[
+            "bench", "-T", "0", "--mode", "latency", "-q", "8", "--runs", "1",
+        ]);
+        assert_eq!(args.unwrap().check(), Ok(()));
+        // One measurement of one size only: Ctrl-C ends the benchmark.
+        for argv in [
+            &["bench", "-T", "0"][..],
+            &["bench", "-T", "0", "--mode", "both", "-q", "64"],
+            &["bench", "-T", "0", "--mode", "rdma", "-q", "64"],
+            &["bench", "-T", "0", "--mode", "rate"],
+            &[
+                "bench", "-T", "0", "--mode", "rate", "-q", "64", "--runs", "2",
+            ],
+            &[
+                "bench", "-T", "0", "--mode", "register", "-D", "4k", "-D", "8k",
+            ],
+            &[
+                "bench",
+                "-T",
+                "0",
+                "--mode",
+                "rate",
+                "-q",
+                "64",
+                "--connect",
+                "10.0.0.2:4000",
+            ],
+        ] {
+            let err = bench(argv).unwrap().check().unwrap_err();
+            assert!(err.starts_with("--duration 0"), "{argv:?}: {err}");
+        }
+        // The default duration stays 5 s: scripts and the selftests rely on it.
+        let args = bench(&["bench", "--mode", "rate"]).unwrap();
+        assert_eq!(args.duration, Duration::from_secs(5));
+        assert_eq!(args.runs(), 3);
+        assert_eq!(bench(&["bench", "--runs", "7"]).unwrap().runs(), 7);
     }
 
     #[test]

@@ -2,6 +2,9 @@
 //! Ctrl-C for the commands that run until interrupted (`ping` without
 //! `-c`, `bench --duration 0`): SIGINT sets a flag instead of killing the
 //! process, the command's loops look at it, stop, and print their summary.
+//! A second Ctrl-C, for a stop that takes too long (a wait bounded by
+//! `--timeout`), ends the process at once with status 130, as the shell
+//! reports a death by SIGINT.
 
 use std::io;
 use std::sync::atomic::AtomicBool;
@@ -19,8 +22,11 @@ const NAP: Duration = Duration::from_millis(50);
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_sigint(_: libc::c_int) {
-    // An atomic store is async-signal-safe.
-    INTERRUPTED.store(true, Ordering::Relaxed);
+    // A lock-free atomic is async-signal-safe, and so is _exit.
+    if INTERRUPTED.swap(true, Ordering::Relaxed) {
+        // SAFETY: _exit ends the process without running anything else.
+        unsafe { libc::_exit(130) };
+    }
 }
 
 /// Catches SIGINT (Ctrl-C) in the flag [`interrupted`] reads, without
@@ -28,7 +34,7 @@ extern "C" fn on_sigint(_: libc::c_int) {
 /// library's waits take that for a timeout).
 pub fn catch_sigint() -> io::Result<()> {
     // SAFETY: sigaction is plain data, all zeroes valid (no flags, empty
-    // mask); the handler only stores to an atomic, which is
+    // mask); the handler only swaps an atomic and may call _exit, both
     // async-signal-safe, and has the signature sa_sigaction expects
     // without SA_SIGINFO.
     unsafe {

@@ -25,6 +25,7 @@ use super::Flow;
 use super::Kind;
 use super::Sample;
 use super::SLICE;
+use crate::cmd::interrupt::interrupted;
 use crate::cmd::stats::Recorder;
 
 /// What the client measured (register mode: the registering end, a
@@ -159,7 +160,7 @@ fn round_trip(
     }
 }
 
-/// Times round trips for `duration`.
+/// Times round trips for `duration`, or until Ctrl-C.
 pub(super) fn ping_pong(flow: &Flow, sock: &RdsSocket, server: SocketAddr) -> io::Result<Measured> {
     let cfg = flow.cfg;
     let pattern = Pattern::new(cfg.seed, flow.size);
@@ -178,7 +179,7 @@ pub(super) fn ping_pong(flow: &Flow, sock: &RdsSocket, server: SocketAddr) -> io
     };
     let start = Instant::now();
     let mut seq: u64 = 1;
-    while start.elapsed() < cfg.duration {
+    while start.elapsed() < cfg.duration && !interrupted() {
         if cfg.verify {
             pattern.fill(seq, &mut out);
         }

@@ -47,6 +47,8 @@ use rrds::RdsSocket;
 use rrds::Transport;
 
 use super::context;
+use super::interrupt::catch_sigint;
+use super::interrupt::interrupted;
 use super::is_transient;
 use super::new_socket;
 use super::stats::Percentile;
@@ -221,18 +223,20 @@ pub struct BenchArgs {
     /// MiB. Default: the message size.
     #[arg(short = 'a', long = "ack-size", value_name = "BYTES", value_parser = parse_size)]
     pub ack_size: Option<usize>,
-    /// Seconds each run measures (rds-stress's -T).
+    /// Seconds each run measures (rds-stress's -T). 0: until Ctrl-C, for
+    /// one run of one mode and size.
     #[arg(
         short = 'T',
         long,
         value_name = "SECONDS",
-        value_parser = parse_seconds,
+        value_parser = parse_duration,
         default_value = "5"
     )]
     pub duration: Duration,
-    /// Runs per mode and size; the summary is their median.
-    #[arg(long, default_value_t = 3, value_parser = value_parser!(u32).range(1..=1000))]
-    pub runs: u32,
+    /// Runs per mode and size; the summary is their median. Default: 3, or
+    /// 1 with --duration 0.
+    #[arg(long, value_parser = value_parser!(u32).range(1..=1000))]
+    pub runs: Option<u32>,
     /// What to measure.
     #[arg(long, value_enum, default_value_t = Mode::Both)]
     pub mode: Mode,
@@ -296,6 +300,17 @@ impl BenchArgs {
         }
     }
 
+    /// Whether each run lasts until Ctrl-C (`--duration 0`).
+    pub fn until_interrupted(&self) -> bool {
+        self.duration.is_zero()
+    }
+
+    /// Runs per mode and size: `--runs`, by default 3 (1 until Ctrl-C).
+    pub fn runs(&self) -> u32 {
+        self.runs
+            .unwrap_or(if self.until_interrupted() { 1 } else { 3 })
+    }
+
     /// The sizes `kind` runs with: `--rdma-size`'s for RDMA and register
     /// runs when given, else `--size`'s.
     pub fn sizes_of(&self, kind: Kind) -> &[usize] {
@@ -307,6 +322,7 @@ impl BenchArgs {
     }
 
     /// What the options cannot say together, which clap does not know:
+    /// `--duration 0` measures one run of one mode and one size, locally;
     /// `--rdma-size` and `--ack-size` need a mode they size.
     pub fn check(&self) -> Result<(), String> {
         let kinds = self.mode.kinds();
@@ -322,6 +338,22 @@ impl BenchArgs {
                 "-a/--ack-size sizes the latency mode's echo, and --mode {} has none",
                 self.mode.name()
             ));
+        }
+        if self.until_interrupted() && !self.server {
+            if self.connect.is_some() {
+                return Err("--duration 0 (until Ctrl-C) runs without --connect".to_string());
+            }
+            let sizes = kinds.iter().map(|&k| self.sizes_of(k).len()).max();
+            if kinds.len() != 1 || sizes != Some(1) || self.runs() != 1 {
+                return Err(format!(
+                    "--duration 0 measures one run until Ctrl-C: give a --mode of one \
+                     measurement (not both or rdma), one --size (or -D) and no --runs above 1 \
+                     (here: --mode {} with {} sizes and --runs {})",
+                    self.mode.name(),
+                    sizes.unwrap_or(0),
+                    self.runs()
+                ));
+            }
         }
         Ok(())
     }
@@ -369,6 +401,11 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
     super::parse_seconds(text, false)
 }
 
+/// `--duration`: seconds, fractions allowed; 0 for until Ctrl-C.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    super::parse_seconds(text, true)
+}
+
 /// The parameters a run needs.
 struct Config {
     /// The sending end's address.
@@ -378,6 +415,7 @@ struct Config {
     /// The receiving end's network namespace file, if not ours.
     peer_netns: Option<PathBuf>,
     transport: TransportArg,
+    /// How long a run measures; `Duration::MAX` until Ctrl-C.
     duration: Duration,
     /// Latency mode: bytes of the echo (`None`: what came).
     ack_size: Option<usize>,
@@ -551,7 +589,11 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
         peer_addr: args.peer_addr(),
         peer_netns: args.peer_netns.as_deref().map(netns_path),
         transport: args.transport,
-        duration: args.duration,
+        duration: if args.until_interrupted() {
+            Duration::MAX
+        } else {
+            args.duration
+        },
         ack_size: args.ack_size,
         depth: u64::from(args.depth),
         tasks: args.tasks,
@@ -582,8 +624,14 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
     let implementation = rrds::loaded_implementation().unwrap_or("none");
     let mut report = Report::new(io::stdout().lock(), args.json, implementation, args);
     report.header()?;
+    // Ctrl-C ends the run under way and the benchmark after it, with the
+    // report of what was measured. With --connect it ends the process, as
+    // before: the server's ends would wait out their timeouts.
+    if cfg.remote.is_none() {
+        catch_sigint()?;
+    }
     let progress = Progress::new(!args.json && io::stderr().is_terminal());
-    let runs = args.runs;
+    let runs = args.runs();
     let steps: usize = args
         .mode
         .kinds()
@@ -592,10 +640,13 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
         .sum();
     let mut step = 0;
     let mut summaries = Vec::new();
-    for &kind in args.mode.kinds() {
+    'all: for &kind in args.mode.kinds() {
         for &size in args.sizes_of(kind) {
             let mut samples = Vec::new();
             for run in 1..=runs {
+                if interrupted() {
+                    break;
+                }
                 step += 1;
                 progress.start(Step {
                     kind,
@@ -624,12 +675,21 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
                 report.sample(&sample)?;
                 samples.push(sample);
             }
+            if samples.is_empty() {
+                break 'all;
+            }
             let summary = Summary::of(kind, size, &samples);
             report.median(&summary)?;
             summaries.push(summary);
+            if interrupted() {
+                break 'all;
+            }
         }
     }
     drop(progress);
+    if interrupted() {
+        eprintln!("rrds bench: interrupted: the report covers the runs measured so far");
+    }
     report.finish(&summaries)?;
     if let Some(path) = &args.plot {
         plot::write(path, &plot::Meta::new(implementation, args), &summaries)?;

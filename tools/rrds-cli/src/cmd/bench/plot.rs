@@ -56,7 +56,7 @@ impl Meta {
             addr: args.addr.to_string(),
             peer_addr: args.peer_addr().to_string(),
             transport: args.transport.as_str(),
-            runs: args.runs,
+            runs: args.runs(),
             duration_s: args.duration.as_secs_f64(),
             depth: args.depth,
             tasks: args.tasks,

@@ -36,6 +36,7 @@ use super::Flow;
 use super::Kind;
 use super::Sample;
 use super::SLICE;
+use crate::cmd::interrupt::interrupted;
 
 /// One rate run: `--tasks` sender/receiver pairs at once.
 pub(super) fn run(cfg: &Config, size: usize, run: u32) -> io::Result<Sample> {
@@ -149,8 +150,9 @@ pub(super) struct Taken {
 /// The receivers' loop: receives into `buf` for `--duration` from the
 /// first message on, hands each message from `sender` to `take` (with its
 /// length, which may exceed the buffer's), and sends credits as they fall
-/// due. Stops early only when `stopped()` (the sender failed; run() reports
-/// its error); fails once no `unit` has come for `--timeout`.
+/// due. Stops early when `stopped()` (the sender failed; run() reports its
+/// error) and at Ctrl-C (the count so far stands); fails once no `unit` has
+/// come for `--timeout`.
 pub(super) fn receive_loop(
     cfg: &Config,
     stopped: impl Fn() -> bool,
@@ -172,7 +174,7 @@ pub(super) fn receive_loop(
     let mut last_progress = Instant::now();
     while !stopped() {
         let now = Instant::now();
-        if start.is_some_and(|start| now - start >= cfg.duration) {
+        if interrupted() || start.is_some_and(|start| now - start >= cfg.duration) {
             break;
         }
         match rx.recv_from(buf) {
@@ -197,8 +199,9 @@ pub(super) fn receive_loop(
                     )));
                 }
                 let mut wait = SLICE.min(cfg.timeout - idle);
-                if let Some(start) = start {
-                    wait = wait.min((start + cfg.duration).saturating_duration_since(now));
+                // No end until Ctrl-C: --duration 0 is Duration::MAX.
+                if let Some(end) = start.and_then(|start| start.checked_add(cfg.duration)) {
+                    wait = wait.min(end.saturating_duration_since(now));
                 }
                 rx.wait_readable(wait)?;
             }

@@ -37,6 +37,7 @@ use super::Config;
 use super::Kind;
 use super::Sample;
 use super::SLICE;
+use crate::cmd::interrupt::interrupted;
 use crate::cmd::stats::Recorder;
 
 /// One register run: `--tasks` socket pairs at once, their cycles pooled.
@@ -85,7 +86,7 @@ fn cycles(
     };
     let mut memory = None;
     let start = Instant::now();
-    while start.elapsed() < cfg.duration && !stop.load(Ordering::Relaxed) {
+    while start.elapsed() < cfg.duration && !stop.load(Ordering::Relaxed) && !interrupted() {
         // Allocated outside the cycle's time, and only again if a failed
         // map could not hand the buffer back.
         let (buf, range) = match memory.take() {

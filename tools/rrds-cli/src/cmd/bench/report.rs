@@ -194,7 +194,7 @@ impl<W: Write> Report<W> {
             peer_addr: args.peer_addr().to_string(),
             transport: args.transport.as_str(),
             duration_s: args.duration.as_secs_f64(),
-            runs: args.runs,
+            runs: args.runs(),
             depth: args.depth,
             tasks: args.tasks,
             verify: args.verify,
