@@ -13,6 +13,7 @@
 //! Sockets are non-blocking and every wait is a `poll` bounded by
 //! `--timeout`: a lost message fails the run instead of hanging it.
 
+mod cpu;
 mod latency;
 mod pattern;
 mod plot;
@@ -52,6 +53,7 @@ use super::interrupt::interrupted;
 use super::is_transient;
 use super::new_socket;
 use super::stats::Percentile;
+use cpu::CpuClock;
 use progress::Progress;
 use progress::Step;
 use report::Report;
@@ -624,6 +626,7 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
     let implementation = rrds::loaded_implementation().unwrap_or("none");
     let mut report = Report::new(io::stdout().lock(), args.json, implementation, args);
     report.header()?;
+    let cpu = CpuClock::start();
     // Ctrl-C ends the run under way and the benchmark after it, with the
     // report of what was measured. With --connect it ends the process, as
     // before: the server's ends would wait out their timeouts.
@@ -690,7 +693,7 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
     if interrupted() {
         eprintln!("rrds bench: interrupted: the report covers the runs measured so far");
     }
-    report.finish(&summaries)?;
+    report.finish(&summaries, cpu.percent())?;
     if let Some(path) = &args.plot {
         plot::write(path, &plot::Meta::new(implementation, args), &summaries)?;
     }

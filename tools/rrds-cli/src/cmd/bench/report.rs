@@ -7,7 +7,7 @@
 //! `addr`, `peer_addr` and `transport` (the `--transport` value), so runs
 //! of different set-ups can be told apart once their lines are collected.
 //! Fields added later (`lat_min_us`, `lat_p999_us`, `lat_max_us` and, with
-//! `--histogram`, a run's `histogram`; the summary's `ack_size`) come
+//! `--histogram`, a run's `histogram`; the summary's `cpu_percent`) come
 //! after all of those, so every older field keeps its place.
 
 use std::io;
@@ -266,11 +266,17 @@ impl<W: Write> Report<W> {
         writeln!(self.out, "{}", Row::from(summary).text())
     }
 
-    /// The closing summary.
-    pub fn finish(&mut self, summaries: &[Summary]) -> io::Result<()> {
+    /// The closing summary, with the process's CPU use over the runs
+    /// (percent of the wall time).
+    pub fn finish(&mut self, summaries: &[Summary], cpu_percent: Option<f64>) -> io::Result<()> {
         let errors: u64 = summaries.iter().map(|s| s.errors).sum();
         if !self.json {
-            return writeln!(self.out, "impl={} errors={errors}", self.implementation);
+            return writeln!(
+                self.out,
+                "impl={} errors={errors} cpu={}",
+                self.implementation,
+                cpu_percent.map_or_else(|| "-".to_string(), |p| format!("{p:.1}%"))
+            );
         }
         let medians: Vec<String> = summaries
             .iter()
@@ -298,7 +304,8 @@ impl<W: Write> Report<W> {
                 &self
                     .ack_size
                     .map_or_else(|| "null".to_string(), |ack| ack.to_string()),
-            );
+            )
+            .number("cpu_percent", cpu_percent);
         writeln!(self.out, "{}", object.finish())
     }
 }
@@ -462,7 +469,7 @@ mod tests {
         ]);
         let mut report = Report::new(&mut buf, true, "rds", &ib);
         report.sample(&rate_sample()).unwrap();
-        report.finish(&[latency_summary()]).unwrap();
+        report.finish(&[latency_summary()], None).unwrap();
         let text = String::from_utf8(buf).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].ends_with(
@@ -480,7 +487,7 @@ mod tests {
         let text = output(true, |r| {
             r.header().unwrap();
             r.median(&latency_summary()).unwrap();
-            r.finish(&[latency_summary()]).unwrap();
+            r.finish(&[latency_summary()], Some(12.5)).unwrap();
         });
         assert_eq!(
             text,
@@ -490,7 +497,7 @@ mod tests {
              \"mode\":\"latency\",\"size\":8192,\"msgs_per_sec\":50000.000,\"mb_per_sec\":null,\
              \"lat_mean_us\":20.250,\"lat_p50_us\":19.500,\"lat_p99_us\":40.000,\"errors\":0,\
              \"lat_min_us\":12.000,\"lat_p999_us\":80.500,\"lat_max_us\":95.000}],\
-             \"ack_size\":null}\n"
+             \"ack_size\":null,\"cpu_percent\":12.500}\n"
         );
     }
 
@@ -500,7 +507,7 @@ mod tests {
             let mut buf = Vec::new();
             let mut report = Report::new(&mut buf, json, "rds", &args(&["-a", "8"]));
             report.header().unwrap();
-            report.finish(&[latency_summary()]).unwrap();
+            report.finish(&[latency_summary()], None).unwrap();
             String::from_utf8(buf).unwrap()
         };
         let text = with(false);
@@ -512,7 +519,10 @@ mod tests {
             "{text}"
         );
         let json = with(true);
-        assert!(json.ends_with(",\"ack_size\":8}\n"), "{json}");
+        assert!(
+            json.ends_with(",\"ack_size\":8,\"cpu_percent\":null}\n"),
+            "{json}"
+        );
     }
 
     #[test]
@@ -521,7 +531,7 @@ mod tests {
             r.header().unwrap();
             r.sample(&rate_sample()).unwrap();
             r.median(&latency_summary()).unwrap();
-            r.finish(&[latency_summary()]).unwrap();
+            r.finish(&[latency_summary()], Some(12.5)).unwrap();
         });
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
@@ -537,7 +547,7 @@ mod tests {
         assert!(
             lines[3].starts_with("latency        8192 median      50000.0          -      20.25")
         );
-        assert_eq!(lines[4], "impl=rrds errors=0");
+        assert_eq!(lines[4], "impl=rrds errors=0 cpu=12.5%");
         // The added columns come after the older ones.
         assert!(lines[1].ends_with("errors     min_us   p99.9_us     max_us"));
         assert!(lines[2].ends_with("     0          -          -          -"));
