@@ -238,6 +238,7 @@ mod tests {
         assert_eq!(args.runs(), 3);
         assert_eq!(args.ack_size, None);
         assert!(args.rdma_sizes.is_empty());
+        assert_eq!(args.interval, None);
         assert_eq!(args.mode, cmd::bench::Mode::Both);
         assert_eq!(args.depth, 32);
         assert_eq!(args.tasks, 1);
@@ -417,6 +418,8 @@ mod tests {
         assert!(parse(&["bench", "-T", "nan"]).is_err());
         assert!(parse(&["bench", "-a", "2m"]).is_err());
         assert!(parse(&["bench", "-D", "1048577"]).is_err());
+        assert!(parse(&["bench", "--interval", "0"]).is_err());
+        assert!(parse(&["bench", "--interval"]).is_err());
         assert!(parse(&["bench", "--mode", "fast"]).is_err());
         assert!(parse(&["bench", "--transport", "tcp"]).is_err());
         assert!(parse(&["bench", "--transport", "loopback"]).is_err());
@@ -545,6 +548,18 @@ mod tests {
         assert_eq!(args.duration, Duration::from_secs(5));
         assert_eq!(args.runs(), 3);
         assert_eq!(bench(&["bench", "--runs", "7"]).unwrap().runs(), 7);
+    }
+
+    #[test]
+    fn bench_interval_takes_seconds() {
+        let args = bench(&["bench", "--interval", "1"]).unwrap();
+        assert_eq!(args.interval, Some(Duration::from_secs(1)));
+        let args = bench(&["bench", "--interval=0.5", "--json"]).unwrap();
+        assert_eq!(args.interval, Some(Duration::from_millis(500)));
+        assert!(parse(&["bench", "--interval", "-1"]).is_err());
+        assert!(parse(&["bench", "--interval", "1s"]).is_err());
+        // The server measures nothing itself.
+        assert!(parse(&["bench", "--server", "--interval", "1"]).is_err());
     }
 
     #[test]

@@ -185,7 +185,11 @@ pub(super) fn ping_pong(flow: &Flow, sock: &RdsSocket, server: SocketAddr) -> io
         }
         let sent_at = Instant::now();
         let len = round_trip(flow, sock, server, &out, &mut back)?;
-        measured.rtt.record(sent_at.elapsed());
+        let rtt = sent_at.elapsed();
+        measured.rtt.record(rtt);
+        if let Some(meter) = &cfg.meter {
+            meter.time(rtt);
+        }
         if len != ack || (cfg.verify && !is_echo(&out, &back[..ack])) {
             measured.errors += 1;
         }

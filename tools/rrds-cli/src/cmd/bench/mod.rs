@@ -14,6 +14,7 @@
 //! `--timeout`: a lost message fails the run instead of hanging it.
 
 mod cpu;
+mod interval;
 mod latency;
 mod pattern;
 mod plot;
@@ -28,6 +29,7 @@ use std::fmt;
 use std::fs::File;
 use std::io;
 use std::io::IsTerminal;
+use std::io::Write as _;
 use std::net::IpAddr;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -35,6 +37,7 @@ use std::path::Path;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 use std::time::Instant;
@@ -54,6 +57,8 @@ use super::is_transient;
 use super::new_socket;
 use super::stats::Percentile;
 use cpu::CpuClock;
+use interval::Intervals;
+use interval::Meter;
 use progress::Progress;
 use progress::Step;
 use report::Report;
@@ -250,7 +255,7 @@ pub struct BenchArgs {
     /// Serve the receiving ends of clients' runs (`--connect`), one run at
     /// a time, bound to --addr and --port, until killed. Prints a line per
     /// run served on standard error; the client reports the results.
-    #[arg(long, conflicts_with_all = ["connect", "peer_addr", "peer_netns", "plot"])]
+    #[arg(long, conflicts_with_all = ["connect", "peer_addr", "peer_netns", "plot", "interval"])]
     pub server: bool,
     /// --server's port.
     #[arg(long, default_value_t = remote::DEFAULT_PORT, requires = "server")]
@@ -285,6 +290,13 @@ pub struct BenchArgs {
     /// modes measured. Standard output is the same with or without it.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Also print a line every SECONDS of each run (fractions allowed):
+    /// what the sending ends did in that interval (messages, RDMA
+    /// operations, round trips or cycles per second, MB/s, the mean round
+    /// trip or cycle) and the process's CPU use, as rds-stress prints one
+    /// a second. Replaces the progress line.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub interval: Option<Duration>,
     /// Also print each latency or register run's percentile distribution
     /// (min, p10 ... p99.999, max, from its HDR histogram): lines under its
     /// table row, or a "histogram" array at the end of its JSON object.
@@ -426,6 +438,8 @@ struct Config {
     tasks: u32,
     /// The server running the receiving ends (`--connect`), if not here.
     remote: Option<SocketAddr>,
+    /// What the sending ends count for `--interval`.
+    meter: Option<Arc<Meter>>,
     verify: bool,
     seed: u64,
     timeout: Duration,
@@ -586,7 +600,7 @@ impl Summary {
 
 /// Runs the benchmark; `Ok(true)` if no run counted an error.
 pub fn run(args: &BenchArgs) -> io::Result<bool> {
-    let cfg = Config {
+    let mut cfg = Config {
         addr: args.addr,
         peer_addr: args.peer_addr(),
         peer_netns: args.peer_netns.as_deref().map(netns_path),
@@ -600,6 +614,7 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
         depth: u64::from(args.depth),
         tasks: args.tasks,
         remote: args.connect,
+        meter: None,
         verify: args.verify,
         seed: args.seed,
         timeout: args.timeout,
@@ -624,8 +639,22 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
     // Fail before printing anything if there is no RDS at all.
     drop(new_socket()?);
     let implementation = rrds::loaded_implementation().unwrap_or("none");
-    let mut report = Report::new(io::stdout().lock(), args.json, implementation, args);
+    // Not locked: the interval lines come from a thread of their own.
+    let mut report = Report::new(io::stdout(), args.json, implementation, args);
     report.header()?;
+    let intervals = args.interval.map(|every| {
+        let json = args.json;
+        Intervals::new(every, move |tick| {
+            // A line that cannot be written is not worth stopping for; the
+            // report's own lines will fail the same way.
+            let _ = writeln!(
+                io::stdout(),
+                "{}",
+                report::interval(json, implementation, tick)
+            );
+        })
+    });
+    cfg.meter = intervals.as_ref().map(Intervals::meter);
     let cpu = CpuClock::start();
     // Ctrl-C ends the run under way and the benchmark after it, with the
     // report of what was measured. With --connect it ends the process, as
@@ -633,7 +662,8 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
     if cfg.remote.is_none() {
         catch_sigint()?;
     }
-    let progress = Progress::new(!args.json && io::stderr().is_terminal());
+    let progress =
+        Progress::new(!args.json && args.interval.is_none() && io::stderr().is_terminal());
     let runs = args.runs();
     let steps: usize = args
         .mode
@@ -659,6 +689,9 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
                     step,
                     steps,
                 });
+                if let Some(intervals) = &intervals {
+                    intervals.start(kind, size, run);
+                }
                 let measured = match (kind, cfg.remote) {
                     (_, Some(server)) => remote::run(&cfg, server, kind, size, run),
                     (Kind::Rate, None) => rate::run(&cfg, size, run),
@@ -669,6 +702,9 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
                 };
                 // Erased before anything else is printed, errors included.
                 progress.stop();
+                if let Some(intervals) = &intervals {
+                    intervals.stop();
+                }
                 let sample = measured.map_err(|err| {
                     context(
                         err,
@@ -690,6 +726,7 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
         }
     }
     drop(progress);
+    drop(intervals);
     if interrupted() {
         eprintln!("rrds bench: interrupted: the report covers the runs measured so far");
     }

@@ -111,6 +111,9 @@ pub(super) fn send(flow: &Flow, tx: &RdsSocket, receiver: SocketAddr) -> io::Res
             break;
         }
         sent += 1;
+        if let Some(meter) = &flow.cfg.meter {
+            meter.count(1, flow.size as u64);
+        }
         last_progress = Instant::now();
     }
     Ok(sent)

@@ -384,6 +384,9 @@ pub(super) fn send(
             Ok(op) => {
                 in_flight.insert(sent, op);
                 sent += 1;
+                if let Some(meter) = &cfg.meter {
+                    meter.count(1, flow.size as u64);
+                }
                 last_progress = Instant::now();
             }
             // Its buffer went with it; the next operation gets a new one.

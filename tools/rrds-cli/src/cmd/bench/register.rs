@@ -111,7 +111,11 @@ fn cycles(
         };
         let buf = region.free().map_err(|err| context(err, "RDS_FREE_MR"))?;
         memory = Some((buf, range));
-        measured.rtt.record(began.elapsed());
+        let cycle = began.elapsed();
+        measured.rtt.record(cycle);
+        if let Some(meter) = &cfg.meter {
+            meter.time(cycle);
+        }
     }
     measured.secs = start.elapsed().as_secs_f64();
     Ok(measured)

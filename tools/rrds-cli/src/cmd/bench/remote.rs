@@ -509,6 +509,7 @@ fn serve_run(base: &Config, ctl: &RdsSocket, client: SocketAddr, hello: &Hello) 
         depth: hello.depth,
         tasks: u32::try_from(hello.ports.len()).unwrap_or(u32::MAX),
         remote: None,
+        meter: None,
         verify: hello.verify,
         seed: hello.seed,
         timeout: hello.timeout,

@@ -7,12 +7,15 @@
 //! `addr`, `peer_addr` and `transport` (the `--transport` value), so runs
 //! of different set-ups can be told apart once their lines are collected.
 //! Fields added later (`lat_min_us`, `lat_p999_us`, `lat_max_us` and, with
-//! `--histogram`, a run's `histogram`; the summary's `cpu_percent`) come
-//! after all of those, so every older field keeps its place.
+//! `--histogram`, a run's `histogram`; the summary's `ack_size` and
+//! `cpu_percent`) come after all of those, so every older field keeps its
+//! place. With `--interval`, `{"type":"interval",...}` objects come
+//! between the runs'.
 
 use std::io;
 use std::io::Write;
 
+use super::interval::Tick;
 use super::BenchArgs;
 use super::Sample;
 use super::Summary;
@@ -310,6 +313,45 @@ impl<W: Write> Report<W> {
     }
 }
 
+/// An `--interval` line: text, or a JSON object of type `interval`.
+pub fn interval(json: bool, implementation: &str, tick: &Tick) -> String {
+    if json {
+        return Object::new()
+            .string("type", "interval")
+            .string("impl", implementation)
+            .uint("run", u64::from(tick.run))
+            .string("mode", tick.kind.as_str())
+            .uint("size", tick.size as u64)
+            .number("start_s", Some(tick.start_s))
+            .number("end_s", Some(tick.end_s))
+            .number("msgs_per_sec", tick.msgs_per_sec())
+            .number("mb_per_sec", tick.mb_per_sec())
+            .number("lat_mean_us", tick.lat_mean_us())
+            .number("cpu_percent", tick.cpu_percent)
+            .finish();
+    }
+    let mut line = format!(
+        "interval {} {} B run {} {:.1}-{:.1} s: {} msgs/s",
+        tick.kind,
+        tick.size,
+        tick.run,
+        tick.start_s,
+        tick.end_s,
+        cell(tick.msgs_per_sec(), 1)
+    );
+    if let Some(mb) = tick.mb_per_sec() {
+        line.push_str(&format!(" {mb:.2} MB/s"));
+    }
+    if let Some(us) = tick.lat_mean_us() {
+        line.push_str(&format!(" mean {us:.2} us"));
+    }
+    line.push_str(&match tick.cpu_percent {
+        Some(p) => format!(" cpu {p:.1}%"),
+        None => " cpu -".to_string(),
+    });
+    line
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::Kind;
@@ -499,6 +541,55 @@ mod tests {
              \"lat_min_us\":12.000,\"lat_p999_us\":80.500,\"lat_max_us\":95.000}],\
              \"ack_size\":null,\"cpu_percent\":12.500}\n"
         );
+    }
+
+    #[test]
+    fn interval_lines() {
+        use super::super::interval::Counts;
+        let rate = Tick {
+            kind: Kind::Rate,
+            size: 64,
+            run: 2,
+            start_s: 1.0,
+            end_s: 2.0,
+            counts: Counts {
+                msgs: 812_345,
+                bytes: 812_345 * 64,
+                timed: 0,
+                time_ns: 0,
+            },
+            cpu_percent: Some(98.5),
+        };
+        assert_eq!(
+            interval(false, "rrds", &rate),
+            "interval rate 64 B run 2 1.0-2.0 s: 812345.0 msgs/s 51.99 MB/s cpu 98.5%"
+        );
+        assert_eq!(
+            interval(true, "rrds", &rate),
+            "{\"type\":\"interval\",\"impl\":\"rrds\",\"run\":2,\"mode\":\"rate\",\"size\":64,\
+             \"start_s\":1.000,\"end_s\":2.000,\"msgs_per_sec\":812345.000,\
+             \"mb_per_sec\":51.990,\"lat_mean_us\":null,\"cpu_percent\":98.500}"
+        );
+        let latency = Tick {
+            kind: Kind::Latency,
+            size: 8192,
+            start_s: 0.0,
+            end_s: 0.5,
+            counts: Counts {
+                msgs: 10_000,
+                bytes: 0,
+                timed: 10_000,
+                time_ns: 474_100_000,
+            },
+            cpu_percent: None,
+            ..rate
+        };
+        assert_eq!(
+            interval(false, "rds", &latency),
+            "interval latency 8192 B run 2 0.0-0.5 s: 20000.0 msgs/s mean 47.41 us cpu -"
+        );
+        assert!(interval(true, "rds", &latency)
+            .ends_with(",\"mb_per_sec\":null,\"lat_mean_us\":47.410,\"cpu_percent\":null}"));
     }
 
     #[test]
