@@ -634,7 +634,7 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
     }
     if let Some(path) = &args.plot {
         // A directory that is not there fails now, not after the runs.
-        plot::check(path)?;
+        plot::check(path, "--plot")?;
     }
     // Fail before printing anything if there is no RDS at all.
     drop(new_socket()?);
@@ -731,10 +731,16 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
         eprintln!("rrds bench: interrupted: the report covers the runs measured so far");
     }
     report.finish(&summaries, cpu.percent())?;
+    let clean = summaries.iter().all(|s| s.errors == 0);
     if let Some(path) = &args.plot {
-        plot::write(path, &plot::Meta::new(implementation, args), &summaries)?;
+        let result = plot::Source {
+            label: None,
+            meta: plot::Meta::new(implementation, args),
+            summaries,
+        };
+        plot::write(path, "--plot", &[result])?;
     }
-    Ok(summaries.iter().all(|s| s.errors == 0))
+    Ok(clean)
 }
 
 /// Bytes of socket buffer for `size`-byte messages, `depth` in flight.

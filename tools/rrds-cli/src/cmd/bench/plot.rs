@@ -1,13 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0-only
-//! `--plot`: an SVG chart of the medians the report prints, written by hand
-//! (no dependency).
+//! `--plot` and `rrds plot`: an SVG chart of the medians the report prints,
+//! written by hand (no dependency).
 //!
-//! One panel per mode that was measured, side by side: message rate
-//! (msgs/s) and round-trip latency (p50 and p99, µs), each against the
-//! message size on a log2 axis. The y axis is linear from 0, or log10 when
-//! all values are positive and span more than [`LOG_RATIO`]. Missing values
-//! (a run that measured nothing) leave a gap in the line; nothing that is
-//! not a finite number reaches the file.
+//! A panel per measure that a mode of the results has, up to three side
+//! by side: message rate (msgs/s, rate), throughput (MB/s: rate, RDMA
+//! WRITE, RDMA READ), RDMA operations per second, round-trip latency (p50
+//! and p99, µs) and registration latency (p50 and p99 of a register and
+//! free cycle, µs), each against the message (operation, region) size on
+//! a log2 axis. The y axis is linear from 0, or log10 when all values are
+//! positive and span more than [`LOG_RATIO`]. Missing values (a run that
+//! measured nothing) leave a gap in the line; nothing that is not a finite
+//! number reaches the file.
+//!
+//! Several results (`rrds plot FILE...`, e.g. rrds against in-tree RDS)
+//! share the panels: each has its colour, named in a legend under the
+//! title, and a panel's measures (p50, p99; rate, RDMA WRITE, RDMA READ)
+//! are told apart by dashes. One result alone is coloured by measure.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -26,27 +34,39 @@ const LEFT: f64 = 72.0;
 const RIGHT: f64 = PANEL_W - 24.0;
 const TOP: f64 = 44.0;
 const BOTTOM: f64 = PANEL_H - 58.0;
-/// Room for the title lines above the panels.
+/// Room for the title lines above the panels (one result).
 const HEADER_H: f64 = 66.0;
+/// Height of a result's line in the legend of several.
+const LEGEND_LINE: f64 = 18.0;
+/// Panels side by side before the next row.
+const COLUMNS: usize = 3;
 /// Space between the plot area's sides and the first and last size.
 const X_PAD: f64 = 14.0;
 /// The y axis is logarithmic when the largest value is more than this
 /// many times the smallest.
 const LOG_RATIO: f64 = 20.0;
 
-const BLUE: &str = "#1f77b4";
-const RED: &str = "#d62728";
+/// Colours of the series (one result: per measure; several: per result).
+const PALETTE: [&str; 10] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf",
+];
+/// Dash patterns of a panel's measures when colours name the results.
+const DASHES: [&str; 3] = ["", "7 4", "2 3"];
 
-/// What the title says about the set-up.
+/// What the title says about a result's set-up.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Meta {
     pub implementation: String,
     pub addr: String,
     pub peer_addr: String,
-    pub transport: &'static str,
+    pub transport: String,
     pub runs: u32,
+    /// 0: each run went on until Ctrl-C.
     pub duration_s: f64,
     pub depth: u32,
     pub tasks: u32,
+    pub ack_size: Option<usize>,
 }
 
 impl Meta {
@@ -55,23 +75,60 @@ impl Meta {
             implementation: implementation.to_string(),
             addr: args.addr.to_string(),
             peer_addr: args.peer_addr().to_string(),
-            transport: args.transport.as_str(),
+            transport: args.transport.as_str().to_string(),
             runs: args.runs(),
             duration_s: args.duration.as_secs_f64(),
             depth: args.depth,
             tasks: args.tasks,
+            ack_size: args.ack_size,
         }
     }
+
+    /// `impl=... transport=...`.
+    fn title(&self) -> String {
+        format!("impl={} transport={}", self.implementation, self.transport)
+    }
+
+    fn addresses(&self) -> String {
+        format!("addr={} peer_addr={}", self.addr, self.peer_addr)
+    }
+
+    /// How each point was measured.
+    fn detail(&self) -> String {
+        let runs = format!("{} run{}", self.runs, if self.runs == 1 { "" } else { "s" });
+        let time = if self.duration_s > 0.0 {
+            format!("of {} s", num_label(self.duration_s))
+        } else {
+            "until Ctrl-C".to_string()
+        };
+        let mut text = format!("median of {runs} {time} per point, depth {}", self.depth);
+        if self.tasks != 1 {
+            text.push_str(&format!(", {} tasks", self.tasks));
+        }
+        if let Some(ack) = self.ack_size {
+            text.push_str(&format!(", {ack}-byte echo"));
+        }
+        text
+    }
+}
+
+/// One result: the medians of a benchmark and its set-up, with the name
+/// the legend gives it (a file's, for `rrds plot`).
+#[derive(Clone, Debug)]
+pub struct Source {
+    pub label: Option<String>,
+    pub meta: Meta,
+    pub summaries: Vec<Summary>,
 }
 
 /// Fails early if `path` cannot be created because its directory does not
 /// exist or it is a directory (so a long benchmark does not end in that
-/// error).
-pub fn check(path: &Path) -> io::Result<()> {
+/// error). `option` names where the path came from (`--plot`).
+pub fn check(path: &Path, option: &str) -> io::Result<()> {
     if path.is_dir() {
         return Err(io::Error::new(
             io::ErrorKind::IsADirectory,
-            format!("--plot {}: is a directory", path.display()),
+            format!("{option} {}: is a directory", path.display()),
         ));
     }
     let dir = match path.parent() {
@@ -83,71 +140,228 @@ pub fn check(path: &Path) -> io::Result<()> {
         Ok(_) => Err(io::Error::new(
             io::ErrorKind::NotADirectory,
             format!(
-                "--plot {}: {} is not a directory",
+                "{option} {}: {} is not a directory",
                 path.display(),
                 dir.display()
             ),
         )),
         Err(err) => Err(context(
             err,
-            format_args!("--plot {}: directory {}", path.display(), dir.display()),
+            format_args!("{option} {}: directory {}", path.display(), dir.display()),
         )),
     }
 }
 
-/// Writes the chart of `summaries` to `path`.
-pub fn write(path: &Path, meta: &Meta, summaries: &[Summary]) -> io::Result<()> {
-    fs::write(path, svg(meta, summaries))
-        .map_err(|err| context(err, format_args!("writing --plot {}", path.display())))
+/// Writes the chart of `sources` to `path` (named by `option` in errors).
+pub fn write(path: &Path, option: &str, sources: &[Source]) -> io::Result<()> {
+    fs::write(path, svg(sources))
+        .map_err(|err| context(err, format_args!("writing {option} {}", path.display())))
 }
+
+/// A measure a panel shows: its name in the legend, the kind of run it
+/// comes from, the value it takes from that kind's medians, and its style:
+/// the colour (one result) or dashes (several) it has in every panel.
+struct Measure {
+    name: &'static str,
+    kind: Kind,
+    value: fn(&Summary) -> Option<f64>,
+    style: usize,
+}
+
+/// One kind of panel.
+struct Panel {
+    title: &'static str,
+    /// What the sizes are sizes of.
+    x_title: &'static str,
+    y_title: &'static str,
+    unit: &'static str,
+    measures: &'static [Measure],
+}
+
+const PANELS: [Panel; 5] = [
+    Panel {
+        title: "Message rate",
+        x_title: "message size",
+        y_title: "messages/s",
+        unit: "msgs/s",
+        measures: &[Measure {
+            name: "msgs/s",
+            kind: Kind::Rate,
+            value: |s| s.msgs_per_sec,
+            style: 0,
+        }],
+    },
+    Panel {
+        title: "Throughput",
+        x_title: "message or RDMA size",
+        y_title: "MB/s (10⁶ bytes)",
+        unit: "MB/s",
+        measures: &[
+            Measure {
+                name: "rate",
+                kind: Kind::Rate,
+                value: |s| s.mb_per_sec,
+                style: 0,
+            },
+            Measure {
+                name: "RDMA write",
+                kind: Kind::RdmaWrite,
+                value: |s| s.mb_per_sec,
+                style: 1,
+            },
+            Measure {
+                name: "RDMA read",
+                kind: Kind::RdmaRead,
+                value: |s| s.mb_per_sec,
+                style: 2,
+            },
+        ],
+    },
+    Panel {
+        title: "RDMA operation rate",
+        x_title: "RDMA size",
+        y_title: "operations/s",
+        unit: "ops/s",
+        measures: &[
+            Measure {
+                name: "write",
+                kind: Kind::RdmaWrite,
+                value: |s| s.msgs_per_sec,
+                style: 1,
+            },
+            Measure {
+                name: "read",
+                kind: Kind::RdmaRead,
+                value: |s| s.msgs_per_sec,
+                style: 2,
+            },
+        ],
+    },
+    Panel {
+        title: "Round-trip latency",
+        x_title: "message size",
+        y_title: "round trip (µs)",
+        unit: "µs",
+        measures: &[
+            Measure {
+                name: "p50",
+                kind: Kind::Latency,
+                value: |s| s.lat_p50_us,
+                style: 0,
+            },
+            Measure {
+                name: "p99",
+                kind: Kind::Latency,
+                value: |s| s.lat_p99_us,
+                style: 1,
+            },
+        ],
+    },
+    Panel {
+        title: "Registration latency",
+        x_title: "region size",
+        y_title: "register + free (µs)",
+        unit: "µs",
+        measures: &[
+            Measure {
+                name: "p50",
+                kind: Kind::Register,
+                value: |s| s.lat_p50_us,
+                style: 0,
+            },
+            Measure {
+                name: "p99",
+                kind: Kind::Register,
+                value: |s| s.lat_p99_us,
+                style: 1,
+            },
+        ],
+    },
+];
 
 /// One line of a chart: a value per size (`None`: not measured).
 struct Series {
+    /// The result's label (several results only) and the measure's name.
+    source: Option<String>,
     name: &'static str,
     color: &'static str,
+    dash: &'static str,
     points: Vec<(usize, Option<f64>)>,
 }
 
-/// One panel.
+/// An entry of a panel's legend.
+struct Key {
+    name: &'static str,
+    color: &'static str,
+    dash: &'static str,
+}
+
+/// One panel as drawn.
 struct Chart {
     title: &'static str,
+    x_title: &'static str,
     y_title: &'static str,
     unit: &'static str,
+    keys: Vec<Key>,
     series: Vec<Series>,
 }
 
 impl Chart {
-    fn rate(summaries: &[&Summary]) -> Self {
-        Self {
-            title: "Message rate",
-            y_title: "messages/s",
-            unit: "msgs/s",
-            series: vec![Series {
-                name: "msgs/s",
-                color: BLUE,
-                points: summaries.iter().map(|s| (s.size, s.msgs_per_sec)).collect(),
-            }],
+    /// `panel` over `sources`, or `None` if no result has a kind it shows.
+    fn of(panel: &Panel, sources: &[Source]) -> Option<Self> {
+        let several = sources.len() > 1;
+        let mut series = Vec::new();
+        let mut keys = Vec::new();
+        for measure in panel.measures {
+            let mut shown = false;
+            for (i, source) in sources.iter().enumerate() {
+                let points: Vec<(usize, Option<f64>)> = source
+                    .summaries
+                    .iter()
+                    .filter(|s| s.kind == measure.kind)
+                    .map(|s| (s.size, (measure.value)(s)))
+                    .collect();
+                if points.is_empty() {
+                    continue;
+                }
+                shown = true;
+                series.push(Series {
+                    source: several.then(|| source_name(source, i)),
+                    name: measure.name,
+                    color: if several {
+                        color(i)
+                    } else {
+                        color(measure.style)
+                    },
+                    dash: if several { dash(measure.style) } else { "" },
+                    points,
+                });
+            }
+            if shown {
+                keys.push(Key {
+                    name: measure.name,
+                    color: if several {
+                        "#444"
+                    } else {
+                        color(measure.style)
+                    },
+                    dash: if several { dash(measure.style) } else { "" },
+                });
+            }
         }
-    }
-
-    fn latency(summaries: &[&Summary]) -> Self {
-        Self {
-            title: "Round-trip latency",
-            y_title: "round trip (µs)",
-            unit: "µs",
-            series: vec![
-                Series {
-                    name: "p50",
-                    color: BLUE,
-                    points: summaries.iter().map(|s| (s.size, s.lat_p50_us)).collect(),
-                },
-                Series {
-                    name: "p99",
-                    color: RED,
-                    points: summaries.iter().map(|s| (s.size, s.lat_p99_us)).collect(),
-                },
-            ],
+        // With several results the colours are theirs (the title's
+        // legend); a single measure needs no key of its own.
+        if several && keys.len() < 2 {
+            keys.clear();
         }
+        (!series.is_empty()).then_some(Self {
+            title: panel.title,
+            x_title: panel.x_title,
+            y_title: panel.y_title,
+            unit: panel.unit,
+            keys,
+            series,
+        })
     }
 
     /// Every value that can be drawn.
@@ -166,25 +380,62 @@ impl Chart {
     }
 }
 
+fn color(i: usize) -> &'static str {
+    PALETTE[i % PALETTE.len()]
+}
+
+fn dash(i: usize) -> &'static str {
+    DASHES[i % DASHES.len()]
+}
+
+/// The legend's name of the `i`th result: its label, else its number.
+fn source_name(source: &Source, i: usize) -> String {
+    source
+        .label
+        .clone()
+        .unwrap_or_else(|| format!("result {}", i + 1))
+}
+
 /// A value that can be drawn: finite and not negative.
 fn valid(value: Option<f64>) -> Option<f64> {
     value.filter(|v| v.is_finite() && *v >= 0.0)
 }
 
-/// The SVG document for `summaries`: a panel per kind present.
-pub fn svg(meta: &Meta, summaries: &[Summary]) -> String {
-    let of = |kind| -> Vec<&Summary> { summaries.iter().filter(|s| s.kind == kind).collect() };
-    let mut charts = Vec::new();
-    let rate = of(Kind::Rate);
-    if !rate.is_empty() {
-        charts.push(Chart::rate(&rate));
+/// A legend sample: a short line in `color`, dashed by `dash`.
+fn swatch(out: &mut String, x: f64, y: f64, color: &str, dash: &str) {
+    let _ = writeln!(
+        out,
+        "<line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{color}\" stroke-width=\"2\"{}/>",
+        num(x),
+        num(x + 20.0),
+        dash_attr(dash),
+        y = num(y)
+    );
+}
+
+fn dash_attr(dash: &str) -> String {
+    if dash.is_empty() {
+        String::new()
+    } else {
+        format!(" stroke-dasharray=\"{dash}\"")
     }
-    let latency = of(Kind::Latency);
-    if !latency.is_empty() {
-        charts.push(Chart::latency(&latency));
-    }
-    let width = PANEL_W * charts.len().max(1) as f64;
-    let height = HEADER_H + PANEL_H;
+}
+
+/// The SVG document for `sources`: a panel per measure present.
+pub fn svg(sources: &[Source]) -> String {
+    let charts: Vec<Chart> = PANELS
+        .iter()
+        .filter_map(|panel| Chart::of(panel, sources))
+        .collect();
+    let columns = charts.len().clamp(1, COLUMNS);
+    let rows = charts.len().div_ceil(COLUMNS).max(1);
+    let header = if sources.len() > 1 {
+        30.0 + LEGEND_LINE * sources.len() as f64 + 8.0
+    } else {
+        HEADER_H
+    };
+    let width = PANEL_W * columns as f64;
+    let height = header + PANEL_H * rows as f64;
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -194,56 +445,64 @@ pub fn svg(meta: &Meta, summaries: &[Summary]) -> String {
         h = num(height)
     );
     out.push_str("<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-    text(
-        &mut out,
-        12.0,
-        22.0,
-        "start",
-        "font-size=\"15\" font-weight=\"bold\"",
-        &format!(
-            "rrds bench: impl={} transport={}",
-            meta.implementation, meta.transport
+    let bold = "font-size=\"15\" font-weight=\"bold\"";
+    match sources {
+        [] => text(
+            &mut out,
+            12.0,
+            22.0,
+            "start",
+            bold,
+            "rrds bench: no results",
         ),
-    );
-    text(
-        &mut out,
-        12.0,
-        40.0,
-        "start",
-        "",
-        &format!("addr={} peer_addr={}", meta.addr, meta.peer_addr),
-    );
-    text(
-        &mut out,
-        12.0,
-        56.0,
-        "start",
-        "fill=\"#555\"",
-        &format!(
-            "median of {} run{} of {} s per point, depth {}{}",
-            meta.runs,
-            if meta.runs == 1 { "" } else { "s" },
-            num_label(meta.duration_s),
-            meta.depth,
-            if meta.tasks == 1 {
-                String::new()
-            } else {
-                format!(", {} tasks", meta.tasks)
+        [one] => {
+            let mut title = format!("rrds bench: {}", one.meta.title());
+            if let Some(label) = &one.label {
+                title.push_str(&format!(" ({label})"));
             }
-        ),
-    );
+            text(&mut out, 12.0, 22.0, "start", bold, &title);
+            text(&mut out, 12.0, 40.0, "start", "", &one.meta.addresses());
+            text(
+                &mut out,
+                12.0,
+                56.0,
+                "start",
+                "fill=\"#555\"",
+                &one.meta.detail(),
+            );
+        }
+        several => {
+            let title = format!("rrds bench: {} results", several.len());
+            text(&mut out, 12.0, 22.0, "start", bold, &title);
+            for (i, source) in several.iter().enumerate() {
+                let y = 30.0 + LEGEND_LINE * (i as f64 + 0.75);
+                swatch(&mut out, 12.0, y - 4.0, color(i), "");
+                let meta = &source.meta;
+                let line = format!(
+                    "{}: {} {}; {}",
+                    source_name(source, i),
+                    meta.title(),
+                    meta.addresses(),
+                    meta.detail()
+                );
+                text(&mut out, 38.0, y, "start", "", &line);
+            }
+        }
+    }
     if charts.is_empty() {
         text(
             &mut out,
             PANEL_W / 2.0,
-            HEADER_H + PANEL_H / 2.0,
+            header + PANEL_H / 2.0,
             "middle",
             "",
             "no data",
         );
     }
     for (i, chart) in charts.iter().enumerate() {
-        panel(&mut out, chart, PANEL_W * i as f64, HEADER_H);
+        let x = PANEL_W * (i % COLUMNS) as f64;
+        let y = header + PANEL_H * (i / COLUMNS) as f64;
+        panel(&mut out, chart, x, y);
     }
     out.push_str("</svg>\n");
     out
@@ -510,18 +769,11 @@ fn panel(out: &mut String, chart: &Chart, x0: f64, y0: f64) {
     );
     // Legend, right-aligned above the plot area.
     let mut x = RIGHT;
-    for series in chart.series.iter().rev() {
-        let width = 34.0 + 7.0 * series.name.chars().count() as f64;
+    for key in chart.keys.iter().rev() {
+        let width = 34.0 + 7.0 * key.name.chars().count() as f64;
         x -= width;
-        let _ = writeln!(
-            out,
-            "<line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{}\" stroke-width=\"2\"/>",
-            num(x),
-            num(x + 20.0),
-            series.color,
-            y = num(TOP - 20.0)
-        );
-        text(out, x + 24.0, TOP - 16.0, "start", "", series.name);
+        swatch(out, x, TOP - 20.0, key.color, key.dash);
+        text(out, x + 24.0, TOP - 16.0, "start", "", key.name);
     }
     // Grid and y ticks.
     for (v, major) in yaxis.ticks() {
@@ -569,7 +821,7 @@ fn panel(out: &mut String, chart: &Chart, x0: f64, y0: f64) {
         BOTTOM + 40.0,
         "middle",
         "",
-        "message size (bytes, log scale; K = 1024, M = 1024²)",
+        &format!("{} (bytes, log scale; K = 1024, M = 1024²)", chart.x_title),
     );
     let y_title = if yaxis.is_log() {
         match chart.y_title.strip_suffix(')') {
@@ -626,9 +878,10 @@ fn line(out: &mut String, series: &Series, unit: &str, xaxis: &XAxis, yaxis: &YA
         let _ = writeln!(
             out,
             "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" \
-             stroke-linejoin=\"round\"/>",
+             stroke-linejoin=\"round\"{}/>",
             coords.join(" "),
-            series.color
+            series.color,
+            dash_attr(series.dash)
         );
     }
     for &(size, v) in &drawn {
@@ -640,7 +893,11 @@ fn line(out: &mut String, series: &Series, unit: &str, xaxis: &XAxis, yaxis: &YA
             num(yaxis.py(v)),
             series.color,
             escape(&format!(
-                "{} bytes: {} {} {}",
+                "{}{} bytes: {} {} {}",
+                series
+                    .source
+                    .as_ref()
+                    .map_or_else(String::new, |s| format!("{s}: ")),
                 size,
                 series.name,
                 num_label(v),
@@ -652,32 +909,37 @@ fn line(out: &mut String, series: &Series, unit: &str, xaxis: &XAxis, yaxis: &YA
 
 #[cfg(test)]
 mod tests {
+    use super::super::Mode;
     use super::*;
+    use clap::ValueEnum;
 
     fn meta() -> Meta {
         Meta {
             implementation: "rrds".to_string(),
             addr: "10.254.9.1".to_string(),
             peer_addr: "10.254.9.2".to_string(),
-            transport: "ib",
+            transport: "ib".to_string(),
             runs: 3,
             duration_s: 5.0,
             depth: 32,
             tasks: 1,
+            ack_size: None,
         }
     }
 
+    /// A median: `rate` per second (and the MB/s it makes), and for
+    /// latency and register runs a p50 (p99 2.5 times that).
     fn summary(kind: Kind, size: usize, rate: Option<f64>, p50: Option<f64>) -> Summary {
-        let latency = kind == Kind::Latency;
+        let timed = matches!(kind, Kind::Latency | Kind::Register);
         Summary {
             kind,
             size,
             runs: 3,
             msgs_per_sec: rate,
-            mb_per_sec: rate.map(|r| r * size as f64 / 1e6),
-            lat_mean_us: p50.filter(|_| latency),
-            lat_p50_us: p50.filter(|_| latency),
-            lat_p99_us: p50.filter(|_| latency).map(|p| p * 2.5),
+            mb_per_sec: rate.filter(|_| !timed).map(|r| r * size as f64 / 1e6),
+            lat_mean_us: p50.filter(|_| timed),
+            lat_p50_us: p50.filter(|_| timed),
+            lat_p99_us: p50.filter(|_| timed).map(|p| p * 2.5),
             errors: 0,
             lat_min_us: None,
             lat_p999_us: None,
@@ -685,20 +947,35 @@ mod tests {
         }
     }
 
-    fn both(sizes: &[usize]) -> Vec<Summary> {
-        let rate = sizes
+    /// Medians of `kind` over `sizes`, values that change with the size.
+    fn of_kind(kind: Kind, sizes: &[usize]) -> Vec<Summary> {
+        sizes
             .iter()
             .enumerate()
-            .map(|(i, &size)| summary(Kind::Rate, size, Some(900_000.0 / (i + 1) as f64), None));
-        let latency = sizes.iter().enumerate().map(|(i, &size)| {
-            summary(
-                Kind::Latency,
-                size,
-                Some(40_000.0),
-                Some(12.0 + 30.0 * i as f64),
-            )
-        });
-        rate.chain(latency).collect()
+            .map(|(i, &size)| {
+                let rate = 900_000.0 / (i + 1) as f64;
+                summary(kind, size, Some(rate), Some(12.0 + 30.0 * i as f64))
+            })
+            .collect()
+    }
+
+    fn both(sizes: &[usize]) -> Vec<Summary> {
+        let mut all = of_kind(Kind::Rate, sizes);
+        all.extend(of_kind(Kind::Latency, sizes));
+        all
+    }
+
+    fn source(label: Option<&str>, summaries: Vec<Summary>) -> Source {
+        Source {
+            label: label.map(str::to_string),
+            meta: meta(),
+            summaries,
+        }
+    }
+
+    /// The chart of one result, as `--plot` draws it.
+    fn one(summaries: Vec<Summary>) -> String {
+        svg(&[source(None, summaries)])
     }
 
     /// Checks that every element opened is closed, in order, and returns
@@ -749,14 +1026,35 @@ mod tests {
         seen
     }
 
-    /// The point lists of the polylines, in order.
-    fn polylines(svg: &str) -> Vec<usize> {
+    /// The polyline elements, in order.
+    fn polyline_tags(svg: &str) -> Vec<&str> {
         svg.lines()
             .filter(|l| l.starts_with("<polyline "))
-            .map(|l| {
-                let points = l.split("points=\"").nth(1).unwrap();
-                let points = &points[..points.find('"').unwrap()];
-                points.split_whitespace().count()
+            .collect()
+    }
+
+    /// An attribute's value in a tag.
+    fn attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+        let value = tag.split(&format!(" {name}=\"")).nth(1)?;
+        Some(&value[..value.find('"')?])
+    }
+
+    /// The point counts of the polylines, in order.
+    fn polylines(svg: &str) -> Vec<usize> {
+        polyline_tags(svg)
+            .iter()
+            .map(|l| attr(l, "points").unwrap().split_whitespace().count())
+            .collect()
+    }
+
+    /// Each panel's title and its polylines' point counts.
+    fn panels(svg: &str) -> Vec<(String, Vec<usize>)> {
+        svg.split("<g transform=")
+            .skip(1)
+            .map(|panel| {
+                let title = panel.split("font-weight=\"bold\">").nth(1).unwrap();
+                let title = title[..title.find('<').unwrap()].to_string();
+                (title, polylines(panel))
             })
             .collect()
     }
@@ -764,16 +1062,18 @@ mod tests {
     #[test]
     fn several_sizes_both_modes() {
         let sizes = [64, 512, 4096, 8192, 65536, 1 << 20];
-        let svg = svg(&meta(), &both(&sizes));
+        let svg = one(both(&sizes));
         let seen = well_formed(&svg);
-        assert!(seen.iter().any(|n| n == "polyline"));
-        // Rate, then p50 and p99: each one line through every size.
-        assert_eq!(polylines(&svg), vec![6, 6, 6]);
-        assert_eq!(seen.iter().filter(|n| *n == "circle").count(), 18);
+        // Message rate, throughput, then p50 and p99: each one line through
+        // every size.
+        assert_eq!(polylines(&svg), vec![6, 6, 6, 6]);
+        assert_eq!(seen.iter().filter(|n| *n == "circle").count(), 24);
         for label in [
             "Message rate",
+            "Throughput",
             "Round-trip latency",
             "messages/s",
+            "MB/s",
             "round trip (µs",
             "message size (bytes",
             "p50",
@@ -783,49 +1083,115 @@ mod tests {
             ">1M<",
             "impl=rrds transport=ib",
             "addr=10.254.9.1 peer_addr=10.254.9.2",
+            "median of 3 runs of 5 s per point, depth 32",
         ] {
             assert!(svg.contains(label), "no {label} in {svg}");
         }
-        assert!(svg.contains("width=\"1080\""));
-        // The rate spans 6x: linear; latency 12..402 µs: log.
+        // Three panels in a row.
+        assert!(svg.contains("width=\"1620\""));
+        assert!(svg.contains("height=\"446\""));
+        // The rate spans 6x: linear; MB/s and latency (12..162 µs): log.
         assert!(!svg.contains("messages/s (log scale)"));
+        assert!(svg.contains("MB/s (10⁶ bytes, log scale)"));
         assert!(svg.contains("round trip (µs, log scale)"));
+        // One result: colours tell the measures apart, no dashes.
+        assert!(!svg.contains("stroke-dasharray"));
+        let colours: Vec<&str> = polyline_tags(&svg)
+            .iter()
+            .map(|l| attr(l, "stroke").unwrap())
+            .collect();
+        assert_eq!(colours, [PALETTE[0], PALETTE[0], PALETTE[0], PALETTE[1]]);
     }
 
     #[test]
     fn one_size() {
-        let svg = svg(&meta(), &both(&[8192]));
+        let svg = one(both(&[8192]));
         well_formed(&svg);
-        assert_eq!(polylines(&svg), vec![1, 1, 1]);
+        assert_eq!(polylines(&svg), vec![1, 1, 1, 1]);
         // The size sits between a tick either side.
         assert!(svg.contains(">4K<") && svg.contains(">8K<") && svg.contains(">16K<"));
     }
 
     #[test]
     fn rate_only() {
-        let summaries: Vec<Summary> = both(&[64, 8192])
-            .into_iter()
-            .filter(|s| s.kind == Kind::Rate)
-            .collect();
-        let svg = svg(&meta(), &summaries);
+        let svg = one(of_kind(Kind::Rate, &[64, 8192]));
         well_formed(&svg);
-        assert_eq!(polylines(&svg), vec![2]);
-        assert!(svg.contains("Message rate") && svg.contains("messages/s"));
+        assert_eq!(
+            panels(&svg),
+            [
+                ("Message rate".to_string(), vec![2]),
+                ("Throughput".to_string(), vec![2])
+            ]
+        );
         assert!(!svg.contains("Round-trip latency"));
-        assert!(svg.contains("width=\"540\""));
+        assert!(svg.contains("width=\"1080\""));
     }
 
     #[test]
     fn latency_only() {
-        let summaries: Vec<Summary> = both(&[64, 8192, 1 << 20])
-            .into_iter()
-            .filter(|s| s.kind == Kind::Latency)
-            .collect();
-        let svg = svg(&meta(), &summaries);
+        let svg = one(of_kind(Kind::Latency, &[64, 8192, 1 << 20]));
         well_formed(&svg);
         assert_eq!(polylines(&svg), vec![3, 3]);
-        assert!(svg.contains("Round-trip latency") && svg.contains("round trip (µs)"));
-        assert!(!svg.contains("Message rate"));
+        assert!(svg.contains("Round-trip latency") && svg.contains("round trip (µs"));
+        assert!(!svg.contains("Message rate") && !svg.contains("Throughput"));
+        assert!(svg.contains("width=\"540\""));
+    }
+
+    /// Every mode's results draw panels with lines in each, and no "no data".
+    #[test]
+    fn every_mode_yields_panels() {
+        let sizes = [4096, 65536, 1 << 20];
+        let titles = |mode| -> &[&str] {
+            match mode {
+                Mode::Rate => &["Message rate", "Throughput"],
+                Mode::Latency => &["Round-trip latency"],
+                Mode::Both => &["Message rate", "Throughput", "Round-trip latency"],
+                Mode::RdmaWrite | Mode::RdmaRead | Mode::Rdma => {
+                    &["Throughput", "RDMA operation rate"]
+                }
+                Mode::Register => &["Registration latency"],
+            }
+        };
+        for &mode in Mode::value_variants() {
+            let summaries: Vec<Summary> = mode
+                .kinds()
+                .iter()
+                .flat_map(|&kind| of_kind(kind, &sizes))
+                .collect();
+            let svg = one(summaries);
+            well_formed(&svg);
+            assert!(!svg.contains("no data"), "{mode:?}");
+            let drawn = panels(&svg);
+            let names: Vec<&str> = drawn.iter().map(|(t, _)| t.as_str()).collect();
+            assert_eq!(names, titles(mode), "{mode:?}");
+            for (title, lines) in &drawn {
+                assert!(!lines.is_empty(), "{mode:?}: {title} has no line");
+                assert!(lines.iter().all(|&n| n == sizes.len()), "{mode:?}: {title}");
+            }
+        }
+        // Both RDMA directions: a line each in both panels, in the legend.
+        let mut rdma = of_kind(Kind::RdmaWrite, &sizes);
+        rdma.extend(of_kind(Kind::RdmaRead, &sizes));
+        let svg = one(rdma);
+        assert_eq!(polylines(&svg), vec![3, 3, 3, 3]);
+        // A direction keeps its colour from panel to panel.
+        let colours: Vec<&str> = polyline_tags(&svg)
+            .iter()
+            .map(|l| attr(l, "stroke").unwrap())
+            .collect();
+        assert_eq!(colours, [PALETTE[1], PALETTE[2], PALETTE[1], PALETTE[2]]);
+        for key in [
+            ">RDMA write<",
+            ">RDMA read<",
+            ">write<",
+            ">read<",
+            "RDMA size (bytes",
+        ] {
+            assert!(svg.contains(key), "no {key}");
+        }
+        let register = one(of_kind(Kind::Register, &sizes));
+        assert!(register.contains("register + free (µs"));
+        assert!(register.contains("region size (bytes"));
     }
 
     #[test]
@@ -838,11 +1204,12 @@ mod tests {
         summaries[5].lat_p50_us = Some(0.0);
         summaries[6].lat_p99_us = None;
         summaries[7].lat_p50_us = Some(-1.0);
-        let svg = svg(&meta(), &summaries);
+        let svg = one(summaries);
         well_formed(&svg);
         assert!(svg.contains(">0<"), "size 0 has a tick");
-        // Rate: 0 B and 8192 B alone; p50: a gap at 1000; p99: at 64.
-        assert_eq!(polylines(&svg), vec![1, 1, 2, 2, 1, 3]);
+        // Rate: 0 B and 8192 B alone; MB/s untouched; p50: a gap at 1000;
+        // p99: at 64.
+        assert_eq!(polylines(&svg), vec![1, 1, 5, 2, 2, 1, 3]);
     }
 
     #[test]
@@ -851,43 +1218,128 @@ mod tests {
             summary(Kind::Rate, 64, None, None),
             summary(Kind::Latency, 64, None, None),
         ];
-        let svg = svg(&meta(), &none);
+        let svg = one(none);
         well_formed(&svg);
         assert!(polylines(&svg).is_empty());
-        assert_eq!(svg.matches("no data").count(), 2);
-        let empty = super::svg(&meta(), &[]);
+        assert_eq!(svg.matches("no data").count(), 3);
+        let empty = one(Vec::new());
         well_formed(&empty);
         assert!(empty.contains("no data"));
+        let nothing = svg_of_nothing();
+        well_formed(&nothing);
+        assert!(nothing.contains("no results") && nothing.contains("no data"));
+    }
+
+    fn svg_of_nothing() -> String {
+        svg(&[])
+    }
+
+    /// `rrds plot a.json b.json`: one series per result and measure, in
+    /// the result's colour, a panel's measures dashed apart, and a legend
+    /// naming each result.
+    #[test]
+    fn overlay_draws_one_series_per_result() {
+        let sizes = [64, 8192, 65536];
+        let mut rds = source(Some("rds.json"), both(&sizes));
+        rds.meta.implementation = "rds".to_string();
+        let rrds = source(Some("rrds.json"), both(&sizes));
+        let svg = svg(&[rrds, rds]);
+        well_formed(&svg);
+        assert_eq!(
+            panels(&svg),
+            [
+                ("Message rate".to_string(), vec![3, 3]),
+                ("Throughput".to_string(), vec![3, 3]),
+                ("Round-trip latency".to_string(), vec![3, 3, 3, 3]),
+            ]
+        );
+        let tags = polyline_tags(&svg);
+        let colours: Vec<&str> = tags.iter().map(|l| attr(l, "stroke").unwrap()).collect();
+        let (a, b) = (PALETTE[0], PALETTE[1]);
+        assert_eq!(colours, [a, b, a, b, a, b, a, b]);
+        // p50 solid, p99 dashed, whichever the result.
+        let dashes: Vec<Option<&str>> = tags.iter().map(|l| attr(l, "stroke-dasharray")).collect();
+        let p99 = Some(DASHES[1]);
+        assert_eq!(dashes, [None, None, None, None, None, None, p99, p99]);
+        for label in [
+            "rrds bench: 2 results",
+            "rrds.json: impl=rrds transport=ib addr=10.254.9.1 peer_addr=10.254.9.2; median of 3",
+            "rds.json: impl=rds transport=ib",
+            "<title>rds.json: 8192 bytes: p99 ",
+            "<title>rrds.json: 64 bytes: msgs/s ",
+        ] {
+            assert!(svg.contains(label), "no {label} in {svg}");
+        }
+        // Room for the two legend lines above the panels.
+        assert!(svg.contains("height=\"454\""));
+        // A third result, of another mode: its panels join.
+        let mut write = source(Some("write.json"), of_kind(Kind::RdmaWrite, &sizes));
+        write.meta.ack_size = Some(8);
+        let rate = source(None, of_kind(Kind::Rate, &sizes));
+        let svg = super::svg(&[rate, write]);
+        well_formed(&svg);
+        assert_eq!(
+            panels(&svg),
+            [
+                ("Message rate".to_string(), vec![3]),
+                ("Throughput".to_string(), vec![3, 3]),
+                ("RDMA operation rate".to_string(), vec![3]),
+            ]
+        );
+        // Unlabelled results are numbered; the throughput panel keys its
+        // two measures, a one-measure panel has no key.
+        assert!(svg.contains("result 1: impl=rrds"));
+        assert!(svg.contains("write.json: impl=rrds"));
+        assert!(svg.contains(", 8-byte echo"));
+        assert!(svg.contains(">rate<") && svg.contains(">RDMA write<"));
+        assert!(!svg.contains(">msgs/s<"));
     }
 
     #[test]
     fn text_is_escaped() {
-        let mut odd = meta();
-        odd.implementation = "a<b>&\"c\"".to_string();
-        let svg = svg(&odd, &both(&[64]));
+        let mut odd = source(Some("<a&b>.json"), both(&[64]));
+        odd.meta.implementation = "a<b>&\"c\"".to_string();
+        let svg = svg(&[odd.clone()]);
         well_formed(&svg);
         assert!(svg.contains("impl=a&lt;b&gt;&amp;&quot;c&quot;"));
+        assert!(svg.contains("(&lt;a&amp;b&gt;.json)"));
+        let svg = super::svg(&[odd.clone(), odd]);
+        well_formed(&svg);
+        assert!(svg.contains("&lt;a&amp;b&gt;.json: 64 bytes"));
+    }
+
+    #[test]
+    fn until_interrupted_says_so() {
+        let mut result = source(None, of_kind(Kind::Rate, &[64]));
+        result.meta.duration_s = 0.0;
+        result.meta.runs = 1;
+        result.meta.tasks = 4;
+        let svg = svg(&[result]);
+        assert!(svg.contains("median of 1 run until Ctrl-C per point, depth 32, 4 tasks"));
     }
 
     #[test]
     fn file_errors_name_the_file() {
         let missing = Path::new("/nonexistent-rrds-dir/bench.svg");
-        let err = check(missing).unwrap_err();
+        let err = check(missing, "--plot").unwrap_err();
         assert!(
             err.to_string().contains("/nonexistent-rrds-dir/bench.svg"),
             "{err}"
         );
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
-        let err = write(missing, &meta(), &both(&[64])).unwrap_err();
+        let err = write(missing, "-o", &[source(None, both(&[64]))]).unwrap_err();
         assert!(
             err.to_string()
-                .starts_with("writing --plot /nonexistent-rrds-dir/bench.svg: "),
+                .starts_with("writing -o /nonexistent-rrds-dir/bench.svg: "),
             "{err}"
         );
         let dir = std::env::temp_dir();
-        assert!(check(&dir).is_err());
-        assert!(check(&dir.join("bench.svg")).is_ok());
-        assert!(check(Path::new("bench.svg")).is_ok());
+        assert!(check(&dir, "--plot")
+            .unwrap_err()
+            .to_string()
+            .starts_with("--plot "));
+        assert!(check(&dir.join("bench.svg"), "--plot").is_ok());
+        assert!(check(Path::new("bench.svg"), "--plot").is_ok());
     }
 
     #[test]
@@ -938,35 +1390,51 @@ mod tests {
         assert!(x.px(x.pos(1)) >= LEFT && x.px(x.pos(1 << 20)) <= RIGHT);
     }
 
-    /// Renders a sample chart for a look: cargo test -- --ignored
-    /// plot_sample (writes /tmp/rrds-plot-sample.svg).
+    /// Renders sample charts for a look: cargo test -- --ignored
+    /// plot_sample (writes /tmp/rrds-plot-sample*.svg).
     #[test]
     #[ignore]
     fn plot_sample() {
         let sizes = [64, 256, 1024, 4096, 8192, 65536, 1 << 20];
-        let summaries: Vec<Summary> = sizes
-            .iter()
-            .map(|&size| {
-                let rate = 450_000.0 / (1.0 + size as f64 / 4096.0);
+        let results = |speed: f64| -> Vec<Summary> {
+            let rate = sizes.iter().map(|&size| {
+                let rate = speed * 450_000.0 / (1.0 + size as f64 / 4096.0);
                 summary(Kind::Rate, size, Some(rate), None)
-            })
-            .chain(sizes.iter().map(|&size| {
-                let p50 = 14.0 + size as f64 / 2500.0;
+            });
+            let latency = sizes.iter().map(|&size| {
+                let p50 = (14.0 + size as f64 / 2500.0) / speed;
                 summary(Kind::Latency, size, Some(1e6 / p50), Some(p50))
-            }))
-            .collect();
-        let path = Path::new("/tmp/rrds-plot-sample.svg");
-        write(path, &meta(), &summaries).unwrap();
-        let one: Vec<Summary> = summaries
-            .iter()
-            .filter(|s| s.size == 8192 && s.kind == Kind::Rate)
-            .cloned()
-            .collect();
-        write(Path::new("/tmp/rrds-plot-sample-one.svg"), &meta(), &one).unwrap();
+            });
+            let rdma = sizes.iter().map(|&size| {
+                let ops = speed * 300_000.0 / (1.0 + size as f64 / 8192.0);
+                summary(Kind::RdmaWrite, size, Some(ops), None)
+            });
+            rate.chain(latency).chain(rdma).collect()
+        };
+        write(
+            Path::new("/tmp/rrds-plot-sample.svg"),
+            "--plot",
+            &[source(None, results(1.0))],
+        )
+        .unwrap();
+        let mut rds = source(Some("rds.json"), results(0.6));
+        rds.meta.implementation = "rds".to_string();
+        let overlay = [source(Some("rrds.json"), results(1.0)), rds];
+        write(
+            Path::new("/tmp/rrds-plot-sample-overlay.svg"),
+            "-o",
+            &overlay,
+        )
+        .unwrap();
         let mut gaps = both(&[0, 64, 1000, 8192, 65536]);
         gaps[1].msgs_per_sec = None;
         gaps[7].lat_p50_us = Some(f64::NAN);
         gaps[8].lat_p99_us = Some(600.0);
-        write(Path::new("/tmp/rrds-plot-sample-gaps.svg"), &meta(), &gaps).unwrap();
+        write(
+            Path::new("/tmp/rrds-plot-sample-gaps.svg"),
+            "--plot",
+            &[source(None, gaps)],
+        )
+        .unwrap();
     }
 }
