@@ -29,6 +29,9 @@ enum Command {
     /// Measure throughput and round-trip latency between two sockets
     /// (rds-stress-like). Exits 0 if no run counted an error.
     Bench(cmd::bench::BenchArgs),
+    /// Draw the results of `rrds bench --json` runs (rrds against in-tree
+    /// RDS, say) in one SVG chart, a colour per file.
+    Plot(cmd::plot::PlotArgs),
     /// Print an RDS_INFO table, or all of them (rds-info-like).
     Info(cmd::info::InfoArgs),
     /// rrds's XRC target QPs: list, create, watch events, inject (rrds only).
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Ping(args) => cmd::ping::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Plot(args) => cmd::plot::run(args),
         Command::Info(args) => cmd::info::run(args),
         Command::Xrc(args) => cmd::xrc::run(args),
         Command::Mr(args) => cmd::mr::run(args),
@@ -563,6 +567,30 @@ mod tests {
     }
 
     #[test]
+    fn plot_takes_files_and_an_output() {
+        use std::path::PathBuf;
+        let Command::Plot(args) = parse(&["plot", "rrds.json", "rds.json", "-o", "cmp.svg"])
+            .unwrap()
+            .command
+        else {
+            panic!("not plot");
+        };
+        assert_eq!(
+            args.files,
+            [PathBuf::from("rrds.json"), PathBuf::from("rds.json")]
+        );
+        assert_eq!(args.output, Some(PathBuf::from("cmp.svg")));
+        let Command::Plot(args) = parse(&["plot", "-"]).unwrap().command else {
+            panic!("not plot");
+        };
+        assert_eq!((args.files, args.output), (vec![PathBuf::from("-")], None));
+        assert!(parse(&["plot"]).is_err());
+        assert!(parse(&["plot", "-o", "x.svg"]).is_err());
+        assert!(parse(&["plot", ""]).is_err());
+        assert!(parse(&["plot", "a.json", "--output"]).is_err());
+    }
+
+    #[test]
     fn info_names_a_table() {
         use cmd::info::Table;
         let Command::Info(args) = parse(&["info", "sockets"]).unwrap().command else {
@@ -594,7 +622,7 @@ mod tests {
     }
 
     /// The user-facing subcommands, which completions and pages must cover.
-    const SUBCOMMANDS: [&str; 6] = ["ping", "bench", "info", "xrc", "mr", "watch"];
+    const SUBCOMMANDS: [&str; 7] = ["ping", "bench", "plot", "info", "xrc", "mr", "watch"];
 
     #[test]
     fn completions_cover_every_subcommand() {

@@ -7,6 +7,7 @@ pub mod interrupt;
 pub mod json;
 pub mod mr;
 pub mod ping;
+pub mod plot;
 pub mod stats;
 pub mod watch;
 pub mod xrc;

@@ -17,13 +17,14 @@ mod cpu;
 mod interval;
 mod latency;
 mod pattern;
-mod plot;
+pub mod plot;
 mod progress;
 mod rate;
 mod rdma;
 mod register;
 mod remote;
 mod report;
+pub mod results;
 
 use std::fmt;
 use std::fs::File;
