@@ -207,6 +207,94 @@ TEST_F(impl, bench_runs_with_payload_verification)
 	unlink("/tmp/rrds-bench.svg");
 }
 
+/*
+ * rds-stress's habits: its flags (-r -q -d -t -v), -T 0 (until Ctrl-C)
+ * with a line a second, and on SIGINT the run's row, its median and the
+ * summary with the CPU use; exit 0 as no run counted an error.
+ */
+TEST_F(impl, bench_rds_stress_flags_until_interrupted)
+{
+	char out[16384];
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out),
+			    "timeout --preserve-status -s INT 5 %s bench -r 127.0.0.1 -q 1024 -d 8 "
+			    "-t 2 -T 0 -v --mode rate --interval 1 2>&1", rrds_cmd())) TH_LOG("%s", out);
+	TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "duration=0s runs=1 depth=8 tasks=2 verify=on"));
+	EXPECT_NE(NULL, strstr(out, "interval rate 1024 B run 1 0.0-"));
+	EXPECT_NE(NULL, strstr(out, " MB/s cpu "));
+	EXPECT_NE(NULL, strstr(out, " 1024 median "));
+	EXPECT_NE(NULL, strstr(out, "rrds bench: interrupted"));
+	EXPECT_NE(NULL, strstr(out, " errors=0 cpu="));
+	EXPECT_EQ(NULL, strstr(out, "cpu=-"));
+	/* Ctrl-C ends the benchmark: -T 0 is one run of one measurement. */
+	EXPECT_NE(0, sh_out(out, sizeof(out), "%s bench -T 0 --mode both -q 64 2>&1", rrds_cmd()));
+	EXPECT_NE(NULL, strstr(out, "--duration 0 measures one run until Ctrl-C")) TH_LOG("%s", out);
+}
+
+/* -a (rds-stress's ack size): 16-byte echoes of 8 KiB messages, verified. */
+TEST_F(impl, bench_ack_size_sizes_the_echo)
+{
+	char out[16384];
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out),
+			    "%s bench --addr 127.0.0.1 -q 8k -a 16 -T 1 --runs 1 --mode latency "
+			    "-v --json 2>&1", rrds_cmd())) TH_LOG("%s", out);
+	TH_LOG("%s", out);
+	expect_clean_bench(_metadata, out, 1);
+	EXPECT_NE(NULL, strstr(out, "\"mode\":\"latency\",\"size\":8192,\"msgs_per_sec\":"));
+	EXPECT_NE(NULL, strstr(out, "\"ack_size\":16,"));
+}
+
+/*
+ * rrds plot: two results of rrds bench --json in one chart, a colour each,
+ * named by their files; a line per result and measure (both: message
+ * rate, throughput, p50, p99; rate: message rate, throughput).
+ */
+TEST_F(impl, plot_draws_two_results_in_one_chart)
+{
+	static char svg[1 << 20], json[16384];
+	char out[16384];
+	int lines = 0;
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out),
+			    "%s bench --addr 127.0.0.1 --size 64 --size 8192 --duration 1 --runs 1 "
+			    "--mode both --json >/tmp/rrds-plot-a.json", rrds_cmd())) TH_LOG("%s", out);
+	ASSERT_EQ(0, sh_out(out, sizeof(out),
+			    "%s bench --addr 127.0.0.1 --size 64 --size 8192 --duration 1 --runs 1 "
+			    "--mode rate --json >/tmp/rrds-plot-b.json", rrds_cmd())) TH_LOG("%s", out);
+	ASSERT_LT(0, read_file("/tmp/rrds-plot-a.json", json, sizeof(json)));
+	TH_LOG("%s", json);
+	expect_clean_bench(_metadata, json, 1);
+	ASSERT_LT(0, read_file("/tmp/rrds-plot-b.json", json, sizeof(json)));
+	TH_LOG("%s", json);
+	expect_clean_bench(_metadata, json, 1);
+	ASSERT_EQ(0, sh_out(out, sizeof(out),
+			    "%s plot /tmp/rrds-plot-a.json /tmp/rrds-plot-b.json -o /tmp/rrds-plot.svg "
+			    "2>&1", rrds_cmd())) TH_LOG("%s", out);
+	ASSERT_LT(0, read_file("/tmp/rrds-plot.svg", svg, sizeof(svg)));
+	EXPECT_EQ(0, strncmp(svg, "<svg", 4));
+	EXPECT_NE(NULL, strstr(svg, "</svg>"));
+	EXPECT_NE(NULL, strstr(svg, "rrds bench: 2 results"));
+	EXPECT_NE(NULL, strstr(svg, variant->in_tree ? "/tmp/rrds-plot-a.json: impl=rds " :
+						      "/tmp/rrds-plot-a.json: impl=rrds "));
+	EXPECT_NE(NULL, strstr(svg, "/tmp/rrds-plot-b.json: impl="));
+	EXPECT_NE(NULL, strstr(svg, ">Throughput<"));
+	EXPECT_NE(NULL, strstr(svg, "stroke=\"#d62728\""));
+	for (const char *l = strstr(svg, "<polyline"); l; l = strstr(l + 1, "<polyline"))
+		lines++;
+	EXPECT_EQ(6, lines) TH_LOG("%s", svg);
+	/* The table is not JSON: refused, naming the file and line. */
+	EXPECT_NE(0, sh_out(out, sizeof(out),
+			    "%s bench --addr 127.0.0.1 --size 64 --duration 1 --runs 1 --mode rate "
+			    ">/tmp/rrds-plot-a.json && %s plot /tmp/rrds-plot-a.json 2>&1",
+			    rrds_cmd(), rrds_cmd()));
+	EXPECT_NE(NULL, strstr(out, "/tmp/rrds-plot-a.json:1: not a line of")) TH_LOG("%s", out);
+	unlink("/tmp/rrds-plot-a.json");
+	unlink("/tmp/rrds-plot-b.json");
+	unlink("/tmp/rrds-plot.svg");
+}
+
 /* What the counters, links, their ids and QPs look like after a stall. */
 static void log_stall(void)
 {
@@ -349,6 +437,51 @@ TEST_F(ib_tools, bench_register_cycles)
 			"awk '$1 == \"mr_pages_pinned\" { p = $2 } "
 			"$1 == \"mr_pages_unpinned\" { u = $2 } END { exit !(p > 0 && p == u) }' "
 			"&& exit 0; sleep 0.2; done; exit 1", rrds_cmd()));
+}
+
+/*
+ * --plot charts the RDMA and register modes too (they drew "no data"):
+ * throughput and operation rate with a line per direction, registration
+ * latency; -D (rds-stress's RDMA size) sizes the operations and regions.
+ */
+TEST_F(ib_tools, bench_plot_charts_rdma_and_register)
+{
+	static char svg[1 << 20];
+	char out[16384];
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out),
+			    "%s bench -r %s --peer-addr %s --peer-netns rrds-b --transport ib "
+			    "-D 64k -d 8 -T 2 --timeout 60 --runs 1 --mode rdma -v --json "
+			    "--plot /tmp/rrds-rdma.svg 2>&1",
+			    rrds_cmd(), variant->local, variant->remote)) {
+		TH_LOG("%s", out);
+		log_stall();
+	}
+	TH_LOG("%s", out);
+	expect_clean_bench(_metadata, out, 1);
+	EXPECT_NE(NULL, strstr(out, "\"mode\":\"rdma_write\",\"size\":65536,"));
+	EXPECT_NE(NULL, strstr(out, "\"mode\":\"rdma_read\",\"size\":65536,"));
+	ASSERT_LT(0, read_file("/tmp/rrds-rdma.svg", svg, sizeof(svg)));
+	EXPECT_NE(NULL, strstr(svg, ">Throughput<"));
+	EXPECT_NE(NULL, strstr(svg, ">RDMA operation rate<"));
+	EXPECT_NE(NULL, strstr(svg, ">RDMA write<"));
+	EXPECT_NE(NULL, strstr(svg, ">RDMA read<"));
+	EXPECT_NE(NULL, strstr(svg, "<polyline"));
+	EXPECT_EQ(NULL, strstr(svg, "no data")) TH_LOG("%s", svg);
+	unlink("/tmp/rrds-rdma.svg");
+
+	ASSERT_EQ(0, sh_out(out, sizeof(out),
+			    "%s bench --addr %s --peer-addr %s --peer-netns rrds-b --transport ib "
+			    "-D 4k -T 1 --runs 1 --mode register --json "
+			    "--plot /tmp/rrds-register.svg 2>&1",
+			    rrds_cmd(), variant->local, variant->remote)) TH_LOG("%s", out);
+	TH_LOG("%s", out);
+	expect_clean_bench(_metadata, out, 1);
+	ASSERT_LT(0, read_file("/tmp/rrds-register.svg", svg, sizeof(svg)));
+	EXPECT_NE(NULL, strstr(svg, ">Registration latency<"));
+	EXPECT_NE(NULL, strstr(svg, "<polyline"));
+	EXPECT_EQ(NULL, strstr(svg, "no data")) TH_LOG("%s", svg);
+	unlink("/tmp/rrds-register.svg");
 }
 
 /*
