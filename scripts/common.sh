@@ -74,7 +74,8 @@ RRDS_SPLAT_NOT_RE='KernelAddressSanitizer initialized|kmemleak: Kernel memory le
 # options scripts/bench and scripts/bench-ib hand to the guest, checked
 # before any work (else a mistake shows only after a kernel build and a
 # boot). Each must be an option of `rrds bench`
-# (tools/rrds-cli/src/cmd/bench/mod.rs), given once (but --size) and with
+# (tools/rrds-cli/src/cmd/bench/mod.rs, long or rds-stress's short form),
+# given once (but --size and --rdma-size) and with
 # its value, as --opt VALUE or --opt=VALUE; --mode, --transport and --size
 # values are checked too. Refused: the guest's own options (GUEST_OPTION...,
 # which it always gives) and --server, --port and --connect (the guest runs
@@ -93,6 +94,16 @@ check_bench_options() {
 		-h | --help) usage_error "$arg goes first" ;;
 		--*=*) name=${arg%%=*} value=${arg#*=} ;;
 		--*) name=$arg value= ;;
+		# rds-stress's short forms, as rrds bench takes them (-q8k: value attached).
+		-[rqDaTdtv]*)
+			case ${arg:1:1} in
+			r) name=--addr ;; q) name=--size ;; D) name=--rdma-size ;; a) name=--ack-size ;;
+			T) name=--duration ;; d) name=--depth ;; t) name=--tasks ;; v) name=--verify ;;
+			esac
+			value=${arg:2}
+			[ -z "$value" ] || arg=$name=$value
+			[ -n "$value" ] || arg=$name
+			;;
 		-*) usage_error "unknown option $arg" ;;
 		*) usage_error "unexpected argument $arg (rrds bench options only)" ;;
 		esac
@@ -102,8 +113,8 @@ check_bench_options() {
 		--verify | --histogram | --json)
 			[ "$arg" = "$name" ] || usage_error "$name takes no value"
 			;;
-		--addr | --peer-addr | --peer-netns | --transport | --size | --duration | --runs | --mode | \
-			--depth | --tasks | --seed | --timeout | --plot)
+		--addr | --peer-addr | --peer-netns | --transport | --size | --rdma-size | --ack-size | \
+			--duration | --runs | --mode | --depth | --tasks | --seed | --timeout | --plot | --interval)
 			if [ "$arg" = "$name" ]; then
 				[ $# -gt 0 ] && [[ $1 != -* ]] || usage_error "$name needs a value"
 				value=$1
@@ -118,9 +129,12 @@ check_bench_options() {
 		--mode=*) usage_error "--mode $value: want rate, latency, both, rdma-write, rdma-read, rdma or register" ;;
 		--transport=ib | --transport=loop | --transport=default) ;;
 		--transport=*) usage_error "--transport $value: want ib, loop or default" ;;
-		--size=*) [[ $value =~ ^\+?[0-9]+[kKmM]?$ ]] || usage_error "--size $value: not a size (e.g. 64, 8k, 1m)" ;;
+		--size=* | --rdma-size=* | --ack-size=*)
+			[[ $value =~ ^\+?[0-9]+[kKmM]?$ ]] || usage_error "$name $value: not a size (e.g. 64, 8k, 1m)"
+			;;
 		esac
-		case $seen in *" $name "*) [ "$name" = --size ] || usage_error "$name given twice" ;; esac
+		case $seen in *" $name "*) [ "$name" = --size ] || [ "$name" = --rdma-size ] ||
+			usage_error "$name given twice" ;; esac
 		seen+="$name "
 	done
 }
