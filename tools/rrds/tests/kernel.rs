@@ -403,9 +403,9 @@ fn vectored_datagrams_gather_and_scatter() {
 }
 
 /// `send_batch` sends every datagram of a batch in order and says how many
-/// went, though RDS refuses `sendmmsg`'s `MSG_BATCH` (the crate falls
-/// back to a `sendmsg` each); a message the kernel refuses ends a batch
-/// there, or fails it if it comes first. `recv_batch` takes what is
+/// went (rrds takes `sendmmsg`'s `MSG_BATCH`; where in-tree RDS refuses
+/// it the crate falls back to a `sendmsg` each); a message the kernel
+/// refuses ends a batch there, or fails it if it comes first. `recv_batch` takes what is
 /// queued, each entry as `recv_msg` reports it, and on a non-blocking
 /// socket with nothing queued it would block.
 #[test]
