@@ -949,6 +949,21 @@ where
     })
 }
 
+/// `rrds bench` with `extra` as its options, parsed as the command line
+/// would be: for the tests of this module's files.
+#[cfg(test)]
+pub(super) fn parsed_args(extra: &[&str]) -> BenchArgs {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+    let argv = ["bench"].iter().chain(extra).copied();
+    Wrapper::try_parse_from(argv).unwrap().bench
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

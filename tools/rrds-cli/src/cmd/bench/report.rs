@@ -357,17 +357,9 @@ mod tests {
     use super::super::Kind;
     use super::*;
     use crate::cmd::stats::DISTRIBUTION;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Wrapper {
-        #[command(flatten)]
-        bench: BenchArgs,
-    }
 
     fn args(extra: &[&str]) -> BenchArgs {
-        let argv = ["bench"].iter().chain(extra).copied();
-        Wrapper::try_parse_from(argv).unwrap().bench
+        super::super::parsed_args(extra)
     }
 
     fn rate_sample() -> Sample {

@@ -128,17 +128,9 @@ mod tests {
     use super::super::BenchArgs;
     use super::super::Sample;
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Wrapper {
-        #[command(flatten)]
-        bench: BenchArgs,
-    }
 
     fn args(extra: &[&str]) -> BenchArgs {
-        let argv = ["bench"].iter().chain(extra).copied();
-        Wrapper::try_parse_from(argv).unwrap().bench
+        super::super::parsed_args(extra)
     }
 
     fn medians() -> Vec<Summary> {
