@@ -480,4 +480,31 @@ TEST_F(bare, hot_add_remove_while_loaded)
 	EXPECT_EQ(rows, device_rows());
 }
 
+/*
+ * rrds's workers wait between ticks in interruptible sleeps: a worker in
+ * uninterruptible sleep (D) counts towards the load average, so a watchdog
+ * that napped in msleep() showed an idle host with rrds loaded at a load of
+ * 1.0 or more. Sampled 20 times over 2 s with an RDMA pair up (the
+ * watchdog ticks every second, the host's listeners are on the devices).
+ */
+TEST_F(bare, idle_module_adds_nothing_to_the_load_average)
+{
+	int samples_with_d = 0;
+	char out[512];
+
+	ASSERT_EQ(0, fixture("rxe-up"));
+	ASSERT_EQ(0, rrds_load());
+	sleep(2);
+	for (int i = 0; i < 20; i++) {
+		ASSERT_EQ(0, sh_out(out, sizeof(out),
+				    "ps -eo stat=,pid=,wchan:32=,comm= | awk '$1 ~ /^D/ && $NF ~ /[+]rrds$/'"));
+		if (out[0]) {
+			samples_with_d++;
+			TH_LOG("in uninterruptible sleep: %s", out);
+		}
+		usleep(100 * 1000);
+	}
+	EXPECT_GE(2, samples_with_d);
+}
+
 TEST_HARNESS_MAIN

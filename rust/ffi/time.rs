@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Clock reads: `ktime_get_ns` and `ktime_get_real_ns`.
+//! Clock reads (`ktime_get_ns`, `ktime_get_real_ns`) and an idle sleep.
 
 use super::bindings;
 
@@ -15,4 +15,14 @@ pub(crate) fn monotonic_ns() -> u64 {
 pub(crate) fn real_ns() -> u64 {
     // SAFETY: `ktime_get_real_ns` has no preconditions.
     unsafe { bindings::rrds_ktime_get_real_ns() }
+}
+
+/// Sleeps `ms` milliseconds for a kernel worker, interruptibly
+/// (`msleep_interruptible`): a worker gets no signals, so it sleeps the
+/// whole time, and unlike `fsleep` the sleep does not count towards the
+/// host's load average. Process context, no lock held.
+pub(crate) fn idle_sleep_ms(ms: u32) {
+    // SAFETY: `msleep_interruptible` takes a plain number; the caller is in
+    // process context.
+    unsafe { kernel::bindings::msleep_interruptible(ms) };
 }

@@ -382,7 +382,7 @@ fn relisten() {
         if !missing {
             return;
         }
-        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(RELISTEN_INTERVAL_MS));
+        crate::ffi::time::idle_sleep_ms(RELISTEN_INTERVAL_MS);
     }
 }
 

@@ -21,13 +21,17 @@ mod proto;
 mod ring;
 
 use kernel::{
+    new_condvar, new_mutex,
     prelude::*,
     sync::{
         aref::ARef,
         Arc,
-        ArcBorrow, //
+        ArcBorrow,
+        CondVar,
+        Mutex, //
     },
     task::Task,
+    time::msecs_to_jiffies,
 };
 
 use listen::{
@@ -98,7 +102,7 @@ const BACKLOG: i32 = 128;
 /// How long a listener whose device went waits for one to serve its
 /// address again: 50 tries, 200 ms apart.
 const RELISTEN_TRIES: u32 = 50;
-const RELISTEN_INTERVAL_MS: i64 = 200;
+const RELISTEN_INTERVAL_MS: u32 = 200;
 
 pub(crate) struct Ib;
 
@@ -280,29 +284,61 @@ fn reap_orphans(removed: Option<DeviceRef>) {
 /// declared dead (the transport's own retries give up after a few seconds).
 const STALL_SECONDS: u32 = 8;
 
-static WATCHDOG_STOP: kernel::sync::atomic::Atomic<bool> = kernel::sync::atomic::Atomic::new(false);
+/// The watchdog's tick, in milliseconds.
+const WATCHDOG_TICK_MS: u32 = 1000;
 
-/// The link watchdog, a loop on the module's workqueue; dropping this stops
-/// it (the workqueue's destruction then waits at most a tick for it).
-pub(crate) struct Watchdog(());
+/// The link watchdog's stop flag, and the wait between its ticks that
+/// stopping it cuts short.
+#[pin_data]
+struct WatchdogClock {
+    #[pin]
+    stopped: Mutex<bool>,
+    #[pin]
+    wake: CondVar,
+}
+
+/// The link watchdog, a loop on the module's workqueue that waits between
+/// ticks in an interruptible sleep: a kernel worker gets no signals, and an
+/// uninterruptible one would add 1 to the host's load average for as long
+/// as rrds is loaded. Dropping this stops the loop at once (the workqueue's
+/// destruction waits for it).
+pub(crate) struct Watchdog(Arc<WatchdogClock>);
 
 impl Watchdog {
     pub(crate) fn start() -> Result<Self> {
-        WATCHDOG_STOP.store(false, kernel::sync::atomic::Relaxed);
-        crate::ffi::workqueue::queue().try_spawn(GFP_KERNEL, watch)?;
-        Ok(Self(()))
+        let clock = Arc::pin_init(
+            pin_init!(WatchdogClock {
+                stopped <- new_mutex!(false),
+                wake <- new_condvar!("rrds_watchdog"),
+            }),
+            GFP_KERNEL,
+        )?;
+        let ticking = clock.clone();
+        crate::ffi::workqueue::queue().try_spawn(GFP_KERNEL, move || watch(&ticking))?;
+        Ok(Self(clock))
     }
 }
 
 impl Drop for Watchdog {
     fn drop(&mut self) {
-        WATCHDOG_STOP.store(true, kernel::sync::atomic::Relaxed);
+        *self.0.stopped.lock() = true;
+        self.0.wake.notify_all();
     }
 }
 
-fn watch() {
-    while !WATCHDOG_STOP.load(kernel::sync::atomic::Relaxed) {
-        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(1000));
+fn watch(clock: &WatchdogClock) {
+    loop {
+        {
+            let mut stopped = clock.stopped.lock();
+            if !*stopped {
+                let _ = clock
+                    .wake
+                    .wait_interruptible_timeout(&mut stopped, msecs_to_jiffies(WATCHDOG_TICK_MS));
+            }
+            if *stopped {
+                return;
+            }
+        }
         for c in all_connections() {
             if let Some(path) = c.path().ib() {
                 path.watchdog_tick(STALL_SECONDS);
