@@ -2131,7 +2131,8 @@ static void delete_device(const struct fuzz_addrs *a, struct fuzz_shared *s, int
 	__atomic_store_n(&s->stop, 1, __ATOMIC_RELAXED);
 }
 
-#define SLOW_READD_S	15	/* a re-add failing this long: log why, once */
+#define SLOW_READD_S	15	/* a re-add failing this long: log why */
+#define BLOCKED_READD_S	45	/* and failing this long: log what blocks it */
 
 static bool try_add_device(const struct fuzz_addrs *a, int ns)
 {
@@ -2139,39 +2140,59 @@ static bool try_add_device(const struct fuzz_addrs *a, int ns)
 		   ns_name[ns], a->kind, 'a' + ns, a->kind, a->veth[ns]);
 }
 
+/* The kernel stacks of every `rdma` command running, and of blocked tasks (sysrq w, in dmesg). */
+static void log_rdma_commands(const char *tag)
+{
+	sh("{ echo == devices; ls /sys/class/infiniband; echo == tasks; ps -eo pid,stat,wchan:40,comm | "
+	   "awk '$2 ~ /D/ || $4 == \"rdma\" || $4 == \"ip\"'; "
+	   "for p in $(pgrep -x rdma; pgrep -x ip); do echo \"== $p: $(tr '\\0' ' ' < /proc/$p/cmdline)\"; "
+	   "for t in /proc/$p/task/*; do cat $t/stack; done; done; "
+	   "echo w > /proc/sysrq-trigger; sleep 1; dmesg | tail -n 300; } 2>&1 | "
+	   "sed 's/^/# %s: /' >&2", tag);
+}
+
 /*
  * Adds namespace @ns's RDMA device again, for DEVICE_GONE_S at most: the
- * name is free only once ib_core has released the old device. A re-add that
- * fails for SLOW_READD_S logs, once a run, why `rdma link add` fails and
- * what every task in D state waits on.
+ * name is free only once ib_core has released the old device. A re-add
+ * that fails for SLOW_READD_S logs, the first three times in a run, why
+ * `rdma link add` fails (ENFILE while the old device still holds its name)
+ * and what every task in D state waits on; failing for BLOCKED_READD_S,
+ * when attempts no longer reach the driver, it logs what they wait on.
  */
 static bool add_device_again(const struct fuzz_addrs *a, int ns)
 {
-	static bool logged;
+	static int logged;
 	char name = 'a' + ns;
+	char why[256];
+	double t;
 
 	if (WAIT_FOR(SLOW_READD_S, try_add_device(a, ns)))
 		return true;
-	if (!logged) {
-		char why[256];
-		double t = now();
-
-		logged = true;
-		/* One more attempt, keeping what rdma says: the kernel logs no reason. */
-		if (!sh_out(why, sizeof(why), "ip netns exec %s rdma link add %s_%c type %s netdev %s 2>&1",
-			    ns_name[ns], a->kind, name, a->kind, a->veth[ns]))
-			return true;
-		fprintf(stderr, "# %.0f: %s_%c not added again after %d s (the last attempt took %.0f s): %s%s",
-			now(), a->kind, name, SLOW_READD_S, now() - t, why,
-			strchr(why, '\n') ? "" : "\n");
-		/* Not log_ib_links(): rdma resource show and ip netns exec can wait minutes here. */
-		sh("{ echo == devices; ls /sys/class/infiniband; echo == tasks; ps -eLo pid,tid,stat,wchan:40,comm; "
-		   "for p in $(pgrep -x rdma); do echo \"== rdma $p: $(cat /proc/$p/cmdline | tr '\\0' ' ')\"; "
-		   "for t in /proc/$p/task/*; do cat $t/stack; done; done; "
-		   "echo w > /proc/sysrq-trigger; sleep 1; dmesg | tail -n 300; } 2>&1 | "
-		   "sed 's/^/# slow re-add: /' >&2");
-	}
-	return WAIT_FOR(DEVICE_GONE_S - SLOW_READD_S, try_add_device(a, ns));
+	if (logged >= 3)
+		return WAIT_FOR(DEVICE_GONE_S - SLOW_READD_S, try_add_device(a, ns));
+	logged++;
+	/* One more attempt, keeping what rdma says: the kernel logs no reason. */
+	t = now();
+	if (!sh_out(why, sizeof(why), "ip netns exec %s rdma link add %s_%c type %s netdev %s 2>&1",
+		    ns_name[ns], a->kind, name, a->kind, a->veth[ns]))
+		return true;
+	fprintf(stderr, "# %.0f: %s_%c not added again after %d s (the last attempt took %.0f s): %s%s",
+		now(), a->kind, name, SLOW_READD_S, now() - t, why, strchr(why, '\n') ? "" : "\n");
+	/* Not log_ib_links(): rdma resource show and ip netns exec can wait minutes here. */
+	log_rdma_commands("slow re-add");
+	if (WAIT_FOR(BLOCKED_READD_S - SLOW_READD_S, try_add_device(a, ns)))
+		return true;
+	fprintf(stderr, "# %.0f: %s_%c still not added again after %d s\n", now(), a->kind, name,
+		BLOCKED_READD_S);
+	/* In the background: the attempt itself is what may be blocked. */
+	sh("(ip netns exec %s rdma link add %s_%c type %s netdev %s 2>&1 | sed 's/^/# blocked re-add: /' >&2) &",
+	   ns_name[ns], a->kind, name, a->kind, a->veth[ns]);
+	sleep(5);
+	log_rdma_commands("blocked re-add");
+	/* That attempt may be the one that adds it. */
+	return WAIT_FOR(DEVICE_GONE_S - BLOCKED_READD_S,
+			!sh("rdma link show %s_%c/1 >/dev/null 2>&1", a->kind, name) ||
+			try_add_device(a, ns));
 }
 
 /* Ends the outage of @fl, if there is one. */
