@@ -144,6 +144,8 @@ counters! {
     // Connection events a monitoring socket's full queue could not take
     // (`RRDS_CONN_MONITOR`; the next one queued is flagged).
     ConnEventsLost => "conn_events_lost",
+    // Connect attempts of IB connections: first ones and reconnects.
+    IbConnectAttempts => "ib_connect_attempts",
 }
 
 const COUNT: usize = NAMES.len();

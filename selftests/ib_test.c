@@ -1588,6 +1588,62 @@ static void *send_one_later(void *unused)
  * 5 s the attempt fails, and the next one runs in the task that sent since.
  * Both messages arrive while the first sender is still blocked.
  */
+/*
+ * A path waiting to reconnect waits on a timer, not in a worker: messages to
+ * 40 addresses of the pair's subnet where no host answers (address
+ * resolution fails, the path backs off, tries again while its message
+ * waits) keep at most a few rrds workers busy at any moment. Paths that
+ * slept their backoff in their work item held one worker each, most of the
+ * time.
+ */
+#define UNANSWERED 40
+
+TEST_F(ib, paths_waiting_to_reconnect_hold_no_worker)
+{
+	const char *dot = strrchr(variant->local, '.');
+	int fd, busy, busy_max = 0;
+	long long attempts0, attempts;
+	char ip[32], out[64];
+	double start, elapsed;
+
+	ASSERT_NE(NULL, dot);
+	ASSERT_EQ(0, enter_ns(NS_A));
+	fd = bound_socket(variant->local, 0);
+	ASSERT_LE(0, fd);
+	for (int i = 0; i < UNANSWERED; i++) {
+		struct sockaddr_in to;
+
+		snprintf(ip, sizeof(ip), "%.*s.%d", (int)(dot - variant->local), variant->local,
+			 100 + i);
+		to = sin4(ip, 4000);
+		ASSERT_EQ(1, sendto(fd, "x", 1, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)))
+			TH_LOG("%s: %s", ip, strerror(errno));
+	}
+	sleep(3);
+	attempts0 = rds_counter("ib_connect_attempts");
+	start = now();
+	for (int i = 0; i < 20; i++) {
+		ASSERT_EQ(0, sh_out(out, sizeof(out),
+				    "ps -eo comm= | grep -c '[+]rrds$'; true"));
+		busy = atoi(out);
+		busy_max = busy > busy_max ? busy : busy_max;
+		usleep(200 * 1000);
+	}
+	attempts = rds_counter("ib_connect_attempts") - attempts0;
+	elapsed = now() - start;
+	TH_LOG("%d paths backing off: at most %d rrds workers busy, %lld connect attempts in %.1f s",
+	       UNANSWERED, busy_max, attempts, elapsed);
+	close(fd);
+	EXPECT_GE(8, busy_max);
+	/*
+	 * And they do try again, each more than once while sampled, but no
+	 * faster than the backoff lets them (a window of 1 s by now: about
+	 * one attempt a second, never four).
+	 */
+	EXPECT_LE(2 * UNANSWERED, attempts);
+	EXPECT_GE(4 * UNANSWERED * elapsed, attempts);
+}
+
 TEST_F(ib, blocked_connecting_task_does_not_hold_the_connection)
 {
 	long long overdue0 = rds_counter("ib_task_connects_overdue");

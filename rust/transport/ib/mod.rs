@@ -320,9 +320,14 @@ impl Watchdog {
 }
 
 impl Drop for Watchdog {
+    /// Also waits for the reconnect timers of the (dead) paths to fire:
+    /// the workqueue they queue on goes next.
     fn drop(&mut self) {
         *self.0.stopped.lock() = true;
         self.0.wake.notify_all();
+        if !path::retries_done() {
+            pr_err!("reconnect timers still pending at unload\n");
+        }
     }
 }
 

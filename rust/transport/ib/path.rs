@@ -26,7 +26,7 @@ mod watchdog;
 use teardown::Retired;
 
 use kernel::{
-    impl_has_work, new_condvar, new_mutex, new_spinlock, new_work,
+    impl_has_delayed_work, impl_has_work, new_delayed_work, new_mutex, new_spinlock, new_work,
     page::Page,
     prelude::*,
     sync::{
@@ -37,7 +37,6 @@ use kernel::{
         },
         Arc,
         ArcBorrow,
-        CondVar,
         Mutex,
         MutexGuard,
         SpinLock, //
@@ -49,6 +48,7 @@ use kernel::{
         Monotonic, //
     },
     workqueue::{
+        DelayedWork,
         Work,
         WorkItem, //
     },
@@ -228,6 +228,10 @@ struct Control {
     responder_waiting: Option<u32>,
     /// Current reconnect window (0: next attempt at once).
     backoff_ms: u32,
+    /// When the next connect attempt is due, while `IbPath::retry` waits
+    /// for it
+    /// (`CLOCK_MONOTONIC` nanoseconds).
+    retry_at_ns: Option<u64>,
     /// When a device removal left the path without a link: a connect
     /// sooner than `REMOVAL_PAUSE_MS` after it waits for the rest.
     removed_at: Option<Instant<Monotonic>>,
@@ -334,8 +338,11 @@ pub(crate) struct IbPath {
     teardown: Mutex<()>,
     #[pin]
     work: Work<IbPath>,
+    /// The next connect attempt, after the reconnect backoff (or the pause
+    /// after a device removal): a timer, not a worker asleep, so a thousand
+    /// paths waiting to reconnect hold no worker.
     #[pin]
-    wake: CondVar,
+    retry: DelayedWork<IbPath, RETRY_WORK>,
     /// Whom iWARP connects run in (see `note_connector`, `ffi/task_work.rs`).
     #[pin]
     connector: SpinLock<Option<ARef<Task>>>,
@@ -356,6 +363,25 @@ impl_has_work! {
     impl HasWork<Self> for IbPath { self.work }
 }
 
+/// The id of `IbPath::retry` among the path's work items.
+const RETRY_WORK: u64 = 1;
+
+impl_has_delayed_work! {
+    impl HasDelayedWork<Self, RETRY_WORK> for IbPath { self.retry }
+}
+
+/// Retries whose timer has not fired yet: each holds its path, and the
+/// module's workqueue may be destroyed only once none is left (`retries_done`).
+static RETRIES_PENDING: Atomic<u32> = Atomic::new(0);
+
+/// Waits until no reconnect timer is pending, at most a backoff and a
+/// removal pause. Module exit, after every path is dead.
+pub(crate) fn retries_done() -> bool {
+    crate::wait::poll_until(2 * (MAX_BACKOFF_MS + REMOVAL_PAUSE_MS), || {
+        RETRIES_PENDING.load(Relaxed) == 0
+    })
+}
+
 impl IbPath {
     pub(crate) fn new(key: ConnKey) -> Result<Arc<Self>> {
         Arc::pin_init(
@@ -369,6 +395,7 @@ impl IbPath {
                     connect_wanted: false,
                     dead: false,
                     backoff_ms: 0,
+                    retry_at_ns: None,
                     removed_at: None,
                     peer_request: ConnectPrivate::default(),
                     peer_incarnation: 0,
@@ -390,7 +417,7 @@ impl IbPath {
                 }),
                 teardown <- new_mutex!(()),
                 work <- new_work!("rrds_ib_path"),
-                wake <- new_condvar!("rrds_ib_backoff"),
+                retry <- new_delayed_work!("rrds_ib_path_retry"),
                 connector <- new_spinlock!(None),
                 connector_addr: Atomic::new(0),
                 send_cqe: Cqe::new(this, TAG_SEND),
@@ -440,7 +467,19 @@ impl IbPath {
 
     fn enqueue(self: &Arc<Self>) {
         // Already queued: it will see the new state.
-        let _ = workqueue::queue().enqueue(self.clone());
+        let _ = workqueue::queue().enqueue::<_, 0>(self.clone());
+    }
+
+    /// Runs the path's work again in `ms` milliseconds. With `ctl` held and
+    /// the path not dead, so that no retry is set after `kill`.
+    fn retry_after(self: &Arc<Self>, ms: u32) {
+        RETRIES_PENDING.fetch_add(1, Relaxed);
+        let queued =
+            workqueue::queue().enqueue_delayed::<_, RETRY_WORK>(self.clone(), msecs_to_jiffies(ms));
+        if queued.is_err() {
+            // Already pending: that retry comes no later than this one would.
+            RETRIES_PENDING.fetch_sub(1, Relaxed);
+        }
     }
 
     /// Whether sends can be posted; if the path is down, starts connecting.
@@ -487,6 +526,18 @@ fn sockaddr(addr: [u8; 16], port: u16, scope: u32) -> SockAddr {
     SockAddr::new(&raw[..len])
 }
 
+impl WorkItem<RETRY_WORK> for IbPath {
+    type Pointer = Arc<IbPath>;
+
+    /// A reconnect attempt is due: the path's work makes it.
+    fn run(this: Arc<IbPath>) {
+        RETRIES_PENDING.fetch_sub(1, Relaxed);
+        if !this.ctl.lock().dead {
+            this.enqueue();
+        }
+    }
+}
+
 impl WorkItem for IbPath {
     type Pointer = Arc<IbPath>;
 
@@ -509,23 +560,26 @@ impl WorkItem for IbPath {
             if c.state != State::Down || !c.connect_wanted {
                 return;
             }
-            if let Some(removed) = c.removed_at.take() {
-                let left = i64::from(REMOVAL_PAUSE_MS) - removed.elapsed().as_millis();
-                if left > 0 {
-                    let _ = this
-                        .wake
-                        .wait_interruptible_timeout(&mut c, msecs_to_jiffies(left as u32));
-                    if c.dead || c.state != State::Down {
-                        return;
-                    }
+            if let Some(due) = c.retry_at_ns {
+                if due > crate::ffi::time::monotonic_ns() {
+                    // Woken early: the retry comes when it is due.
+                    return;
                 }
-            }
-            if c.backoff_ms > 0 {
-                let delay = random::u32() % c.backoff_ms;
-                let _ = this
-                    .wake
-                    .wait_interruptible_timeout(&mut c, msecs_to_jiffies(delay.max(1)));
-                if c.dead || c.state != State::Down {
+                c.retry_at_ns = None;
+            } else {
+                let mut wait_ms = 0;
+                if let Some(removed) = c.removed_at.take() {
+                    let left = i64::from(REMOVAL_PAUSE_MS) - removed.elapsed().as_millis();
+                    wait_ms += left.max(0) as u32;
+                }
+                if c.backoff_ms > 0 {
+                    wait_ms += (random::u32() % c.backoff_ms).max(1);
+                }
+                if wait_ms > 0 {
+                    c.retry_at_ns =
+                        Some(crate::ffi::time::monotonic_ns() + u64::from(wait_ms) * 1_000_000);
+                    // Under `ctl`, alive: `kill` comes after, so `retries_done` sees it.
+                    this.retry_after(wait_ms);
                     return;
                 }
             }

@@ -124,6 +124,7 @@ impl IbPath {
         self: &Arc<Self>,
         c: &mut Control,
     ) -> core::result::Result<(), (Error, Option<CmId>)> {
+        stats::inc(Stat::IbConnectAttempts);
         // Room to retire the link (`Control::retiring`).
         c.retiring
             .reserve(1, GFP_KERNEL)

@@ -48,7 +48,6 @@ impl IbPath {
                 rings: self.rings.lock().take(),
             })
         };
-        self.wake.notify_all();
         if let Some(r) = current {
             // Room was reserved with the link (`Control::retiring`); bound first, so
             // that `ctl` is not held while an overflow is torn down.
