@@ -2132,7 +2132,7 @@ static void delete_device(const struct fuzz_addrs *a, struct fuzz_shared *s, int
 }
 
 #define SLOW_READD_S	15	/* a re-add failing this long: log why */
-#define BLOCKED_READD_S	45	/* and failing this long: log what blocks it */
+#define BLOCKED_READD_S	45	/* and this long after the deletion: log again */
 
 static bool try_add_device(const struct fuzz_addrs *a, int ns)
 {
@@ -2140,15 +2140,20 @@ static bool try_add_device(const struct fuzz_addrs *a, int ns)
 		   ns_name[ns], a->kind, 'a' + ns, a->kind, a->veth[ns]);
 }
 
-/* The kernel stacks of every `rdma` command running, and of blocked tasks (sysrq w, in dmesg). */
-static void log_rdma_commands(const char *tag)
+/*
+ * What `rdma link add` and `del` wait on: the kernel stacks of every rdma and
+ * ip command running, the blocked tasks (sysrq w) and, lockdep being on in
+ * the test kernel, every lock held and by whom (sysrq d), after @delay
+ * seconds, in the background (an attempt that is blocked blocks its caller).
+ */
+static void log_rdma_commands(const char *tag, int delay)
 {
-	sh("{ echo == devices; ls /sys/class/infiniband; echo == tasks; ps -eo pid,stat,wchan:40,comm | "
-	   "awk '$2 ~ /D/ || $4 == \"rdma\" || $4 == \"ip\"'; "
+	sh("( sleep %d; { echo == devices; ls /sys/class/infiniband; echo == tasks; "
+	   "ps -eo pid,stat,wchan:40,comm | awk '$2 ~ /D/ || $4 == \"rdma\" || $4 == \"ip\"'; "
 	   "for p in $(pgrep -x rdma; pgrep -x ip); do echo \"== $p: $(tr '\\0' ' ' < /proc/$p/cmdline)\"; "
 	   "for t in /proc/$p/task/*; do cat $t/stack; done; done; "
-	   "echo w > /proc/sysrq-trigger; sleep 1; dmesg | tail -n 300; } 2>&1 | "
-	   "sed 's/^/# %s: /' >&2", tag);
+	   "n=$(dmesg | wc -l); echo w > /proc/sysrq-trigger; echo d > /proc/sysrq-trigger; "
+	   "sleep 1; dmesg | tail -n +$((n + 1)); } 2>&1 | sed 's/^/# %s: /' >&2 ) &", delay, tag);
 }
 
 /*
@@ -2156,8 +2161,8 @@ static void log_rdma_commands(const char *tag)
  * name is free only once ib_core has released the old device. A re-add
  * that fails for SLOW_READD_S logs, the first three times in a run, why
  * `rdma link add` fails (ENFILE while the old device still holds its name)
- * and what every task in D state waits on; failing for BLOCKED_READD_S,
- * when attempts no longer reach the driver, it logs what they wait on.
+ * and what every task waits on, then and BLOCKED_READD_S later, when
+ * attempts may no longer reach the driver.
  */
 static bool add_device_again(const struct fuzz_addrs *a, int ns)
 {
@@ -2179,20 +2184,9 @@ static bool add_device_again(const struct fuzz_addrs *a, int ns)
 	fprintf(stderr, "# %.0f: %s_%c not added again after %d s (the last attempt took %.0f s): %s%s",
 		now(), a->kind, name, SLOW_READD_S, now() - t, why, strchr(why, '\n') ? "" : "\n");
 	/* Not log_ib_links(): rdma resource show and ip netns exec can wait minutes here. */
-	log_rdma_commands("slow re-add");
-	if (WAIT_FOR(BLOCKED_READD_S - SLOW_READD_S, try_add_device(a, ns)))
-		return true;
-	fprintf(stderr, "# %.0f: %s_%c still not added again after %d s\n", now(), a->kind, name,
-		BLOCKED_READD_S);
-	/* In the background: the attempt itself is what may be blocked. */
-	sh("(ip netns exec %s rdma link add %s_%c type %s netdev %s 2>&1 | sed 's/^/# blocked re-add: /' >&2) &",
-	   ns_name[ns], a->kind, name, a->kind, a->veth[ns]);
-	sleep(5);
-	log_rdma_commands("blocked re-add");
-	/* That attempt may be the one that adds it. */
-	return WAIT_FOR(DEVICE_GONE_S - BLOCKED_READD_S,
-			!sh("rdma link show %s_%c/1 >/dev/null 2>&1", a->kind, name) ||
-			try_add_device(a, ns));
+	log_rdma_commands("slow re-add", 0);
+	log_rdma_commands("blocked re-add", BLOCKED_READD_S - SLOW_READD_S);
+	return WAIT_FOR(DEVICE_GONE_S - SLOW_READD_S, try_add_device(a, ns));
 }
 
 /* Ends the outage of @fl, if there is one. */
