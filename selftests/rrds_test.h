@@ -19,6 +19,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <time.h>
 #include <linux/capability.h>
 
@@ -45,6 +46,47 @@ static inline int __attribute__((format(printf, 1, 2))) sh(const char *fmt, ...)
 	if (status == -1 || !WIFEXITED(status))
 		return -1;
 	return WEXITSTATUS(status);
+}
+
+/*
+ * Kernel workers running an rrds work item right now (their comm ends in
+ * "+rrds", the module's workqueue), or only those of them in uninterruptible
+ * sleep (state D), which the load average counts. From /proc without a fork:
+ * ps takes a second or more per call in the test VM.
+ */
+static inline int rrds_busy_workers(bool uninterruptible_only)
+{
+	DIR *proc = opendir("/proc");
+	struct dirent *e;
+	int busy = 0;
+
+	if (!proc)
+		return -1;
+	while ((e = readdir(proc))) {
+		char path[300], stat[256], *comm_end;
+		ssize_t len;
+		int fd;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		fd = open(path, O_RDONLY);
+		if (fd < 0)
+			continue;
+		len = read(fd, stat, sizeof(stat) - 1);
+		close(fd);
+		if (len <= 0)
+			continue;
+		stat[len] = 0;
+		/* "pid (comm) S ...": comm is a worker's name and its workqueue's. */
+		comm_end = strrchr(stat, ')');
+		if (!comm_end || comm_end - stat < 5 || strncmp(comm_end - 5, "+rrds", 5))
+			continue;
+		if (!uninterruptible_only || comm_end[2] == 'D')
+			busy++;
+	}
+	closedir(proc);
+	return busy;
 }
 
 /* Runs a shell command and captures its stdout (NUL terminated, truncated). */
