@@ -228,9 +228,8 @@ struct Control {
     responder_waiting: Option<u32>,
     /// Current reconnect window (0: next attempt at once).
     backoff_ms: u32,
-    /// When the next connect attempt is due, while `IbPath::retry` waits
-    /// for it
-    /// (`CLOCK_MONOTONIC` nanoseconds).
+    /// When the next connect attempt is due (`CLOCK_MONOTONIC`
+    /// nanoseconds), while `IbPath::retry` waits for it.
     retry_at_ns: Option<u64>,
     /// When a device removal left the path without a link: a connect
     /// sooner than `REMOVAL_PAUSE_MS` after it waits for the rest.
@@ -477,7 +476,7 @@ impl IbPath {
         let queued =
             workqueue::queue().enqueue_delayed::<_, RETRY_WORK>(self.clone(), msecs_to_jiffies(ms));
         if queued.is_err() {
-            // Already pending: that retry comes no later than this one would.
+            // Already pending: its run comes back here and re-arms if early.
             RETRIES_PENDING.fetch_sub(1, Relaxed);
         }
     }
@@ -561,8 +560,12 @@ impl WorkItem for IbPath {
                 return;
             }
             if let Some(due) = c.retry_at_ns {
-                if due > crate::ffi::time::monotonic_ns() {
-                    // Woken early: the retry comes when it is due.
+                let now = crate::ffi::time::monotonic_ns();
+                if due > now {
+                    // Woken early: a retry timer stays armed for when it is
+                    // due (a stale one, which fired early, does not).
+                    let left_ms = (due - now).div_ceil(1_000_000);
+                    this.retry_after(u32::try_from(left_ms).unwrap_or(MAX_BACKOFF_MS));
                     return;
                 }
                 c.retry_at_ns = None;
