@@ -156,6 +156,69 @@ TEST_F(impl, info_without_a_table_prints_every_table)
 }
 
 /*
+ * --json on every command that prints: JSON Lines, each record with a type,
+ * the first the run's meta record naming the command and the loaded
+ * implementation (json_lines.py checks both). Commands that are rrds
+ * extensions exit 3 on the in-tree module, with nothing on standard output
+ * but the meta record.
+ */
+TEST_F(impl, every_command_writes_json_lines)
+{
+	const char *impl = variant->in_tree ? "rds" : "rrds";
+	const char *check = "python3 %s/json_lines.py";
+	char cmd[768], out[65536];
+
+	snprintf(cmd, sizeof(cmd), "%s ping --json -c 2 -i 0.05 127.0.0.1 | %s ping %s "
+		 "ping_start pong=2 ping_summary=1", rrds_cmd(), check, impl);
+	EXPECT_EQ(0, sh_out(out, sizeof(out), cmd, selftests_dir())) TH_LOG("%s", out);
+	/* In-tree without rds_rdma has no IB table: an unavailable record. */
+	snprintf(cmd, sizeof(cmd), "%s info --json | %s info %s counter %s", rrds_cmd(), check,
+		 impl, variant->in_tree ? "unavailable" : "");
+	EXPECT_EQ(0, sh_out(out, sizeof(out), cmd, selftests_dir())) TH_LOG("%s", out);
+	snprintf(cmd, sizeof(cmd), "%s info counters --json | %s info %s counter unavailable=0",
+		 rrds_cmd(), check, impl);
+	EXPECT_EQ(0, sh_out(out, sizeof(out), cmd, selftests_dir())) TH_LOG("%s", out);
+	snprintf(cmd, sizeof(cmd), "%s bench --json --duration 0.5 --runs 1 --size 64 --mode rate "
+		 "| %s bench %s run=1 summary=1", rrds_cmd(), check, impl);
+	EXPECT_EQ(0, sh_out(out, sizeof(out), cmd, selftests_dir())) TH_LOG("%s", out);
+	for (int i = 0; i < 2; i++) {
+		const char *sub = i ? "xrc" : "watch";
+		const char *args = i ? "xrc list --json" : "watch --json -d 1";
+
+		snprintf(cmd, sizeof(cmd), "%s %s 2>/dev/null; echo \"exit=$?\"",
+			 rrds_cmd(), args);
+		ASSERT_EQ(0, sh_out(out, sizeof(out), "%s", cmd));
+		TH_LOG("%s: %s", args, out);
+		EXPECT_NE(NULL, strstr(out, variant->in_tree ? "exit=3" : "exit=0"));
+		snprintf(cmd, sizeof(cmd), "%s %s 2>/dev/null | %s %s %s", rrds_cmd(), args,
+			 check, sub, impl);
+		EXPECT_EQ(0, sh_out(out, sizeof(out), cmd, selftests_dir())) TH_LOG("%s", out);
+	}
+}
+
+/*
+ * The exit status tells apart a check that failed (1: no pong), a bad
+ * command line (2) and a system call's error (4: an address not on this
+ * host), as --help documents.
+ */
+TEST_F(impl, exit_status_says_what_failed)
+{
+	char out[4096];
+
+	/* The loopback pong goes to the target address, where no socket is. */
+	EXPECT_EQ(1, sh_out(out, sizeof(out), "%s ping -c 1 -W 0.3 -I 127.0.0.1 127.0.0.2 2>&1",
+			    rrds_cmd())) TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "0 pongs received")) TH_LOG("%s", out);
+	EXPECT_EQ(2, sh_out(out, sizeof(out), "%s ping --no-such-flag 127.0.0.1 2>&1",
+			    rrds_cmd()));
+	EXPECT_EQ(4, sh_out(out, sizeof(out), "%s ping -c 1 -I 192.0.2.1 127.0.0.1 2>&1",
+			    rrds_cmd())) TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "bind 192.0.2.1")) TH_LOG("%s", out);
+	EXPECT_EQ(0, sh_out(out, sizeof(out), "%s --help", rrds_cmd()));
+	EXPECT_NE(NULL, strstr(out, "Exit status:")) TH_LOG("%s", out);
+}
+
+/*
  * ping's habits: a host name, no count (until Ctrl-C), and the summary on
  * SIGINT with the round trips' min/avg/max/mdev; exit 0 as pongs came.
  */

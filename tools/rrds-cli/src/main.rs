@@ -15,7 +15,7 @@ use clap::Subcommand;
 
 /// Userspace tools for RDS sockets (rrds or the in-tree rds module).
 #[derive(Parser, Debug)]
-#[command(name = "rrds", version)]
+#[command(name = "rrds", version, after_long_help = EXIT_STATUS_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -67,6 +67,33 @@ fn write_manpages(dir: &Path) -> io::Result<()> {
     clap_mangen::generate_to(Cli::command(), dir)
 }
 
+/// The exit statuses, for `--help` and the manual page.
+const EXIT_STATUS_HELP: &str = "Exit status:
+  0    success
+  1    the command ran and its check failed: no pong came back, a benchmark
+       run counted an error, a table or a registration failed
+  2    bad command line
+  3    RDS is not there: no implementation loaded (EAFNOSUPPORT), or the
+       loaded one lacks what was asked, such as an rrds extension on the
+       in-tree module (ENOPROTOOPT) or a transport (EPROTONOSUPPORT)
+  4    any other system error (bind, permission, resources)
+  130  a second Ctrl-C";
+
+/// Exit status 1: the command ran and its check failed.
+const EXIT_CHECK_FAILED: u8 = 1;
+/// Exit status 3: no RDS implementation, or not the one that has it.
+const EXIT_UNSUPPORTED: u8 = 3;
+/// Exit status 4: any other system error.
+const EXIT_SYSTEM_ERROR: u8 = 4;
+
+/// The exit status for a command that stopped with `err`.
+fn exit_status(err: &io::Error) -> u8 {
+    match cmd::errno(err) {
+        Some(libc::EAFNOSUPPORT | libc::ENOPROTOOPT | libc::EPROTONOSUPPORT) => EXIT_UNSUPPORTED,
+        _ => EXIT_SYSTEM_ERROR,
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
@@ -87,10 +114,10 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
+        Ok(false) => ExitCode::from(EXIT_CHECK_FAILED),
         Err(err) => {
             eprintln!("rrds: {err}");
-            ExitCode::FAILURE
+            ExitCode::from(exit_status(&err))
         }
     }
 }
@@ -104,6 +131,34 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(["rrds"].iter().chain(args))
+    }
+
+    #[test]
+    fn exit_status_tells_missing_rds_from_other_errors() {
+        let os = io::Error::from_raw_os_error;
+        assert_eq!(exit_status(&os(libc::EAFNOSUPPORT)), 3);
+        assert_eq!(exit_status(&cmd::context(os(libc::ENOPROTOOPT), "xrc")), 3);
+        assert_eq!(exit_status(&os(libc::EPROTONOSUPPORT)), 3);
+        assert_eq!(exit_status(&os(libc::EADDRNOTAVAIL)), 4);
+        assert_eq!(exit_status(&io::Error::other("no address")), 4);
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("Exit status:\n  0    success"), "{help}");
+    }
+
+    #[test]
+    fn json_is_on_every_command_that_prints() {
+        for argv in [
+            &["ping", "--json", "127.0.0.1"][..],
+            &["info", "--json"],
+            &["info", "connections", "--json"],
+            &["watch", "--json"],
+            &["xrc", "list", "--json"],
+            &["xrc", "--json", "create", "-I", "10.0.0.1"],
+            &["mr", "--json", "10.0.0.1"],
+            &["bench", "--json"],
+        ] {
+            assert!(parse(argv).is_ok(), "{argv:?}");
+        }
     }
 
     #[test]

@@ -32,6 +32,8 @@ use crate::RdsSocket;
 /// Which connections a socket hears of (`RRDS_CONN_MONITOR_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum ConnMonitor {
     /// None (and what was queued is dropped).
     Off,
@@ -63,6 +65,8 @@ impl ConnMonitor {
 /// What happened to a connection's link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum ConnEventKind {
     /// It came up.
     Up,
@@ -78,6 +82,8 @@ pub enum ConnEventKind {
 /// Why a link went down.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum DownReason {
     /// The peer disconnected, or refused the link.
     PeerClosed,
@@ -123,6 +129,7 @@ impl fmt::Display for DownReason {
 /// One change of a connection's link (`struct rrds_conn_event`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ConnEvent {
     /// The connection's local address.
     pub local: IpAddr,
@@ -262,5 +269,24 @@ mod tests {
         // `lost` counts only with the overflow flag.
         assert_eq!(ConnEvent::decode(&record(2, 1, 0, 7)).unwrap().lost, 0);
         assert!(ConnEvent::decode(&record(1, 0, 0, 0)[..55]).is_none());
+    }
+
+    #[cfg(feature = "serde")]
+    #[test]
+    fn events_serialize_with_snake_case_names() {
+        let down = ConnEvent::decode(&record(3, 4, 1, 7)).unwrap();
+        assert_eq!(
+            serde_json::to_string(&down).unwrap(),
+            r#"{"local":"10.0.0.1","peer":"10.0.0.2","tos":3,"kind":"reset","reason":"idle","lost":7}"#
+        );
+        let up = ConnEvent::decode(&record(1, 0, 0, 0)).unwrap();
+        assert_eq!(
+            serde_json::to_value(up).unwrap()["reason"],
+            serde_json::Value::Null
+        );
+        let odd = ConnEvent::decode(&record(9, 42, 0, 0)).unwrap();
+        let odd = serde_json::to_value(odd).unwrap();
+        assert_eq!(odd["kind"], serde_json::json!({"other": 9}));
+        assert_eq!(odd["reason"], serde_json::json!({"other": 42}));
     }
 }

@@ -33,6 +33,7 @@ use crate::sys;
 /// One entry of `RDS_INFO_COUNTERS`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Counter {
     /// The counter's name, for example `conn_reset`.
     pub name: String,
@@ -43,6 +44,7 @@ pub struct Counter {
 /// One entry of `RDS_INFO_SOCKETS` (sockets bound to IPv4 addresses).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct SocketInfo {
     /// Effective send buffer: half the socket's `sk_sndbuf`.
     pub sndbuf: u32,
@@ -61,6 +63,7 @@ pub struct SocketInfo {
 /// its first path's sequence numbers and state (upstream's limitation).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ConnectionInfo {
     /// Local address (`__be32` / `struct in6_addr` on the wire).
     pub laddr: IpAddr,
@@ -107,6 +110,7 @@ impl ConnectionInfo {
 /// foreign the sender.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct MessageInfo {
     /// The header's sequence number (host byte order).
     pub seq: u64,
@@ -162,14 +166,18 @@ impl MessageInfo {
 /// only filled in while the connection is up (zeroes otherwise).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct IbConnectionInfo {
     /// Local address (network byte order on the wire).
     pub src_addr: IpAddr,
     /// Peer address (network byte order on the wire).
     pub dst_addr: IpAddr,
-    /// Local GID, raw (`union ib_gid`: network byte order).
+    /// Local GID, raw (`union ib_gid`: network byte order). Serialized as
+    /// rds-info prints it, in IPv6 notation.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "gid_text"))]
     pub src_gid: [u8; sys::RDS_IB_GID_LEN],
     /// Peer GID, raw.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "gid_text"))]
     pub dst_gid: [u8; sys::RDS_IB_GID_LEN],
     /// Send ring entries. This and the other counts are in host byte order.
     pub max_send_wr: u32,
@@ -189,6 +197,15 @@ pub struct IbConnectionInfo {
     /// KiB of receive fragments held in the connection's refill cache
     /// (upstream's `i_cache_allocs`; 0 on rrds).
     pub cache_allocs: u32,
+}
+
+/// A GID as rds-info prints it: in IPv6 notation.
+#[cfg(feature = "serde")]
+fn gid_text<S: serde::Serializer>(
+    gid: &[u8; sys::RDS_IB_GID_LEN],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(&Ipv6Addr::from(*gid))
 }
 
 /// Splits `buf` into `elem_size`-byte records of at least `min` bytes.
@@ -726,6 +743,17 @@ mod tests {
             decode_ib_connections(&rec, 68).unwrap(),
             vec![want_ib("10.254.9.1", "10.254.9.2")]
         );
+    }
+
+    #[cfg(feature = "serde")]
+    #[test]
+    fn ib_connection_serializes_gids_as_rds_info_prints_them() {
+        let json = serde_json::to_value(want_ib("10.254.9.1", "fd00::2")).unwrap();
+        assert_eq!(json["src_addr"], "10.254.9.1");
+        assert_eq!(json["dst_addr"], "fd00::2");
+        assert_eq!(json["src_gid"], "fefe:fefe:fefe:fefe:fefe:fefe:fefe:fefe");
+        assert_eq!(json["max_recv_wr"], 1024);
+        assert_eq!(json["cache_allocs"], 99);
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub fn cookie_offset(cookie: u64) -> u32 {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum RdmaOutcome {
     /// `RDS_RDMA_SUCCESS`: done (for a WRITE over iWARP: the data left).
     Success,
@@ -115,6 +117,7 @@ impl fmt::Display for RdmaOutcome {
 /// reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RdmaStatus {
     /// The operation's `user_token` ([`RdmaOp::token`](crate::RdmaOp::token)).
     pub token: u64,

@@ -65,6 +65,8 @@ fn int_value(value: usize, what: &str) -> io::Result<c_int> {
 /// A transport, as `SO_RDS_TRANSPORT` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Transport {
     /// InfiniBand / RDMA (`RDS_TRANS_IB`, 0).
     Ib,

@@ -43,6 +43,8 @@ use crate::RdsSocket;
 /// How a target QP is implemented on its device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Backend {
     /// An `IB_QPT_XRC_TGT` QP in an XRC domain.
     Xrc,
@@ -76,6 +78,8 @@ impl fmt::Display for Backend {
 /// An event type: ib_core's `enum ib_event_type` numbers, plus rrds's own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum EventKind {
     /// `IB_EVENT_QP_FATAL`: the QP hit an error it cannot report otherwise.
     QpFatal,
@@ -172,6 +176,7 @@ impl fmt::Display for EventKind {
 /// One event of a target QP, as a registration received it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct XrcEvent {
     /// The target QP's number.
     pub qp_num: u32,
@@ -230,6 +235,7 @@ impl fmt::Display for XrcEvent {
 /// One `RRDS_INFO_XRC_TARGETS` record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct TargetInfo {
     /// The target QP's number.
     pub qp_num: u32,

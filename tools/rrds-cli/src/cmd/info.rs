@@ -9,9 +9,12 @@ use std::net::Ipv6Addr;
 use clap::Args;
 use clap::ValueEnum;
 use rrds::MessageInfo;
+use serde::Serialize;
 
 use super::context;
 use super::errno;
+use super::json::write_record;
+use super::json::Meta;
 use super::new_socket;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -40,6 +43,12 @@ pub struct InfoArgs {
     /// Which table to print. Default: all of them, each under its name.
     #[arg(value_enum)]
     pub table: Option<Table>,
+    /// JSON Lines: a `meta` record, then a record per row, its type the
+    /// row's kind (`counter`, `socket`, `connection`, `send_message`,
+    /// `retrans_message`, `recv_message`, `ib_connection`, `xrc_target`);
+    /// a table the implementation lacks is an `unavailable` record.
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl Table {
@@ -54,6 +63,20 @@ impl Table {
     /// `rds_rdma`), XRC targets in-tree. They answer `ENOPROTOOPT`.
     fn optional(self) -> bool {
         matches!(self, Self::IbConnections | Self::XrcTargets)
+    }
+
+    /// The `type` of the table's rows in JSON.
+    fn row_kind(self) -> &'static str {
+        match self {
+            Self::Counters => "counter",
+            Self::Sockets => "socket",
+            Self::Connections => "connection",
+            Self::SendMessages => "send_message",
+            Self::RetransMessages => "retrans_message",
+            Self::RecvMessages => "recv_message",
+            Self::IbConnections => "ib_connection",
+            Self::XrcTargets => "xrc_target",
+        }
     }
 }
 
@@ -130,9 +153,19 @@ fn write_messages(out: &mut impl Write, messages: &[MessageInfo]) -> io::Result<
 pub fn run(args: &InfoArgs) -> io::Result<bool> {
     let sock = new_socket()?;
     let mut out = io::stdout().lock();
+    let json = args.json;
+    if json {
+        Meta::new("info").write(&mut out)?;
+    }
+    let print = |table, out: &mut Vec<u8>| print_table(&sock, table, out, json);
     match args.table {
-        Some(table) => print_table(&sock, table, &mut out).map(|()| true),
-        None => print_all(&mut out, |table, out| print_table(&sock, table, out)),
+        Some(table) => {
+            let mut text = Vec::new();
+            print(table, &mut text)?;
+            out.write_all(&text)?;
+            Ok(true)
+        }
+        None => print_all(&mut out, json, print),
     }
 }
 
@@ -140,22 +173,33 @@ pub fn run(args: &InfoArgs) -> io::Result<bool> {
 /// A table the implementation lacks ([`Table::optional`], `ENOPROTOOPT`)
 /// says so in its place; any other failure goes to standard error, the
 /// other tables are printed all the same, and the result is `false`.
+/// In JSON the names and blank lines are left out, and a missing table is
+/// an `unavailable` record.
 fn print_all<W: Write>(
     out: &mut W,
+    json: bool,
     mut print: impl FnMut(Table, &mut Vec<u8>) -> io::Result<()>,
 ) -> io::Result<bool> {
     let mut all_ok = true;
     for (i, &table) in Table::value_variants().iter().enumerate() {
-        if i > 0 {
-            writeln!(out)?;
+        if !json {
+            let gap = if i > 0 { "\n" } else { "" };
+            writeln!(out, "{gap}{}:", table.name())?;
         }
-        writeln!(out, "{}:", table.name())?;
         // Buffered, so a table that fails halfway prints nothing.
         let mut text = Vec::new();
         match print(table, &mut text) {
             Ok(()) => out.write_all(&text)?,
             Err(err) if table.optional() && errno(&err) == Some(libc::ENOPROTOOPT) => {
-                writeln!(out, "(not available: {err})")?;
+                if json {
+                    let record = serde_json::json!({
+                        "table": table.name(),
+                        "error": err.to_string(),
+                    });
+                    write_record(out, "unavailable", &record)?;
+                } else {
+                    writeln!(out, "(not available: {err})")?;
+                }
             }
             Err(err) => {
                 // What came so far goes out first, in order.
@@ -168,14 +212,28 @@ fn print_all<W: Write>(
     Ok(all_ok)
 }
 
-/// Prints one table.
-fn print_table(sock: &rrds::RdsSocket, table: Table, out: &mut impl Write) -> io::Result<()> {
+/// Writes `rows` as records of `table`'s row kind.
+fn write_rows<T: Serialize>(out: &mut impl Write, table: Table, rows: &[T]) -> io::Result<()> {
+    rows.iter()
+        .try_for_each(|row| write_record(out, table.row_kind(), row))
+}
+
+/// Prints one table, as text or JSON records.
+fn print_table(
+    sock: &rrds::RdsSocket,
+    table: Table,
+    out: &mut impl Write,
+    json: bool,
+) -> io::Result<()> {
     let mut out = out;
     match table {
         Table::Counters => {
             let counters = sock
                 .counters()
                 .map_err(|err| context(err, "getsockopt(RDS_INFO_COUNTERS)"))?;
+            if json {
+                return write_rows(out, table, &counters);
+            }
             for counter in counters {
                 writeln!(out, "{:<32} {}", counter.name, counter.value)?;
             }
@@ -184,6 +242,9 @@ fn print_table(sock: &rrds::RdsSocket, table: Table, out: &mut impl Write) -> io
             let sockets = sock
                 .sockets()
                 .map_err(|err| context(err, "getsockopt(RDS_INFO_SOCKETS)"))?;
+            if json {
+                return write_rows(out, table, &sockets);
+            }
             writeln!(
                 out,
                 "{:<21} {:<21} {:>10} {:>10} {:>10}",
@@ -205,6 +266,9 @@ fn print_table(sock: &rrds::RdsSocket, table: Table, out: &mut impl Write) -> io
             let conns = sock
                 .connections()
                 .map_err(|err| context(err, "getsockopt(RDS[6]_INFO_CONNECTIONS)"))?;
+            if json {
+                return write_rows(out, table, &conns);
+            }
             let rows: Vec<Vec<String>> = conns
                 .iter()
                 .map(|c| {
@@ -238,18 +302,27 @@ fn print_table(sock: &rrds::RdsSocket, table: Table, out: &mut impl Write) -> io
             let messages = sock
                 .send_messages()
                 .map_err(|err| context(err, "getsockopt(RDS[6]_INFO_SEND_MESSAGES)"))?;
+            if json {
+                return write_rows(out, table, &messages);
+            }
             write_messages(&mut out, &messages)?;
         }
         Table::RetransMessages => {
             let messages = sock
                 .retrans_messages()
                 .map_err(|err| context(err, "getsockopt(RDS[6]_INFO_RETRANS_MESSAGES)"))?;
+            if json {
+                return write_rows(out, table, &messages);
+            }
             write_messages(&mut out, &messages)?;
         }
         Table::RecvMessages => {
             let messages = sock
                 .recv_messages()
                 .map_err(|err| context(err, "getsockopt(RDS[6]_INFO_RECV_MESSAGES)"))?;
+            if json {
+                return write_rows(out, table, &messages);
+            }
             write_messages(&mut out, &messages)?;
         }
         Table::IbConnections => {
@@ -263,6 +336,9 @@ fn print_table(sock: &rrds::RdsSocket, table: Table, out: &mut impl Write) -> io
                     context(err, "getsockopt(RDS[6]_INFO_IB_CONNECTIONS)")
                 }
             })?;
+            if json {
+                return write_rows(out, table, &conns);
+            }
             let rows: Vec<Vec<String>> = conns
                 .iter()
                 .map(|c| {
@@ -302,7 +378,7 @@ fn print_table(sock: &rrds::RdsSocket, table: Table, out: &mut impl Write) -> io
                 &rows,
             )?;
         }
-        Table::XrcTargets => super::xrc::list_targets(&mut out)?,
+        Table::XrcTargets => super::xrc::list_targets(&mut out, json)?,
     }
     Ok(())
 }
@@ -314,7 +390,7 @@ mod tests {
     #[test]
     fn all_tables_print_under_their_names() {
         let mut out = Vec::new();
-        let ok = print_all(&mut out, |table, out| {
+        let ok = print_all(&mut out, false, |table, out| {
             writeln!(out, "rows of {}", table.name())
         })
         .unwrap();
@@ -335,7 +411,7 @@ mod tests {
     fn missing_optional_tables_are_noted_and_other_errors_fail() {
         let enoprotoopt = || io::Error::from_raw_os_error(libc::ENOPROTOOPT);
         let mut out = Vec::new();
-        let ok = print_all(&mut out, |table, out| match table {
+        let ok = print_all(&mut out, false, |table, out| match table {
             Table::IbConnections => Err(context(enoprotoopt(), "getsockopt")),
             Table::XrcTargets => Err(enoprotoopt()),
             _ => writeln!(out, "ok"),
@@ -351,7 +427,7 @@ mod tests {
         // ENOPROTOOPT from a table every implementation has is an error,
         // and a failing table prints nothing of itself.
         let mut out = Vec::new();
-        let ok = print_all(&mut out, |table, out| {
+        let ok = print_all(&mut out, false, |table, out| {
             write!(out, "half")?;
             match table {
                 Table::Sockets => Err(enoprotoopt()),
@@ -365,6 +441,32 @@ mod tests {
             text.contains("sockets:\n\nconnections:\nhalf and half\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn json_has_records_only_and_marks_missing_tables() {
+        let mut out = Vec::new();
+        let ok = print_all(&mut out, true, |table, out| match table {
+            Table::IbConnections => Err(io::Error::from_raw_os_error(libc::ENOPROTOOPT)),
+            Table::Counters => write_rows(
+                out,
+                table,
+                &[serde_json::json!({"name": "conn_reset", "value": 3})],
+            ),
+            _ => Ok(()),
+        })
+        .unwrap();
+        assert!(ok);
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(lines[0]["type"], "counter");
+        assert_eq!(lines[0]["value"], 3);
+        assert_eq!(lines[1]["type"], "unavailable");
+        assert_eq!(lines[1]["table"], "ib-connections");
     }
 
     #[test]

@@ -17,8 +17,12 @@ use clap::Args;
 use rrds::RdmaFlags;
 
 use super::context;
+use super::json::write_record;
+use super::json::Meta;
 use super::new_socket;
+use super::stats::Latency;
 use super::stats::Recorder;
+use serde_json::json;
 
 #[derive(Args, Debug)]
 pub struct MrArgs {
@@ -32,7 +36,7 @@ pub struct MrArgs {
     /// RDS_RDMA_INVALIDATE and waits for the invalidation.
     #[arg(long)]
     pub invalidate: bool,
-    /// Print one JSON object instead of text.
+    /// JSON Lines: a `meta` record, then an `mr_summary` record.
     #[arg(long)]
     pub json: bool,
     /// Local RDMA address to bind.
@@ -65,29 +69,22 @@ pub fn run(args: &MrArgs) -> io::Result<bool> {
     let (get, free) = (get_rec.latency(), free_rec.latency());
     let mut out = io::stdout().lock();
     match (get, free, args.json) {
-        (Some(g), Some(f), true) => writeln!(
-            out,
-            "{{\"count\":{},\"bytes\":{},\"invalidate\":true,\"distinct_keys\":{},\
-             \"get_mr_us\":{{\"mean\":{:.1},\"p50\":{:.1},\"p99\":{:.1},\
-             \"min\":{:.1},\"p999\":{:.1},\"max\":{:.1}}},\
-             \"free_mr_us\":{{\"mean\":{:.1},\"p50\":{:.1},\"p99\":{:.1},\
-             \"min\":{:.1},\"p999\":{:.1},\"max\":{:.1}}}}}",
-            args.count,
-            args.bytes,
-            keys.len(),
-            g.mean_us,
-            g.p50_us,
-            g.p99_us,
-            g.min_us,
-            g.p999_us,
-            g.max_us,
-            f.mean_us,
-            f.p50_us,
-            f.p99_us,
-            f.min_us,
-            f.p999_us,
-            f.max_us
-        )?,
+        (Some(g), Some(f), true) => {
+            Meta::new("mr").write(&mut out)?;
+            let us = |l: &Latency| {
+                json!({"mean": l.mean_us, "p50": l.p50_us, "p99": l.p99_us,
+                       "min": l.min_us, "p999": l.p999_us, "max": l.max_us})
+            };
+            let summary = json!({
+                "count": args.count,
+                "bytes": args.bytes,
+                "invalidate": true,
+                "distinct_keys": keys.len(),
+                "get_mr_us": us(&g),
+                "free_mr_us": us(&f),
+            });
+            write_record(&mut out, "mr_summary", &summary)?;
+        }
         (Some(g), Some(f), false) => {
             writeln!(
                 out,

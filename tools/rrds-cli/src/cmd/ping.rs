@@ -19,12 +19,15 @@ use std::time::Instant;
 use clap::value_parser;
 use clap::Args;
 use rrds::RdsSocket;
+use serde_json::json;
 
 use super::context;
 use super::interrupt::catch_sigint;
 use super::interrupt::interrupted;
 use super::interrupt::pause_until;
 use super::is_transient;
+use super::json::write_record;
+use super::json::Meta;
 use super::new_socket;
 use super::parse_seconds;
 use super::stats::Recorder;
@@ -62,6 +65,10 @@ pub struct PingArgs {
     /// source address of the route to ADDR.
     #[arg(short = 'I', long = "local", value_name = "LOCAL_ADDR")]
     pub local: Option<IpAddr>,
+    /// JSON Lines: a `meta` record, `ping_start`, a `pong`, `no_pong` or
+    /// `send_failed` record per ping, and `ping_summary`.
+    #[arg(long)]
+    pub json: bool,
     /// Address or host name to ping (IPv4 or IPv6).
     #[arg(value_name = "ADDR", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub addr: String,
@@ -144,7 +151,13 @@ pub fn run(args: &PingArgs) -> io::Result<bool> {
     } else {
         format!("{} ({target_ip})", args.addr)
     };
-    writeln!(out, "PING {shown} from {local}: 0-byte RDS messages")?;
+    if args.json {
+        Meta::new("ping").write(&mut out)?;
+        let start = json!({ "addr": args.addr, "target": target_ip, "local": local });
+        write_record(&mut out, "ping_start", &start)?;
+    } else {
+        writeln!(out, "PING {shown} from {local}: 0-byte RDS messages")?;
+    }
     let mut rtts = Recorder::new();
     let mut sent: u64 = 0;
     while !interrupted() && args.count.is_none_or(|count| sent < u64::from(count)) {
@@ -156,13 +169,19 @@ pub fn run(args: &PingArgs) -> io::Result<bool> {
         match sock.send_to(&[], target) {
             Ok(_) => match wait_pong(&sock, sent_at, args.timeout)? {
                 Pong::Back(from, rtt) => {
-                    writeln!(
-                        out,
-                        "pong from {}: seq={seq} time={:.3} ms",
-                        from.ip(),
-                        rtt.as_secs_f64() * 1e3
-                    )?;
+                    let ms = rtt.as_secs_f64() * 1e3;
+                    if args.json {
+                        let pong = json!({ "seq": seq, "from": from.ip(), "rtt_ms": ms });
+                        write_record(&mut out, "pong", &pong)?;
+                    } else {
+                        writeln!(out, "pong from {}: seq={seq} time={ms:.3} ms", from.ip())?;
+                    }
                     rtts.record(rtt);
+                }
+                Pong::TimedOut if args.json => {
+                    let timeout_s = args.timeout.as_secs_f64();
+                    let lost = json!({ "seq": seq, "timeout_s": timeout_s });
+                    write_record(&mut out, "no_pong", &lost)?;
                 }
                 Pong::TimedOut => writeln!(
                     out,
@@ -171,6 +190,10 @@ pub fn run(args: &PingArgs) -> io::Result<bool> {
                 )?,
                 Pong::Interrupted => {}
             },
+            Err(err) if is_transient(&err) && args.json => {
+                let failed = json!({ "seq": seq, "error": err.to_string() });
+                write_record(&mut out, "send_failed", &failed)?;
+            }
             Err(err) if is_transient(&err) => writeln!(out, "seq={seq}: send failed: {err}")?,
             Err(err) => return Err(context(err, format_args!("sendmsg to {target}"))),
         }
@@ -178,7 +201,15 @@ pub fn run(args: &PingArgs) -> io::Result<bool> {
             pause_until(sent_at + args.interval);
         }
     }
-    write!(out, "{}", summary(&args.addr, sent, &rtts))?;
+    if args.json {
+        write_record(
+            &mut out,
+            "ping_summary",
+            &summary_json(&args.addr, sent, &rtts),
+        )?;
+    } else {
+        write!(out, "{}", summary(&args.addr, sent, &rtts))?;
+    }
     Ok(rtts.count() > 0)
 }
 
@@ -264,11 +295,7 @@ fn wait_pong(sock: &RdsSocket, sent_at: Instant, timeout: Duration) -> io::Resul
 /// the round trips' min/avg/max/mdev (mdev: their standard deviation).
 fn summary(addr: &str, sent: u64, rtts: &Recorder) -> String {
     let received = rtts.count();
-    let loss = if sent == 0 {
-        0.0
-    } else {
-        100.0 * (sent as f64 - received as f64) / sent as f64
-    };
+    let loss = loss_percent(sent, received);
     let mut text = format!(
         "--- {addr} rds-ping statistics ---\n{sent} pings sent, {received} pongs received, {loss:.0}% loss\n"
     );
@@ -282,6 +309,36 @@ fn summary(addr: &str, sent: u64, rtts: &Recorder) -> String {
         ));
     }
     text
+}
+
+/// The closing statistics as a `ping_summary` record: `rtt_ms` is `null`
+/// when no pong came back.
+fn summary_json(addr: &str, sent: u64, rtts: &Recorder) -> serde_json::Value {
+    let received = rtts.count();
+    let rtt_ms = rtts.latency().map(|lat| {
+        json!({
+            "min": lat.min_us / 1e3,
+            "avg": lat.mean_us / 1e3,
+            "max": lat.max_us / 1e3,
+            "mdev": lat.stdev_us / 1e3,
+        })
+    });
+    json!({
+        "addr": addr,
+        "sent": sent,
+        "received": received,
+        "loss_percent": loss_percent(sent, received),
+        "rtt_ms": rtt_ms,
+    })
+}
+
+/// Pings without their pong, in percent of those sent.
+fn loss_percent(sent: u64, received: u64) -> f64 {
+    if sent == 0 {
+        0.0
+    } else {
+        100.0 * (sent as f64 - received as f64) / sent as f64
+    }
 }
 
 #[cfg(test)]
@@ -336,6 +393,19 @@ mod tests {
             "--- 10.0.0.1 rds-ping statistics ---\n\
              0 pings sent, 0 pongs received, 0% loss\n"
         );
+    }
+
+    #[test]
+    fn json_summary_has_the_same_figures() {
+        let summary = summary_json("rds-peer", 4, &recorded(&[1000, 2000, 3000]));
+        assert_eq!(summary["sent"], 4);
+        assert_eq!(summary["received"], 3);
+        assert_eq!(summary["loss_percent"], 25.0);
+        assert_eq!(summary["rtt_ms"]["avg"], 2.0);
+        assert_eq!(summary["rtt_ms"]["min"], 1.0);
+        let none = summary_json("10.0.0.1", 2, &Recorder::new());
+        assert_eq!(none["loss_percent"], 100.0);
+        assert!(none["rtt_ms"].is_null());
     }
 
     #[test]

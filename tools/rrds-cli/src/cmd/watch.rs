@@ -12,6 +12,8 @@ use clap::Args;
 use rrds::ConnMonitor;
 
 use super::context;
+use super::json::write_record;
+use super::json::Meta;
 use super::new_socket;
 
 #[derive(Args, Debug)]
@@ -26,6 +28,9 @@ pub struct WatchArgs {
     /// Stop after this many seconds (default: no limit).
     #[arg(short = 'd', long)]
     pub duration: Option<u64>,
+    /// JSON Lines: a `meta` record, then a `conn_event` record per event.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: &WatchArgs) -> io::Result<bool> {
@@ -42,7 +47,11 @@ pub fn run(args: &WatchArgs) -> io::Result<bool> {
         }
     })?;
     let mut out = io::stdout().lock();
-    writeln!(out, "watching the connections of this network namespace")?;
+    if args.json {
+        Meta::new("watch").write(&mut out)?;
+    } else {
+        writeln!(out, "watching the connections of this network namespace")?;
+    }
     out.flush()?;
     let end = args
         .duration
@@ -57,7 +66,11 @@ pub fn run(args: &WatchArgs) -> io::Result<bool> {
             None => Duration::from_secs(3600),
         };
         if let Some(event) = sock.recv_conn_event(left.min(Duration::from_secs(1)))? {
-            writeln!(out, "{event}")?;
+            if args.json {
+                write_record(&mut out, "conn_event", &event)?;
+            } else {
+                writeln!(out, "{event}")?;
+            }
             out.flush()?;
             seen += 1;
         }

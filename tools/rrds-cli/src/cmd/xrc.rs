@@ -6,6 +6,7 @@
 //! events, and unregister as they end (or the kernel ends the registration
 //! when the process is killed).
 
+use std::fmt;
 use std::io;
 use std::io::Write;
 use std::net::IpAddr;
@@ -17,16 +18,25 @@ use clap::Args;
 use clap::Subcommand;
 use rrds::xrc::EventKind;
 use rrds::xrc::Inject;
+use rrds::xrc::TargetInfo;
 use rrds::RdsSocket;
 use rrds::XrcRegistration;
+use serde::Serialize;
 
 use super::context;
+use super::json::write_record;
+use super::json::Meta;
 use super::new_socket;
 
 #[derive(Args, Debug)]
 pub struct XrcArgs {
     #[command(subcommand)]
     pub command: XrcCommand,
+    /// JSON Lines: a `meta` record, then one per target (`xrc_target`),
+    /// event (`xrc_event`) or step (`created`, `registered`, `injected`,
+    /// `unregistered`, `gone`).
+    #[arg(long, global = true)]
+    pub json: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -102,13 +112,31 @@ fn extension(err: io::Error, what: &str) -> io::Error {
     }
 }
 
+/// A target with its QP state's name.
+#[derive(Serialize)]
+struct TargetRow<'a> {
+    #[serde(flatten)]
+    target: &'a TargetInfo,
+    state: &'static str,
+}
+
 /// Lists this namespace's target QPs as a table (`rrds xrc list`, `rrds
 /// info xrc-targets`).
-pub fn list_targets(out: &mut impl Write) -> io::Result<()> {
+pub fn list_targets(out: &mut impl Write, json: bool) -> io::Result<()> {
     let sock = new_socket()?;
     let targets = sock
         .xrc_targets()
         .map_err(|err| extension(err, "getsockopt(RRDS_INFO_XRC_TARGETS)"))?;
+    if json {
+        for target in &targets {
+            let row = TargetRow {
+                target,
+                state: target.state_name(),
+            };
+            write_record(out, "xrc_target", &row)?;
+        }
+        return Ok(());
+    }
     writeln!(
         out,
         "{:>8} {:<12} {:<9} {:<6} {:>13} {:>10} {:>10}",
@@ -133,9 +161,13 @@ pub fn list_targets(out: &mut impl Write) -> io::Result<()> {
 /// Runs the subcommand.
 pub fn run(args: &XrcArgs) -> io::Result<bool> {
     let mut out = io::stdout().lock();
+    let json = args.json;
+    if json {
+        Meta::new("xrc").write(&mut out)?;
+    }
     match &args.command {
         XrcCommand::List => {
-            list_targets(&mut out)?;
+            list_targets(&mut out, json)?;
             Ok(true)
         }
         XrcCommand::Create(hold) => {
@@ -143,22 +175,29 @@ pub fn run(args: &XrcArgs) -> io::Result<bool> {
             let (registration, backend) = sock
                 .xrc_create()
                 .map_err(|err| extension(err, "getsockopt(RRDS_XRC_CREATE)"))?;
-            writeln!(
-                out,
-                "created qp_num={} backend={backend}",
-                registration.qp_num()
+            let qp_num = registration.qp_num();
+            step(
+                &mut out,
+                json,
+                "created",
+                serde_json::json!({ "qp_num": qp_num, "backend": backend }),
+                format_args!("created qp_num={qp_num} backend={backend}"),
             )?;
-            out.flush()?;
-            hold_and_watch(&sock, registration, hold, &mut out)
+            hold_and_watch(&sock, registration, hold, &mut out, json)
         }
         XrcCommand::Watch { hold, qp_num } => {
             let sock = bound_socket(hold.local)?;
             let registration = sock
                 .xrc_register(*qp_num)
                 .map_err(|err| extension(err, "setsockopt(RRDS_XRC_REGISTER)"))?;
-            writeln!(out, "registered qp_num={qp_num}")?;
-            out.flush()?;
-            hold_and_watch(&sock, registration, hold, &mut out)
+            step(
+                &mut out,
+                json,
+                "registered",
+                serde_json::json!({ "qp_num": qp_num }),
+                format_args!("registered qp_num={qp_num}"),
+            )?;
+            hold_and_watch(&sock, registration, hold, &mut out, json)
         }
         XrcCommand::Inject {
             local,
@@ -169,6 +208,11 @@ pub fn run(args: &XrcArgs) -> io::Result<bool> {
             let what = event.map_or(Inject::QpError, Inject::Event);
             sock.xrc_inject(*qp_num, what)
                 .map_err(|err| extension(err, "setsockopt(RRDS_XRC_INJECT)"))?;
+            if json {
+                let event = event.map_or_else(|| "qp_error".to_string(), |e| e.to_string());
+                let record = serde_json::json!({ "qp_num": qp_num, "event": event });
+                write_record(&mut out, "injected", &record)?;
+            }
             Ok(true)
         }
     }
@@ -181,6 +225,7 @@ fn hold_and_watch(
     registration: XrcRegistration<'_>,
     hold: &HoldArgs,
     out: &mut impl Write,
+    json: bool,
 ) -> io::Result<bool> {
     let end = hold
         .duration
@@ -196,8 +241,7 @@ fn hold_and_watch(
             None => Duration::from_secs(3600),
         };
         if let Some(event) = sock.recv_xrc_event(left.min(Duration::from_secs(1)))? {
-            writeln!(out, "event {event}")?;
-            out.flush()?;
+            step(out, json, "xrc_event", event, format_args!("event {event}"))?;
             seen += 1;
             gone = event.last;
         }
@@ -206,12 +250,43 @@ fn hold_and_watch(
     if gone {
         // The registration ended with the target.
         registration.keep();
-        writeln!(out, "target qp_num={qp_num} gone")?;
+        let record = serde_json::json!({ "qp_num": qp_num });
+        step(
+            out,
+            json,
+            "gone",
+            record,
+            format_args!("target qp_num={qp_num} gone"),
+        )?;
         return Ok(true);
     }
     registration
         .unregister()
         .map_err(|err| context(err, format_args!("unregister qp_num={qp_num}")))?;
-    writeln!(out, "unregistered qp_num={qp_num}")?;
+    let record = serde_json::json!({ "qp_num": qp_num });
+    step(
+        out,
+        json,
+        "unregistered",
+        record,
+        format_args!("unregistered qp_num={qp_num}"),
+    )?;
     Ok(true)
+}
+
+/// Prints one step of a command as it happens: `record` as a `kind`
+/// record in JSON, else `text`.
+fn step(
+    out: &mut impl Write,
+    json: bool,
+    kind: &str,
+    record: impl Serialize,
+    text: fmt::Arguments<'_>,
+) -> io::Result<()> {
+    if json {
+        write_record(out, kind, &record)?;
+    } else {
+        writeln!(out, "{text}")?;
+    }
+    out.flush()
 }

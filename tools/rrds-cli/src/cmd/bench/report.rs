@@ -20,6 +20,7 @@ use super::BenchArgs;
 use super::Sample;
 use super::Summary;
 use crate::cmd::json;
+use crate::cmd::json::Meta;
 use crate::cmd::json::Object;
 use crate::cmd::stats::Percentile;
 
@@ -206,11 +207,11 @@ impl<W: Write> Report<W> {
         }
     }
 
-    /// The settings and the table header (nothing in JSON mode: every
+    /// The settings and the table header (in JSON the `meta` record: every
     /// object carries `impl`, the summary the settings).
     pub fn header(&mut self) -> io::Result<()> {
         if self.json {
-            return Ok(());
+            return Meta::new("bench").write(&mut self.out);
         }
         write!(
             self.out,
@@ -523,6 +524,11 @@ mod tests {
             r.median(&latency_summary()).unwrap();
             r.finish(&[latency_summary()], Some(12.5)).unwrap();
         });
+        let (meta, text) = text.split_once('\n').unwrap();
+        assert!(
+            meta.starts_with("{\"type\":\"meta\",\"command\":\"bench\","),
+            "{meta}"
+        );
         assert_eq!(
             text,
             "{\"type\":\"summary\",\"impl\":\"rrds\",\"addr\":\"127.0.0.1\",\

@@ -9,8 +9,7 @@ use super::plot::Meta;
 use super::plot::Source;
 use super::Kind;
 use super::Summary;
-use crate::cmd::json;
-use crate::cmd::json::Value;
+use serde_json::Value;
 
 /// The results in `text`, the output of `rrds bench --json` read from
 /// `name`: one per summary line, labelled `name` (`name#2`, ... when there
@@ -22,7 +21,7 @@ pub fn read(name: &str, text: &str) -> Result<Vec<Source>, String> {
         if line.is_empty() {
             continue;
         }
-        let value = json::parse(line).map_err(|err| {
+        let value: Value = serde_json::from_str(line).map_err(|err| {
             format!(
                 "{name}:{}: not a line of `rrds bench --json` ({err})",
                 at + 1
@@ -258,16 +257,17 @@ mod tests {
             err.starts_with("table.txt:1: not a line of `rrds bench --json`"),
             "{err}"
         );
-        let runs_only = written(&[]).lines().next().unwrap().to_string();
+        // The meta record and the first run.
+        let runs_only = written(&[]).lines().take(2).collect::<Vec<_>>().join("\n");
         let err = read("cut.json", &runs_only).unwrap_err();
         assert!(err.starts_with("cut.json: no summary line"), "{err}");
         let err = read("empty.json", "").unwrap_err();
         assert!(err.starts_with("empty.json: no summary line"), "{err}");
         let text = written(&[]).replace("\"mode\":\"register\"", "\"mode\":\"warp\"");
         let err = read("odd.json", &text).unwrap_err();
-        assert_eq!(err, "odd.json:2: a median of an unknown mode, \"warp\"");
+        assert_eq!(err, "odd.json:3: a median of an unknown mode, \"warp\"");
         let text = written(&[]).replace("\"depth\":32", "\"depth\":-1");
         let err = read("odd.json", &text).unwrap_err();
-        assert_eq!(err, "odd.json:2: no \"depth\" of the right type");
+        assert_eq!(err, "odd.json:3: no \"depth\" of the right type");
     }
 }
