@@ -73,15 +73,23 @@ RRDS_SPLAT_NOT_RE='KernelAddressSanitizer initialized|kmemleak: Kernel memory le
 # check_bench_options GUEST_OPTION... -- ARG...: ARG, the `rrds bench`
 # options scripts/bench and scripts/bench-ib hand to the guest, checked
 # before any work (else a mistake shows only after a kernel build and a
-# boot). Each must be an option of `rrds bench`
-# (tools/rrds-cli/src/cmd/bench/mod.rs, long or rds-stress's short form),
-# given once (but --size and --rdma-size) and with
-# its value, as --opt VALUE or --opt=VALUE; --mode, --transport and --size
-# values are checked too. Refused: the guest's own options (GUEST_OPTION...,
-# which it always gives) and --server, --port and --connect (the guest runs
-# both ends).
+# boot). The options are those scripts/bench-options.txt lists, written
+# from rrds bench's own definition by a unit test that fails when they
+# differ: each given as its long or rds-stress's short form, once (but
+# those listed `many`), with its value as --opt VALUE, --opt=VALUE or
+# -oVALUE, one of the listed values where the option has a list. Refused:
+# the guest's own options (GUEST_OPTION..., which it always gives) and
+# --server, --port, --connect and --dry-run (the guest runs both ends).
+# What needs the program (a size's format, options that cannot go
+# together) bench_dry_run checks once the tools are built.
 check_bench_options() {
-	local own=" " seen=" " arg name value
+	local own=" " seen=" " arg name value long short kind times values
+	local -A short_of kind_of times_of values_of long_of
+	while read -r long short kind times values; do
+		[[ $long == --* ]] || continue
+		kind_of[$long]=$kind times_of[$long]=$times values_of[$long]=$values
+		[ "$short" = - ] || long_of[$short]=$long
+	done <"$RRDS_TOP/scripts/bench-options.txt"
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do
 		own+="$1 "
 		shift
@@ -94,49 +102,51 @@ check_bench_options() {
 		-h | --help) usage_error "$arg goes first" ;;
 		--*=*) name=${arg%%=*} value=${arg#*=} ;;
 		--*) name=$arg value= ;;
-		# rds-stress's short forms, as rrds bench takes them (-q8k: value attached).
-		-[rqDaTdtv]*)
-			case ${arg:1:1} in
-			r) name=--addr ;; q) name=--size ;; D) name=--rdma-size ;; a) name=--ack-size ;;
-			T) name=--duration ;; d) name=--depth ;; t) name=--tasks ;; v) name=--verify ;;
-			esac
+		-?*)
+			# A short form, its value attached or not (-q8k, -q 8k).
+			name=${long_of[${arg:0:2}]:-}
+			[ -n "$name" ] || usage_error "unknown option $arg"
 			value=${arg:2}
-			[ -z "$value" ] || arg=$name=$value
-			[ -n "$value" ] || arg=$name
+			if [ -n "$value" ]; then arg=$name=$value; else arg=$name; fi
 			;;
-		-*) usage_error "unknown option $arg" ;;
 		*) usage_error "unexpected argument $arg (rrds bench options only)" ;;
 		esac
+		[ -n "${kind_of[$name]:-}" ] || usage_error "unknown option $name"
 		case $own in *" $name "*) usage_error "$name: the guest gives it itself" ;; esac
-		case $name in --server | --port | --connect) usage_error "$name: the guest runs both ends" ;; esac
-		case $name in
-		--verify | --histogram | --json)
+		case $name in --server | --port | --connect | --dry-run)
+			usage_error "$name: the guest runs both ends" ;;
+		esac
+		if [ "${kind_of[$name]}" = flag ]; then
 			[ "$arg" = "$name" ] || usage_error "$name takes no value"
-			;;
-		--addr | --peer-addr | --peer-netns | --transport | --size | --rdma-size | --ack-size | \
-			--duration | --runs | --mode | --depth | --tasks | --seed | --timeout | --plot | --interval)
-			if [ "$arg" = "$name" ]; then
-				[ $# -gt 0 ] && [[ $1 != -* ]] || usage_error "$name needs a value"
-				value=$1
-				shift
-			fi
-			;;
-		*) usage_error "unknown option $name" ;;
-		esac
-		case $name=$value in
-		--mode=rate | --mode=latency | --mode=both | --mode=rdma-write | --mode=rdma-read | \
-			--mode=rdma | --mode=register) ;;
-		--mode=*) usage_error "--mode $value: want rate, latency, both, rdma-write, rdma-read, rdma or register" ;;
-		--transport=ib | --transport=loop | --transport=default) ;;
-		--transport=*) usage_error "--transport $value: want ib, loop or default" ;;
-		--size=* | --rdma-size=* | --ack-size=*)
-			[[ $value =~ ^\+?[0-9]+[kKmM]?$ ]] || usage_error "$name $value: not a size (e.g. 64, 8k, 1m)"
-			;;
-		esac
-		case $seen in *" $name "*) [ "$name" = --size ] || [ "$name" = --rdma-size ] ||
-			usage_error "$name given twice" ;; esac
+		elif [ "$arg" = "$name" ]; then
+			[ $# -gt 0 ] && [[ $1 != -* ]] || usage_error "$name needs a value"
+			value=$1
+			shift
+		fi
+		values=${values_of[$name]}
+		if [ -n "$values" ] && [[ " $values " != *" $value "* ]]; then
+			usage_error "$name $value: want one of ${values// /, }"
+		fi
+		if [ "${times_of[$name]}" = once ] && [[ $seen == *" $name "* ]]; then
+			usage_error "$name given twice"
+		fi
 		seen+="$name "
 	done
+}
+
+# bench_dry_run GUEST_OPTION... -- ARG...: the rest of the check, by
+# `rrds bench --dry-run` itself with the guest's options added (tools
+# built): a bad size, options that do not go together. Exit 2 with its
+# message and the usage.
+bench_dry_run() {
+	local guest=() out
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		guest+=("$1")
+		shift
+	done
+	shift
+	out=$("$RRDS_TOP/tools/target/release/rrds" bench --dry-run "${guest[@]}" "$@" 2>&1 >/dev/null) ||
+		usage_error "rrds bench refuses the options: ${out#rrds: }"
 }
 
 # bench_module OUT: pick the kernel a benchmark boots and build rrds.ko for

@@ -303,6 +303,11 @@ pub struct BenchArgs {
     /// table row, or a "histogram" array at the end of its JSON object.
     #[arg(long)]
     pub histogram: bool,
+    /// Check the options as a run would, print the runs it would make, one
+    /// line per mode and size, and exit without opening a socket (the
+    /// `make bench` scripts check their options with it before a boot).
+    #[arg(long, conflicts_with = "server")]
+    pub dry_run: bool,
 }
 
 impl BenchArgs {
@@ -372,6 +377,23 @@ impl BenchArgs {
         }
         Ok(())
     }
+}
+
+/// The runs `args` ask for, a line per mode and size, as `--dry-run`
+/// prints them.
+fn planned_runs(args: &BenchArgs) -> String {
+    let mut text = String::new();
+    for &kind in args.mode.kinds() {
+        for size in args.sizes_of(kind) {
+            let runs = if args.until_interrupted() {
+                "one run until Ctrl-C".to_string()
+            } else {
+                format!("{} x {} s", args.runs(), args.duration.as_secs_f64())
+            };
+            text.push_str(&format!("{} {size} B: {runs}\n", kind.as_str()));
+        }
+    }
+    text
 }
 
 /// Checks what the command line alone can: one address family (RDS does
@@ -636,6 +658,12 @@ pub fn run(args: &BenchArgs) -> io::Result<bool> {
     if let Some(path) = &args.plot {
         // A directory that is not there fails now, not after the runs.
         plot::check(path, "--plot")?;
+    }
+    if args.dry_run {
+        io::stdout()
+            .lock()
+            .write_all(planned_runs(args).as_bytes())?;
+        return Ok(true);
     }
     // Fail before printing anything if there is no RDS at all.
     drop(new_socket()?);
@@ -967,6 +995,95 @@ pub(super) fn parsed_args(extra: &[&str]) -> BenchArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn dry_run(argv: &[&str]) -> Result<String, String> {
+        let argv = ["bench", "--dry-run"].iter().chain(argv);
+        let args = Cli::try_parse_from(argv).map_err(|e| e.to_string())?.bench;
+        args.check()?;
+        check_endpoints(args.addr, args.peer_addr(), args.transport)?;
+        Ok(planned_runs(&args))
+    }
+
+    #[test]
+    fn dry_run_lists_the_runs_and_refuses_what_a_run_would() {
+        assert_eq!(
+            dry_run(&["-q", "64", "-q", "8k", "--mode", "both", "--runs", "2", "-T", "0.5"]),
+            Ok("rate 64 B: 2 x 0.5 s\nrate 8192 B: 2 x 0.5 s\n\
+                latency 64 B: 2 x 0.5 s\nlatency 8192 B: 2 x 0.5 s\n"
+                .to_string())
+        );
+        assert_eq!(
+            dry_run(&["--mode", "register", "-D", "1m", "-T", "0"]),
+            Ok("register 1048576 B: one run until Ctrl-C\n".to_string())
+        );
+        assert!(dry_run(&["--mode", "rate", "-D", "4k"])
+            .unwrap_err()
+            .contains("--rdma-size"));
+        assert!(dry_run(&["--transport", "loop", "--addr", "10.0.0.1"]).is_err());
+        assert!(dry_run(&["--mode", "warp"]).is_err());
+        assert!(dry_run(&["--server"]).is_err());
+    }
+
+    /// `rrds bench`'s options as `scripts/bench-options.txt` lists them for
+    /// the scripts' check before a boot: `--long -s value|flag once|many
+    /// [possible value...]`, `-` for no short form.
+    fn options_table() -> String {
+        let cmd = BenchArgs::augment_args(clap::Command::new("bench"));
+        let mut text = String::new();
+        for arg in cmd.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            let short = arg.get_short().map_or("-".to_string(), |c| format!("-{c}"));
+            let takes = if arg.get_action().takes_values() {
+                "value"
+            } else {
+                "flag"
+            };
+            let times = match arg.get_action() {
+                clap::ArgAction::Append => "many",
+                _ => "once",
+            };
+            text.push_str(&format!("--{long} {short} {takes} {times}"));
+            for value in arg.get_possible_values() {
+                if !matches!(arg.get_action(), clap::ArgAction::SetTrue) {
+                    text.push(' ');
+                    text.push_str(value.get_name());
+                }
+            }
+            text.push('\n');
+        }
+        text
+    }
+
+    /// The scripts check options against this file, so it must be what
+    /// clap takes. `RRDS_BLESS=1 cargo test` rewrites it.
+    #[test]
+    fn scripts_know_every_bench_option() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scripts/bench-options.txt"
+        );
+        let want = format!(
+            "# rrds bench's options for scripts/common.sh's check_bench_options, written by\n\
+             # tools/rrds-cli/src/cmd/bench/mod.rs's scripts_know_every_bench_option\n\
+             # (RRDS_BLESS=1 cargo test): --long -short|- value|flag once|many [values...]\n{}",
+            options_table()
+        );
+        if std::env::var_os("RRDS_BLESS").is_some() {
+            std::fs::write(path, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(path).unwrap_or_default();
+        assert_eq!(
+            have, want,
+            "{path} is stale: RRDS_BLESS=1 cargo test rewrites it"
+        );
+    }
 
     #[test]
     fn task_rates_add_up() {
