@@ -456,6 +456,47 @@ FIXTURE_TEARDOWN(ib_tools)
 }
 
 /*
+ * The build users load (make modules: no test hooks) is the one clippy
+ * checks and no other case loads; make check keeps it for this case as
+ * RRDS_PRODUCTION_KO. In place of the test build, it carries a verified
+ * bench in both modes between the namespaces, answers pings, and unloads.
+ */
+TEST_F(ib_tools, production_build_carries_verified_traffic)
+{
+	const char *ko = getenv("RRDS_PRODUCTION_KO");
+	char out[16384];
+	int i, peer;
+
+	if (!ko || access(ko, R_OK))
+		SKIP(return, "no production build here (make check passes RRDS_PRODUCTION_KO)");
+	ASSERT_EQ(0, rrds_unload());
+	ASSERT_EQ(0, sh("insmod %s", ko));
+	/* It is the production build: no debugfs hooks. */
+	EXPECT_EQ(0, access(RRDS_DEBUGFS, F_OK));
+	EXPECT_NE(0, access(RRDS_DEBUGFS "/xmit_hold", F_OK));
+	EXPECT_EQ(0, sh_out(out, sizeof(out),
+			    "%s bench --addr %s --peer-addr %s --peer-netns rrds-b --transport ib "
+			    "--size 64 --size 8192 --duration 2 --runs 1 --mode both --verify "
+			    "--json 2>&1",
+			    rrds_cmd(), variant->local, variant->remote)) TH_LOG("%s", out);
+	expect_clean_bench(_metadata, out, 1);
+	/* rrds-b's stack answers while a socket there is bound (it listens). */
+	ASSERT_EQ(0, enter_ns("rrds-b"));
+	peer = bound_socket(variant->remote, 0);
+	ASSERT_EQ(0, enter_ns("rrds-a"));
+	ASSERT_LE(0, peer);
+	EXPECT_EQ(0, sh_out(out, sizeof(out), "%s ping -c 3 -i 0.1 -W 20 -I %s %s 2>&1",
+			    rrds_cmd(), variant->local, variant->remote)) TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "3 pings sent, 3 pongs received")) TH_LOG("%s", out);
+	close(peer);
+	/* The links close in the background: unloading may wait for them. */
+	for (i = 0; i < 100 && rrds_unload(); i++)
+		usleep(100 * 1000);
+	EXPECT_EQ(0, rrds_loaded());
+	ASSERT_EQ(0, rrds_load());
+}
+
+/*
  * rrds bench between the two namespaces, payloads verified; three pairs of
  * sockets at once (--tasks) share the one connection.
  */
