@@ -94,8 +94,28 @@ fn exit_status(err: &io::Error) -> u8 {
     }
 }
 
+/// The subcommand's name if it writes JSON: its `meta` record goes first,
+/// before anything can fail, so even a failed run says what ran.
+fn json_command(command: &Command) -> Option<&'static str> {
+    match command {
+        Command::Ping(args) if args.json => Some("ping"),
+        Command::Bench(args) if args.json && !args.server && !args.dry_run => Some("bench"),
+        Command::Info(args) if args.json => Some("info"),
+        Command::Xrc(args) if args.json => Some("xrc"),
+        Command::Mr(args) if args.json => Some("mr"),
+        Command::Watch(args) if args.json => Some("watch"),
+        _ => None,
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(command) = json_command(&cli.command) {
+        if let Err(err) = cmd::json::Meta::new(command).write(&mut io::stdout()) {
+            eprintln!("rrds: {err}");
+            return ExitCode::from(EXIT_SYSTEM_ERROR);
+        }
+    }
     let result = match &cli.command {
         Command::Ping(args) => cmd::ping::run(args),
         Command::Bench(args) => cmd::bench::run(args),
@@ -143,6 +163,18 @@ mod tests {
         assert_eq!(exit_status(&io::Error::other("no address")), 4);
         let help = Cli::command().render_long_help().to_string();
         assert!(help.contains("Exit status:\n  0    success"), "{help}");
+    }
+
+    #[test]
+    fn meta_goes_first_for_json_runs_only() {
+        let name = |argv: &[&str]| json_command(&parse(argv).unwrap().command);
+        assert_eq!(name(&["watch", "--json"]), Some("watch"));
+        assert_eq!(name(&["xrc", "list", "--json"]), Some("xrc"));
+        assert_eq!(name(&["bench", "--json"]), Some("bench"));
+        assert_eq!(name(&["watch"]), None);
+        // A server prints no results, a dry run a plan.
+        assert_eq!(name(&["bench", "--json", "--server"]), None);
+        assert_eq!(name(&["bench", "--json", "--dry-run"]), None);
     }
 
     #[test]

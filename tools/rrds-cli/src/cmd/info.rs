@@ -14,7 +14,6 @@ use serde::Serialize;
 use super::context;
 use super::errno;
 use super::json::write_record;
-use super::json::Meta;
 use super::new_socket;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -154,9 +153,6 @@ pub fn run(args: &InfoArgs) -> io::Result<bool> {
     let sock = new_socket()?;
     let mut out = io::stdout().lock();
     let json = args.json;
-    if json {
-        Meta::new("info").write(&mut out)?;
-    }
     let print = |table, out: &mut Vec<u8>| print_table(&sock, table, out, json);
     match args.table {
         Some(table) => {

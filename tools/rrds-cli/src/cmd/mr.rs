@@ -18,7 +18,6 @@ use rrds::RdmaFlags;
 
 use super::context;
 use super::json::write_record;
-use super::json::Meta;
 use super::new_socket;
 use super::stats::Latency;
 use super::stats::Recorder;
@@ -70,7 +69,6 @@ pub fn run(args: &MrArgs) -> io::Result<bool> {
     let mut out = io::stdout().lock();
     match (get, free, args.json) {
         (Some(g), Some(f), true) => {
-            Meta::new("mr").write(&mut out)?;
             let us = |l: &Latency| {
                 json!({"mean": l.mean_us, "p50": l.p50_us, "p99": l.p99_us,
                        "min": l.min_us, "p999": l.p999_us, "max": l.max_us})

@@ -27,7 +27,6 @@ use super::interrupt::interrupted;
 use super::interrupt::pause_until;
 use super::is_transient;
 use super::json::write_record;
-use super::json::Meta;
 use super::new_socket;
 use super::parse_seconds;
 use super::stats::Recorder;
@@ -152,7 +151,6 @@ pub fn run(args: &PingArgs) -> io::Result<bool> {
         format!("{} ({target_ip})", args.addr)
     };
     if args.json {
-        Meta::new("ping").write(&mut out)?;
         let start = json!({ "addr": args.addr, "target": target_ip, "local": local });
         write_record(&mut out, "ping_start", &start)?;
     } else {

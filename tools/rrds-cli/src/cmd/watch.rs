@@ -13,7 +13,6 @@ use rrds::ConnMonitor;
 
 use super::context;
 use super::json::write_record;
-use super::json::Meta;
 use super::new_socket;
 
 #[derive(Args, Debug)]
@@ -47,9 +46,7 @@ pub fn run(args: &WatchArgs) -> io::Result<bool> {
         }
     })?;
     let mut out = io::stdout().lock();
-    if args.json {
-        Meta::new("watch").write(&mut out)?;
-    } else {
+    if !args.json {
         writeln!(out, "watching the connections of this network namespace")?;
     }
     out.flush()?;

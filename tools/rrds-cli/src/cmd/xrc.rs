@@ -25,7 +25,6 @@ use serde::Serialize;
 
 use super::context;
 use super::json::write_record;
-use super::json::Meta;
 use super::new_socket;
 
 #[derive(Args, Debug)]
@@ -162,9 +161,6 @@ pub fn list_targets(out: &mut impl Write, json: bool) -> io::Result<()> {
 pub fn run(args: &XrcArgs) -> io::Result<bool> {
     let mut out = io::stdout().lock();
     let json = args.json;
-    if json {
-        Meta::new("xrc").write(&mut out)?;
-    }
     match &args.command {
         XrcCommand::List => {
             list_targets(&mut out, json)?;

@@ -20,7 +20,6 @@ use super::BenchArgs;
 use super::Sample;
 use super::Summary;
 use crate::cmd::json;
-use crate::cmd::json::Meta;
 use crate::cmd::json::Object;
 use crate::cmd::stats::Percentile;
 
@@ -207,11 +206,11 @@ impl<W: Write> Report<W> {
         }
     }
 
-    /// The settings and the table header (in JSON the `meta` record: every
+    /// The settings and the table header (nothing in JSON mode: every
     /// object carries `impl`, the summary the settings).
     pub fn header(&mut self) -> io::Result<()> {
         if self.json {
-            return Meta::new("bench").write(&mut self.out);
+            return Ok(());
         }
         write!(
             self.out,
@@ -524,11 +523,6 @@ mod tests {
             r.median(&latency_summary()).unwrap();
             r.finish(&[latency_summary()], Some(12.5)).unwrap();
         });
-        let (meta, text) = text.split_once('\n').unwrap();
-        assert!(
-            meta.starts_with("{\"type\":\"meta\",\"command\":\"bench\","),
-            "{meta}"
-        );
         assert_eq!(
             text,
             "{\"type\":\"summary\",\"impl\":\"rrds\",\"addr\":\"127.0.0.1\",\
