@@ -2156,6 +2156,10 @@ static bool try_add_device(const struct fuzz_addrs *a, int ns)
  * ip command running, the blocked tasks (sysrq w) and, lockdep being on in
  * the test kernel, every lock held and by whom (sysrq d), after @delay
  * seconds, in the background (an attempt that is blocked blocks its caller).
+ * sysrq w shows only tasks in D and lockdep skips running ones, so the
+ * kernel stacks in a namespace's cleanup, in rrds or in ib_core's device
+ * code are printed too, whatever their state: a wait in rrds's namespace
+ * exit sleeps interruptibly.
  */
 static void log_rdma_commands(const char *tag, int delay)
 {
@@ -2163,6 +2167,10 @@ static void log_rdma_commands(const char *tag, int delay)
 	   "ps -eo pid,stat,wchan:40,comm | awk '$2 ~ /D/ || $4 == \"rdma\" || $4 == \"ip\"'; "
 	   "for p in $(pgrep -x rdma; pgrep -x ip); do echo \"== $p: $(tr '\\0' ' ' < /proc/$p/cmdline)\"; "
 	   "for t in /proc/$p/task/*; do cat $t/stack; done; done; "
+	   "for t in /proc/[0-9]*/task/[0-9]*; do k=$(cat $t/stack 2>/dev/null); case $k in "
+	   "*cleanup_net*|*rrds*|*ib_unregister*|*ib_register*|*disable_device*) "
+	   "echo \"== stack of ${t#/proc/} ($(cat $t/comm 2>/dev/null), "
+	   "$(awk '{print $3}' $t/stat 2>/dev/null))\"; echo \"$k\";; esac; done; "
 	   "n=$(dmesg | wc -l); echo w > /proc/sysrq-trigger; echo d > /proc/sysrq-trigger; "
 	   "sleep 1; dmesg | tail -n +$((n + 1)); } 2>&1 | sed 's/^/# %s: /' >&2 ) &", delay, tag);
 }
@@ -2265,6 +2273,7 @@ static void unload_step(struct fuzz_shared *s)
 #define FZ_IP		"10.254.9.1"	/* on fz0, under the rxe device rxe_fz */
 #define FZ_PEER_IP	"10.254.9.2"	/* on fz1, the other end of the veth pair */
 #define FZ_GONE_S	90		/* a namespace's dismantling takes 30 s and more under TCG */
+#define FZ_SLOW_S	15		/* a churner step this long: log what it waits on */
 
 /* In FZ_NS: sockets on both addresses send to each other, one registers memory. */
 static void __attribute__((noreturn)) run_netns_user(void)
@@ -2335,6 +2344,7 @@ static void __attribute__((noreturn)) run_netns_churner(struct fuzz_shared *s, u
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	while (!__atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
+		double step = now();
 		pid_t user;
 
 		/*
@@ -2351,6 +2361,9 @@ static void __attribute__((noreturn)) run_netns_churner(struct fuzz_shared *s, u
 			shared_violation(s, "namespace churner", "could not set up namespace " FZ_NS);
 			break;
 		}
+		if (now() - step > FZ_SLOW_S)
+			fprintf(stderr, "# %.0f: churner: setting up " FZ_NS " took %.0f s\n", now(),
+				now() - step);
 		fflush(NULL);
 		user = fork();
 		if (!user)
@@ -2358,21 +2371,31 @@ static void __attribute__((noreturn)) run_netns_churner(struct fuzz_shared *s, u
 		poll(NULL, 0, 500 + next_random(&rng) % 2000);
 		if (user > 0)
 			kill(user, SIGKILL);
+		step = now();
 		sh("ip netns del " FZ_NS);
 		if (user > 0)
 			reap_netns_user(user);
 		/* The namespace is dismantled in the background, its device with it. */
-		if (!WAIT_FOR(FZ_GONE_S, sh("rdma link show rxe_fz/1 >/dev/null 2>&1"))) {
+		if (!WAIT_FOR(FZ_SLOW_S, sh("rdma link show rxe_fz/1 >/dev/null 2>&1"))) {
+			fprintf(stderr, "# %.0f: churner: rxe_fz still there %.0f s after " FZ_NS
+				" was deleted\n", now(), now() - step);
+			log_rdma_commands("slow netns exit", 0);
+		}
+		if (!WAIT_FOR(FZ_GONE_S - FZ_SLOW_S, sh("rdma link show rxe_fz/1 >/dev/null 2>&1"))) {
 			shared_violation(s, "namespace churner", "rxe_fz still there %d s after " FZ_NS " was deleted",
 					 FZ_GONE_S);
 			/* What holds the namespace or the device: ids, QPs, tasks. */
 			log_ib_links();
 			sh("sed 's/^/# objects: /' " RRDS_DEBUGFS "/objects; "
 			   "ps -eo pid,stat,wchan:40,comm | awk '$2 ~ /D/' | sed 's/^/# D: /'");
-			sh("echo w > /proc/sysrq-trigger");
+			log_rdma_commands("netns exit hung", 0);
+			sleep(5);
 			__atomic_store_n(&s->stop, 1, __ATOMIC_RELAXED);
 			break;
 		}
+		if (now() - step > FZ_SLOW_S)
+			fprintf(stderr, "# %.0f: churner: " FZ_NS " gone after %.0f s\n", now(),
+				now() - step);
 		s->netns_cycles++;
 	}
 	_exit(0);
