@@ -390,7 +390,16 @@ impl CmIdRef {
         to_result(unsafe { bindings::rdma_listen(self.raw(), backlog) })
     }
 
+    /// Binds a new id to `src`, then resolves `dst` from it.
+    ///
+    /// Bound here first, not by `rdma_resolve_addr`: there a device removal
+    /// that changes the id's state between its internal bind and its check
+    /// of the state WARNs (7.2 `resolve_prepare_src`; the fuzzer met it with
+    /// a device deleted as a path connected). Bound first, the same removal
+    /// makes `rdma_resolve_addr` fail with `EINVAL`, which the caller handles
+    /// as any failed connect.
     pub(crate) fn resolve_addr(&self, src: &SockAddr, dst: &SockAddr, timeout_ms: u32) -> Result {
+        self.bind(src)?;
         // SAFETY: A live id; both addresses are valid buffers rdma_cm copies.
         to_result(unsafe {
             bindings::rdma_resolve_addr(

@@ -149,10 +149,10 @@ const MAX_BACKOFF_MS: u32 = 1000;
 /// How long a path whose device was removed waits before it connects
 /// again. rrds's `remove` callback runs before rdma_cm's (ib_core removes
 /// clients in reverse order of registration), so a connect made at once
-/// still resolves to the departing device, and rdma_cm's removal then
-/// changes the new id's state inside `rdma_resolve_addr`, which WARNs
-/// (7.2 `resolve_prepare_src`; testing.rst). rdma_cm's removal follows
-/// ours within microseconds.
+/// still resolves to the departing device, and fails when rdma_cm's removal
+/// reaches the new id (`CmId::resolve_addr` binds first so that this is a
+/// failure, not a WARN). rdma_cm's removal follows ours within
+/// microseconds.
 const REMOVAL_PAUSE_MS: u32 = 200;
 /// Transport retries before a send fails (upstream uses 1; lossy links need more).
 const RETRY_COUNT: u8 = 7;
