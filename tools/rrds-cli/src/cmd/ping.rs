@@ -119,6 +119,9 @@ fn resolve(host: &str, local: Option<IpAddr>) -> io::Result<IpAddr> {
 /// Runs the pings; `Ok(true)` if any pong came back (as ping: 1 if none
 /// did).
 pub fn run(args: &PingArgs) -> io::Result<bool> {
+    // First: Ctrl-C while the name resolves or the socket binds ends with
+    // the summary too, not the default action.
+    catch_sigint()?;
     let mut out = io::stdout().lock();
     let target_ip = resolve(&args.addr, args.local)?;
     let local_ip = match args.local {
@@ -143,7 +146,6 @@ pub fn run(args: &PingArgs) -> io::Result<bool> {
     sock.set_nonblocking(true)?;
     let local = sock.local_addr()?;
     let target = SocketAddr::new(target_ip, 0);
-    catch_sigint()?;
 
     let shown = if args.addr == target_ip.to_string() {
         args.addr.clone()
