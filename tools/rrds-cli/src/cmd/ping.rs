@@ -269,7 +269,17 @@ fn wait_pong(sock: &RdsSocket, sent_at: Instant, timeout: Duration) -> io::Resul
     loop {
         match sock.recv_msg(&mut buf) {
             Ok(received) => match received.from {
-                Some(from) if from.port() == 0 => return Ok(Pong::Back(from, sent_at.elapsed())),
+                // Later than the timeout is no pong within it, even when it
+                // was queued by the time we looked (loopback answers inside
+                // sendmsg, which can outlast a short -W).
+                Some(from) if from.port() == 0 => {
+                    let rtt = sent_at.elapsed();
+                    return Ok(if rtt > timeout {
+                        Pong::TimedOut
+                    } else {
+                        Pong::Back(from, rtt)
+                    });
+                }
                 // Not a pong (a datagram from a socket, or a notification).
                 _ => {}
             },
