@@ -443,6 +443,26 @@ FIXTURE_SETUP(ib_tools)
 	ASSERT_EQ(0, enter_ns("rrds-a"));
 }
 
+/*
+ * rrds listens in a namespace while a socket there is bound to an RDMA
+ * address: binds one to @remote from rrds-b (where its listener must live)
+ * and returns to rrds-a. The socket, or -1.
+ */
+static int listen_in_rrds_b(const char *remote)
+{
+	int fd;
+
+	if (enter_ns("rrds-b"))
+		return -1;
+	fd = bound_socket(remote, 0);
+	if (enter_ns("rrds-a")) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* The host pair of host_answers_pings_with_nothing_bound, per kind. */
 #define HOST_SH_INIT	"nsenter --net=/proc/1/ns/net "
 
@@ -484,9 +504,7 @@ TEST_F(ib_tools, production_build_carries_verified_traffic)
 			    rrds_cmd(), variant->local, variant->remote)) TH_LOG("%s", out);
 	expect_clean_bench(_metadata, out, 1);
 	/* rrds-b's stack answers while a socket there is bound (it listens). */
-	ASSERT_EQ(0, enter_ns("rrds-b"));
-	peer = bound_socket(variant->remote, 0);
-	ASSERT_EQ(0, enter_ns("rrds-a"));
+	peer = listen_in_rrds_b(variant->remote);
 	ASSERT_LE(0, peer);
 	EXPECT_EQ(0, sh_out(out, sizeof(out), "%s ping -c 3 -i 0.1 -W 20 -I %s %s 2>&1",
 			    rrds_cmd(), variant->local, variant->remote)) TH_LOG("%s", out);
@@ -744,14 +762,7 @@ TEST_F(ib_tools, ping_and_info_show_the_connection)
 	char out[8192], want[64];
 	int peer;
 
-	/*
-	 * rrds listens in a namespace while a socket there is bound to an RDMA
-	 * address: hold one in rrds-b (bound from rrds-b, where its listener
-	 * must live).
-	 */
-	ASSERT_EQ(0, enter_ns("rrds-b"));
-	peer = bound_socket(variant->remote, 0);
-	ASSERT_EQ(0, enter_ns("rrds-a"));
+	peer = listen_in_rrds_b(variant->remote);
 	ASSERT_LE(0, peer);
 	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s ping -c 3 -i 0.1 -W 20 -I %s %s 2>&1",
 			    rrds_cmd(), variant->local, variant->remote)) TH_LOG("%s", out);
