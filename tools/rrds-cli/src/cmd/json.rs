@@ -2,97 +2,31 @@
 //! `--json` output: JSON Lines, one object per line, each with a `type`.
 //!
 //! Every subcommand's first line is its [`Meta`] record (what ran, where,
-//! when); the records that follow are the crate's own (serde, through
-//! [`write_record`]) or, for `rrds bench`'s flat rows, built key by key with
-//! [`Object`]. Reading back (`rrds plot`) is `serde_json`'s.
+//! when); every record that follows is a struct derived with `Serialize`
+//! (the crate's own, or the command's), written by [`write_record`] with its
+//! `type` first and its fields in declaration order. Reading back
+//! (`rrds plot`) is `serde_json`'s too.
 
-use std::fmt::Write as _;
 use std::io;
 use std::io::Write;
 use std::time::SystemTime;
 use std::time::UNIX_EPOCH;
 
 use serde::Serialize;
+use serde::Serializer;
 
-/// Builds one JSON object, key by key, in insertion order.
-pub struct Object {
-    text: String,
-}
-
-impl Default for Object {
-    fn default() -> Self {
-        Self::new()
+/// Serializes a measured number rounded to three decimals, `null` when
+/// absent or not finite (JSON has no NaN or infinity).
+pub fn three_decimals<S: Serializer>(value: &Option<f64>, out: S) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(v) if v.is_finite() => out.serialize_f64((v * 1000.0).round() / 1000.0),
+        _ => out.serialize_none(),
     }
 }
 
-impl Object {
-    /// An object with no keys yet.
-    pub fn new() -> Self {
-        Self {
-            text: String::from("{"),
-        }
-    }
-
-    fn key(&mut self, key: &str) {
-        if self.text.len() > 1 {
-            self.text.push(',');
-        }
-        push_string(&mut self.text, key);
-        self.text.push(':');
-    }
-
-    /// A string value.
-    pub fn string(mut self, key: &str, value: &str) -> Self {
-        self.key(key);
-        push_string(&mut self.text, value);
-        self
-    }
-
-    /// An unsigned integer value.
-    pub fn uint(mut self, key: &str, value: u64) -> Self {
-        self.key(key);
-        // Writing to a String cannot fail.
-        let _ = write!(self.text, "{value}");
-        self
-    }
-
-    /// A boolean value.
-    pub fn boolean(mut self, key: &str, value: bool) -> Self {
-        self.key(key);
-        self.text.push_str(if value { "true" } else { "false" });
-        self
-    }
-
-    /// A number with three decimals; `null` when absent or not finite
-    /// (JSON has no NaN or infinity).
-    pub fn number(mut self, key: &str, value: Option<f64>) -> Self {
-        self.key(key);
-        match value {
-            Some(v) if v.is_finite() => {
-                let _ = write!(self.text, "{v:.3}");
-            }
-            _ => self.text.push_str("null"),
-        }
-        self
-    }
-
-    /// A value that is already JSON (a nested object or an array).
-    pub fn raw(mut self, key: &str, json: &str) -> Self {
-        self.key(key);
-        self.text.push_str(json);
-        self
-    }
-
-    /// The object's text.
-    pub fn finish(mut self) -> String {
-        self.text.push('}');
-        self.text
-    }
-}
-
-/// A JSON array of already-encoded values.
-pub fn array(items: &[String]) -> String {
-    format!("[{}]", items.join(","))
+/// [`three_decimals`] for a number that is always there.
+pub fn three_decimals_always<S: Serializer>(value: &f64, out: S) -> Result<S::Ok, S::Error> {
+    three_decimals(&Some(*value), out)
 }
 
 /// What ran, where and when: the first line of every `--json` output.
@@ -171,83 +105,45 @@ pub fn write_record<T: Serialize>(out: &mut impl Write, kind: &str, record: &T) 
     writeln!(out)
 }
 
-/// Appends `s` as a quoted JSON string.
-fn push_string(out: &mut String, s: &str) {
-    // A string always serializes.
-    out.push_str(&serde_json::Value::from(s).to_string());
+/// [`write_record`]'s line, without its newline.
+pub fn record_line<T: Serialize>(kind: &str, record: &T) -> io::Result<String> {
+    Ok(serde_json::to_string(&Tagged { kind, record })?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn empty_object() {
-        assert_eq!(Object::new().finish(), "{}");
+    #[derive(Serialize)]
+    struct Measured {
+        #[serde(serialize_with = "three_decimals")]
+        rate: Option<f64>,
+        #[serde(serialize_with = "three_decimals")]
+        absent: Option<f64>,
+        #[serde(serialize_with = "three_decimals")]
+        nan: Option<f64>,
+        #[serde(serialize_with = "three_decimals_always")]
+        seconds: f64,
     }
 
     #[test]
-    fn fields_in_order_with_commas() {
-        let json = Object::new()
-            .string("mode", "rate")
-            .uint("size", 64)
-            .boolean("verify", true)
-            .number("mb_per_sec", Some(1.5))
-            .number("lat_p50_us", None)
-            .finish();
+    fn numbers_are_rounded_and_non_finite_ones_null() {
+        let line = record_line(
+            "run",
+            &Measured {
+                rate: Some(812_345.678_9),
+                absent: None,
+                nan: Some(f64::NAN),
+                seconds: f64::INFINITY,
+            },
+        )
+        .unwrap();
         assert_eq!(
-            json,
-            r#"{"mode":"rate","size":64,"verify":true,"mb_per_sec":1.500,"lat_p50_us":null}"#
+            line,
+            r#"{"type":"run","rate":812345.679,"absent":null,"nan":null,"seconds":null}"#
         );
-    }
-
-    #[test]
-    fn non_finite_numbers_are_null() {
-        let json = Object::new()
-            .number("a", Some(f64::NAN))
-            .number("b", Some(f64::INFINITY))
-            .finish();
-        assert_eq!(json, r#"{"a":null,"b":null}"#);
-    }
-
-    #[test]
-    fn strings_are_escaped() {
-        let json = Object::new().string("k", "a\"b\\c\nd\u{1}").finish();
-        assert_eq!(json, r#"{"k":"a\"b\\c\nd\u0001"}"#);
-    }
-
-    #[test]
-    fn nested_values_are_embedded() {
-        let inner = Object::new().uint("x", 1).finish();
-        let json = Object::new()
-            .raw("items", &array(&[inner.clone(), inner]))
-            .finish();
-        assert_eq!(json, r#"{"items":[{"x":1},{"x":1}]}"#);
-    }
-
-    #[test]
-    fn reads_back_as_json() {
-        let inner = Object::new()
-            .string("mode", "rate")
-            .uint("size", 64)
-            .number("lat_p50_us", None)
-            .number("mb_per_sec", Some(1.5))
-            .finish();
-        let text = Object::new()
-            .string("type", "summary")
-            .boolean("verify", true)
-            .string("odd", "a\"b\\c\nd\u{1}é")
-            .raw("medians", &array(&[inner]))
-            .finish();
-        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(value["type"], "summary");
-        assert_eq!(value["verify"], true);
-        assert_eq!(value["odd"], "a\"b\\c\nd\u{1}é");
-        let medians = value["medians"].as_array().unwrap();
-        assert_eq!(medians.len(), 1);
-        assert_eq!(medians[0]["size"].as_u64(), Some(64));
-        assert!(medians[0]["lat_p50_us"].is_null());
-        assert_eq!(medians[0]["mb_per_sec"].as_f64(), Some(1.5));
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(value["rate"].as_f64(), Some(812_345.679));
     }
 
     #[derive(Serialize)]

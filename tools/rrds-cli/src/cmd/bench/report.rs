@@ -19,8 +19,12 @@ use super::interval::Tick;
 use super::BenchArgs;
 use super::Sample;
 use super::Summary;
-use crate::cmd::json;
-use crate::cmd::json::Object;
+use serde::Serialize;
+
+use crate::cmd::json::record_line;
+use crate::cmd::json::three_decimals;
+use crate::cmd::json::three_decimals_always;
+use crate::cmd::json::write_record;
 use crate::cmd::stats::Percentile;
 
 /// Writes the results as they come.
@@ -98,25 +102,143 @@ impl Row<'_> {
         )
     }
 
-    fn json(&self, object: Object) -> Object {
-        object
-            .string("mode", self.mode)
-            .uint("size", self.size as u64)
-            .number("msgs_per_sec", self.msgs_per_sec)
-            .number("mb_per_sec", self.mb_per_sec)
-            .number("lat_mean_us", self.lat_mean_us)
-            .number("lat_p50_us", self.lat_p50_us)
-            .number("lat_p99_us", self.lat_p99_us)
-            .uint("errors", self.errors)
+    /// The older measured fields, in their JSON order.
+    fn measured(&self) -> Measured<'_> {
+        Measured {
+            mode: self.mode,
+            size: self.size,
+            msgs_per_sec: self.msgs_per_sec,
+            mb_per_sec: self.mb_per_sec,
+            lat_mean_us: self.lat_mean_us,
+            lat_p50_us: self.lat_p50_us,
+            lat_p99_us: self.lat_p99_us,
+            errors: self.errors,
+        }
     }
 
-    /// The fields added later, for the end of an object.
-    fn json_added(&self, object: Object) -> Object {
-        object
-            .number("lat_min_us", self.lat_min_us)
-            .number("lat_p999_us", self.lat_p999_us)
-            .number("lat_max_us", self.lat_max_us)
+    /// The measured fields added later, for the end of a record.
+    fn added(&self) -> Added {
+        Added {
+            lat_min_us: self.lat_min_us,
+            lat_p999_us: self.lat_p999_us,
+            lat_max_us: self.lat_max_us,
+        }
     }
+}
+
+/// A row's measured fields, as every JSON record has had them.
+#[derive(Serialize)]
+struct Measured<'a> {
+    mode: &'a str,
+    size: usize,
+    #[serde(serialize_with = "three_decimals")]
+    msgs_per_sec: Option<f64>,
+    #[serde(serialize_with = "three_decimals")]
+    mb_per_sec: Option<f64>,
+    #[serde(serialize_with = "three_decimals")]
+    lat_mean_us: Option<f64>,
+    #[serde(serialize_with = "three_decimals")]
+    lat_p50_us: Option<f64>,
+    #[serde(serialize_with = "three_decimals")]
+    lat_p99_us: Option<f64>,
+    errors: u64,
+}
+
+/// The measured fields added later, after all the older ones.
+#[derive(Serialize)]
+struct Added {
+    #[serde(serialize_with = "three_decimals")]
+    lat_min_us: Option<f64>,
+    #[serde(serialize_with = "three_decimals")]
+    lat_p999_us: Option<f64>,
+    #[serde(serialize_with = "three_decimals")]
+    lat_max_us: Option<f64>,
+}
+
+/// Where a run went: both addresses and the `--transport` value.
+#[derive(Serialize)]
+struct Setup<'a> {
+    addr: &'a str,
+    peer_addr: &'a str,
+    transport: &'a str,
+}
+
+/// `{"type":"run",...}`: one run as it finishes.
+#[derive(Serialize)]
+struct RunRecord<'a> {
+    #[serde(rename = "impl")]
+    implementation: &'a str,
+    run: u32,
+    #[serde(flatten)]
+    measured: Measured<'a>,
+    #[serde(flatten)]
+    setup: Setup<'a>,
+    #[serde(flatten)]
+    added: Added,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    histogram: Option<Vec<PercentileRecord>>,
+}
+
+/// One point of a `--histogram` distribution.
+#[derive(Serialize)]
+struct PercentileRecord {
+    #[serde(serialize_with = "three_decimals_always")]
+    percentile: f64,
+    #[serde(serialize_with = "three_decimals_always")]
+    us: f64,
+    count: u64,
+}
+
+/// One mode and size's medians in the summary.
+#[derive(Serialize)]
+struct MedianRecord<'a> {
+    runs: usize,
+    #[serde(flatten)]
+    measured: Measured<'a>,
+    #[serde(flatten)]
+    added: Added,
+}
+
+/// `{"type":"summary",...}`: the settings and the medians.
+#[derive(Serialize)]
+struct SummaryRecord<'a> {
+    #[serde(rename = "impl")]
+    implementation: &'a str,
+    #[serde(flatten)]
+    setup: Setup<'a>,
+    #[serde(serialize_with = "three_decimals_always")]
+    duration_s: f64,
+    runs: u32,
+    depth: u32,
+    tasks: u32,
+    verify: bool,
+    errors: u64,
+    medians: Vec<MedianRecord<'a>>,
+    ack_size: Option<usize>,
+    #[serde(serialize_with = "three_decimals")]
+    cpu_percent: Option<f64>,
+}
+
+/// `{"type":"interval",...}`: one `--interval` tick.
+#[derive(Serialize)]
+struct IntervalRecord<'a> {
+    #[serde(rename = "impl")]
+    implementation: &'a str,
+    run: u32,
+    mode: &'a str,
+    size: usize,
+    #[serde(serialize_with = "three_decimals_always")]
+    start_s: f64,
+    #[serde(serialize_with = "three_decimals_always")]
+    end_s: f64,
+    #[serde(serialize_with = "three_decimals")]
+    msgs_per_sec: Option<f64>,
+    #[serde(serialize_with = "three_decimals")]
+    mb_per_sec: Option<f64>,
+    #[serde(serialize_with = "three_decimals")]
+    lat_mean_us: Option<f64>,
+    #[serde(serialize_with = "three_decimals")]
+    cpu_percent: Option<f64>,
 }
 
 impl<'a> From<&'a Sample> for Row<'a> {
@@ -157,20 +279,16 @@ impl<'a> From<&'a Summary> for Row<'a> {
     }
 }
 
-/// A percentile distribution as a JSON array of
-/// `{"percentile":P,"us":T,"count":N}`.
-fn distribution_json(distribution: &[Percentile]) -> String {
-    let items: Vec<String> = distribution
+/// A percentile distribution as JSON records.
+fn distribution_records(distribution: &[Percentile]) -> Vec<PercentileRecord> {
+    distribution
         .iter()
-        .map(|p| {
-            Object::new()
-                .number("percentile", Some(p.percent))
-                .number("us", Some(p.us))
-                .uint("count", p.count)
-                .finish()
+        .map(|p| PercentileRecord {
+            percentile: p.percent,
+            us: p.us,
+            count: p.count,
         })
-        .collect();
-    json::array(&items)
+        .collect()
 }
 
 /// A percentile distribution as indented lines under a table row.
@@ -237,21 +355,20 @@ impl<W: Write> Report<W> {
     pub fn sample(&mut self, sample: &Sample) -> io::Result<()> {
         let row = Row::from(sample);
         if self.json {
-            let object = Object::new()
-                .string("type", "run")
-                .string("impl", self.implementation)
-                .uint("run", u64::from(sample.run));
-            // The set-up goes last: the fields before it are unchanged.
-            let object = row
-                .json(object)
-                .string("addr", &self.addr)
-                .string("peer_addr", &self.peer_addr)
-                .string("transport", self.transport);
-            let mut object = row.json_added(object);
-            if self.histogram && !sample.distribution.is_empty() {
-                object = object.raw("histogram", &distribution_json(&sample.distribution));
-            }
-            writeln!(self.out, "{}", object.finish())
+            let record = RunRecord {
+                implementation: self.implementation,
+                run: sample.run,
+                measured: row.measured(),
+                setup: Setup {
+                    addr: &self.addr,
+                    peer_addr: &self.peer_addr,
+                    transport: self.transport,
+                },
+                added: row.added(),
+                histogram: (self.histogram && !sample.distribution.is_empty())
+                    .then(|| distribution_records(&sample.distribution)),
+            };
+            write_record(&mut self.out, "run", &record)
         } else {
             writeln!(self.out, "{}", row.text())?;
             if self.histogram && !sample.distribution.is_empty() {
@@ -281,54 +398,54 @@ impl<W: Write> Report<W> {
                 cpu_percent.map_or_else(|| "-".to_string(), |p| format!("{p:.1}%"))
             );
         }
-        let medians: Vec<String> = summaries
+        let rows: Vec<Row<'_>> = summaries.iter().map(Row::from).collect();
+        let medians = summaries
             .iter()
-            .map(|s| {
-                let object = Object::new().uint("runs", s.runs as u64);
-                let row = Row::from(s);
-                row.json_added(row.json(object)).finish()
+            .zip(&rows)
+            .map(|(s, row)| MedianRecord {
+                runs: s.runs,
+                measured: row.measured(),
+                added: row.added(),
             })
             .collect();
-        let object = Object::new()
-            .string("type", "summary")
-            .string("impl", self.implementation)
-            .string("addr", &self.addr)
-            .string("peer_addr", &self.peer_addr)
-            .string("transport", self.transport)
-            .number("duration_s", Some(self.duration_s))
-            .uint("runs", u64::from(self.runs))
-            .uint("depth", u64::from(self.depth))
-            .uint("tasks", u64::from(self.tasks))
-            .boolean("verify", self.verify)
-            .uint("errors", errors)
-            .raw("medians", &json::array(&medians))
-            .raw(
-                "ack_size",
-                &self
-                    .ack_size
-                    .map_or_else(|| "null".to_string(), |ack| ack.to_string()),
-            )
-            .number("cpu_percent", cpu_percent);
-        writeln!(self.out, "{}", object.finish())
+        let record = SummaryRecord {
+            implementation: self.implementation,
+            setup: Setup {
+                addr: &self.addr,
+                peer_addr: &self.peer_addr,
+                transport: self.transport,
+            },
+            duration_s: self.duration_s,
+            runs: self.runs,
+            depth: self.depth,
+            tasks: self.tasks,
+            verify: self.verify,
+            errors,
+            medians,
+            ack_size: self.ack_size,
+            cpu_percent,
+        };
+        write_record(&mut self.out, "summary", &record)
     }
 }
 
 /// An `--interval` line: text, or a JSON object of type `interval`.
 pub fn interval(json: bool, implementation: &str, tick: &Tick) -> String {
     if json {
-        return Object::new()
-            .string("type", "interval")
-            .string("impl", implementation)
-            .uint("run", u64::from(tick.run))
-            .string("mode", tick.kind.as_str())
-            .uint("size", tick.size as u64)
-            .number("start_s", Some(tick.start_s))
-            .number("end_s", Some(tick.end_s))
-            .number("msgs_per_sec", tick.msgs_per_sec())
-            .number("mb_per_sec", tick.mb_per_sec())
-            .number("lat_mean_us", tick.lat_mean_us())
-            .number("cpu_percent", tick.cpu_percent)
-            .finish();
+        let record = IntervalRecord {
+            implementation,
+            run: tick.run,
+            mode: tick.kind.as_str(),
+            size: tick.size,
+            start_s: tick.start_s,
+            end_s: tick.end_s,
+            msgs_per_sec: tick.msgs_per_sec(),
+            mb_per_sec: tick.mb_per_sec(),
+            lat_mean_us: tick.lat_mean_us(),
+            cpu_percent: tick.cpu_percent,
+        };
+        // Serializing these fields cannot fail.
+        return record_line("interval", &record).unwrap_or_default();
     }
     let mut line = format!(
         "interval {} {} B run {} {:.1}-{:.1} s: {} msgs/s",
@@ -400,7 +517,7 @@ mod tests {
         assert_eq!(
             text,
             "{\"type\":\"run\",\"impl\":\"rrds\",\"run\":2,\"mode\":\"rate\",\"size\":64,\
-             \"msgs_per_sec\":1000.000,\"mb_per_sec\":0.064,\"lat_mean_us\":null,\
+             \"msgs_per_sec\":1000.0,\"mb_per_sec\":0.064,\"lat_mean_us\":null,\
              \"lat_p50_us\":null,\"lat_p99_us\":null,\"errors\":0,\"addr\":\"127.0.0.1\",\
              \"peer_addr\":\"127.0.0.1\",\"transport\":\"default\",\"lat_min_us\":null,\
              \"lat_p999_us\":null,\"lat_max_us\":null}\n"
@@ -430,19 +547,19 @@ mod tests {
         assert!(
             text.starts_with(
                 "{\"type\":\"run\",\"impl\":\"rrds\",\"run\":1,\"mode\":\"latency\",\
-                 \"size\":64,\"msgs_per_sec\":40000.000,\"mb_per_sec\":null,\
-                 \"lat_mean_us\":500.500,\"lat_p50_us\":500."
+                 \"size\":64,\"msgs_per_sec\":40000.0,\"mb_per_sec\":null,\
+                 \"lat_mean_us\":500.5,\"lat_p50_us\":500."
             ),
             "{text}"
         );
         assert!(
             text.contains(
                 ",\"errors\":0,\"addr\":\"127.0.0.1\",\"peer_addr\":\"127.0.0.1\",\
-                 \"transport\":\"default\",\"lat_min_us\":1.000,\"lat_p999_us\":999."
+                 \"transport\":\"default\",\"lat_min_us\":1.0,\"lat_p999_us\":999."
             ),
             "{text}"
         );
-        assert!(text.ends_with(",\"lat_max_us\":1000.000}\n"), "{text}");
+        assert!(text.ends_with(",\"lat_max_us\":1000.0}\n"), "{text}");
         assert!(!text.contains("histogram"));
     }
 
@@ -462,13 +579,13 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert!(
             lines[0].contains(
-                ",\"lat_max_us\":1000.000,\"histogram\":[{\"percentile\":0.000,\"us\":1.000,\
-                 \"count\":1},{\"percentile\":10.000,"
+                ",\"lat_max_us\":1000.0,\"histogram\":[{\"percentile\":0.0,\"us\":1.0,\
+                 \"count\":1},{\"percentile\":10.0,"
             ),
             "{json}"
         );
         assert!(
-            lines[0].ends_with("{\"percentile\":100.000,\"us\":1000.000,\"count\":1000}]}"),
+            lines[0].ends_with("{\"percentile\":100.0,\"us\":1000.0,\"count\":1000}]}"),
             "{json}"
         );
         assert!(!lines[1].contains("histogram"));
@@ -512,7 +629,7 @@ mod tests {
         ));
         assert!(lines[1].starts_with(
             "{\"type\":\"summary\",\"impl\":\"rds\",\"addr\":\"10.254.9.1\",\
-             \"peer_addr\":\"10.254.9.2\",\"transport\":\"ib\",\"duration_s\":5.000,"
+             \"peer_addr\":\"10.254.9.2\",\"transport\":\"ib\",\"duration_s\":5.0,"
         ));
     }
 
@@ -526,12 +643,12 @@ mod tests {
         assert_eq!(
             text,
             "{\"type\":\"summary\",\"impl\":\"rrds\",\"addr\":\"127.0.0.1\",\
-             \"peer_addr\":\"127.0.0.1\",\"transport\":\"default\",\"duration_s\":2.000,\
+             \"peer_addr\":\"127.0.0.1\",\"transport\":\"default\",\"duration_s\":2.0,\
              \"runs\":3,\"depth\":32,\"tasks\":1,\"verify\":false,\"errors\":0,\"medians\":[{\"runs\":3,\
-             \"mode\":\"latency\",\"size\":8192,\"msgs_per_sec\":50000.000,\"mb_per_sec\":null,\
-             \"lat_mean_us\":20.250,\"lat_p50_us\":19.500,\"lat_p99_us\":40.000,\"errors\":0,\
-             \"lat_min_us\":12.000,\"lat_p999_us\":80.500,\"lat_max_us\":95.000}],\
-             \"ack_size\":null,\"cpu_percent\":12.500}\n"
+             \"mode\":\"latency\",\"size\":8192,\"msgs_per_sec\":50000.0,\"mb_per_sec\":null,\
+             \"lat_mean_us\":20.25,\"lat_p50_us\":19.5,\"lat_p99_us\":40.0,\"errors\":0,\
+             \"lat_min_us\":12.0,\"lat_p999_us\":80.5,\"lat_max_us\":95.0}],\
+             \"ack_size\":null,\"cpu_percent\":12.5}\n"
         );
     }
 
@@ -559,8 +676,8 @@ mod tests {
         assert_eq!(
             interval(true, "rrds", &rate),
             "{\"type\":\"interval\",\"impl\":\"rrds\",\"run\":2,\"mode\":\"rate\",\"size\":64,\
-             \"start_s\":1.000,\"end_s\":2.000,\"msgs_per_sec\":812345.000,\
-             \"mb_per_sec\":51.990,\"lat_mean_us\":null,\"cpu_percent\":98.500}"
+             \"start_s\":1.0,\"end_s\":2.0,\"msgs_per_sec\":812345.0,\
+             \"mb_per_sec\":51.99,\"lat_mean_us\":null,\"cpu_percent\":98.5}"
         );
         let latency = Tick {
             kind: Kind::Latency,
@@ -581,7 +698,7 @@ mod tests {
             "interval latency 8192 B run 2 0.0-0.5 s: 20000.0 msgs/s mean 47.41 us cpu -"
         );
         assert!(interval(true, "rds", &latency)
-            .ends_with(",\"mb_per_sec\":null,\"lat_mean_us\":47.410,\"cpu_percent\":null}"));
+            .ends_with(",\"mb_per_sec\":null,\"lat_mean_us\":47.41,\"cpu_percent\":null}"));
     }
 
     #[test]
