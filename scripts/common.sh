@@ -177,3 +177,17 @@ bench_module() {
 	make --no-print-directory -C "$dst" modules KDIR="$bench_kdir" >/dev/null
 	bench_ko=$dst/rrds.ko
 }
+
+# plot_bench OUT: rrds's and in-tree RDS's first round (OUT/rrds-1.json,
+# OUT/rds-1.json) in one chart, OUT/plot.svg, by `rrds plot`; the legend
+# names the files. Documentation/bench-ib.svg is this chart of the boot
+# testing.rst's figures come from.
+plot_bench() {
+	local out=$1 files=() impl
+	for impl in rrds rds; do
+		[ ! -s "$out/$impl-1.json" ] || files+=("$impl-1.json")
+	done
+	[ ${#files[@]} -gt 0 ] || return 0
+	(cd "$out" && "$RRDS_TOP/tools/target/release/rrds" plot -o plot.svg "${files[@]}") ||
+		note "no plot: rrds plot failed"
+}
