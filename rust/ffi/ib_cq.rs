@@ -16,6 +16,10 @@ use kernel::{
     page::Page,
     page::PAGE_SIZE,
     prelude::*,
+    sync::{
+        Arc,
+        ArcBorrow, //
+    },
     types::Opaque,
 };
 
@@ -25,19 +29,36 @@ use super::{
     page::PageBytes, //
 };
 
-/// What a work request's completion is handed to.
-pub(crate) trait CompletionHandler {
+/// What a work request's completion is handed to: a type that lives in an
+/// [`Arc`] and holds its [`Cqe`]s as fields.
+///
+/// # Safety
+///
+/// Every `Cqe<Self>` is built by [`Cqe::new`] as a field of the `Self` it
+/// names, while that `Self` is initialised inside an `Arc<Self>`. Unless
+/// `REQUEST_HOLDS_REFERENCE`, the `Self` outlives every request posted with
+/// its `Cqe`s (their QPs are drained or destroyed first).
+pub(crate) unsafe trait CompletionHandler: Send + Sync + Sized + 'static {
+    /// Whether every request posted with the handler's [`Cqe`]s holds a
+    /// reference on the handler until it completes (given up after
+    /// [`Self::completed`] returns): for a handler nothing else keeps alive
+    /// while its requests are outstanding. Such requests must be signalled.
+    const REQUEST_HOLDS_REFERENCE: bool = false;
+
     /// A completion of a work request posted with the handler's [`Cqe`]
     /// tagged `tag`. Runs on ib_core's completion workqueue (process context).
-    fn completed(&self, tag: u32, wc: &WorkCompletion<'_>);
+    fn completed(this: ArcBorrow<'_, Self>, tag: u32, wc: &WorkCompletion<'_>);
 }
 
 /// A completion callback, embedded in (and pointing back to) its handler `T`.
 ///
 /// # Invariants
 ///
-/// `owner` points to the pinned `T` this `Cqe` is a field of, valid for as
-/// long as any work request posted with it can complete.
+/// `owner` points to the `T` this `Cqe` is a field of, inside an `Arc<T>`
+/// (`CompletionHandler`'s safety requirement). Unless
+/// `T::REQUEST_HOLDS_REFERENCE`, that `T` outlives every request posted with
+/// this `Cqe`; otherwise each posted request holds a reference on it (taken
+/// by [`Cqe::posting`], given up by the completion).
 #[repr(C)]
 pub(crate) struct Cqe<T: CompletionHandler> {
     raw: Opaque<bindings::ib_cqe>,
@@ -45,20 +66,22 @@ pub(crate) struct Cqe<T: CompletionHandler> {
     tag: u32,
 }
 
-// SAFETY: The `Cqe` only hands out `&T`; `T: Sync` makes that shareable.
-unsafe impl<T: CompletionHandler + Sync> Sync for Cqe<T> {}
+// SAFETY: The `Cqe` only hands out `ArcBorrow<T>`; `T: Sync + Send` makes that
+// shareable.
+unsafe impl<T: CompletionHandler> Sync for Cqe<T> {}
 // SAFETY: See `Sync`.
-unsafe impl<T: CompletionHandler + Sync> Send for Cqe<T> {}
+unsafe impl<T: CompletionHandler> Send for Cqe<T> {}
 
 impl<T: CompletionHandler> Cqe<T> {
-    /// A callback for `owner`, which must be the pinned struct holding it;
-    /// `tag` tells the owner's callbacks apart.
+    /// A callback for `owner`, the `T` being initialised in its `Arc` with
+    /// this `Cqe` as a field (pin-init's `&this`); `tag` tells the owner's
+    /// callbacks apart.
     pub(crate) fn new(owner: NonNull<T>, tag: u32) -> Self {
         Self {
             raw: Opaque::new(bindings::ib_cqe {
                 done: Some(done_trampoline::<T>),
             }),
-            // INVARIANT: the caller builds it inside `owner` (pin-init's `&this`).
+            // INVARIANT: `T`'s implementation of `CompletionHandler` guarantees it.
             owner: owner.as_ptr(),
             tag,
         }
@@ -66,6 +89,28 @@ impl<T: CompletionHandler> Cqe<T> {
 
     pub(super) fn as_raw(&self) -> *mut bindings::ib_cqe {
         self.raw.get()
+    }
+
+    /// Runs `post`, which posts one request with this `Cqe`, taking the
+    /// request's reference on the owner first if it holds one.
+    pub(super) fn posting(&self, signalled: bool, post: impl FnOnce() -> Result) -> Result {
+        if !T::REQUEST_HOLDS_REFERENCE {
+            return post();
+        }
+        if !signalled {
+            // Its success would never complete: the reference would leak.
+            return Err(EINVAL);
+        }
+        // SAFETY: The owner is alive inside its `Arc` (type invariant): `self` is
+        // one of its fields and borrowed.
+        let owner: Arc<T> = unsafe { ArcBorrow::from_raw(self.owner) }.into();
+        let held = Arc::into_raw(owner);
+        let posted = post();
+        if posted.is_err() {
+            // SAFETY: Taken just above for a request that was not posted.
+            drop(unsafe { Arc::from_raw(held) });
+        }
+        posted
     }
 }
 
@@ -79,9 +124,17 @@ unsafe extern "C" fn done_trampoline<T: CompletionHandler>(
     // SAFETY: ib_core passes a valid completion; `wr_cqe` is the `Cqe<T>` the request
     // was posted with (its `raw` is the first field of a `repr(C)` struct).
     let (wc, cqe) = unsafe { (&*wc, (*wc).__bindgen_anon_1.wr_cqe.cast::<Cqe<T>>()) };
-    // SAFETY: By the `Cqe` invariant, `owner` is valid while requests can complete.
-    let (owner, tag) = unsafe { (&*(*cqe).owner, (*cqe).tag) };
-    owner.completed(tag, &WorkCompletion(wc));
+    // SAFETY: By the `Cqe` invariant, `owner` is inside an `Arc` and alive until the
+    // request completes (the owner outlives it, or the request holds a reference).
+    let (owner, tag) = unsafe { ((*cqe).owner, (*cqe).tag) };
+    // SAFETY: As above.
+    let this = unsafe { ArcBorrow::from_raw(owner) };
+    T::completed(this, tag, &WorkCompletion(wc));
+    if T::REQUEST_HOLDS_REFERENCE {
+        // SAFETY: The request held a reference, taken by `Cqe::posting` with
+        // `Arc::into_raw` of the same pointer; this is its only completion.
+        drop(unsafe { Arc::from_raw(owner) });
+    }
 }
 
 /// A work completion, borrowed inside a completion callback.
@@ -413,10 +466,12 @@ impl QpRef {
             send_flags: flags as c_int,
             ..Default::default()
         };
-        let mut bad = core::ptr::null();
-        // SAFETY: The QP is live (type invariant); the request and its SGEs are valid
-        // for the call (drivers copy them before returning).
-        to_result(unsafe { bindings::rrds_ib_post_send(self.0.as_ptr(), &wr, &mut bad) })
+        cqe.posting(signalled, || {
+            let mut bad = core::ptr::null();
+            // SAFETY: The QP is live (type invariant); the request and its SGEs are
+            // valid for the call (drivers copy them before returning).
+            to_result(unsafe { bindings::rrds_ib_post_send(self.0.as_ptr(), &wr, &mut bad) })
+        })
     }
 
     /// Posts one receive of `sges`, completing to `cqe`.
@@ -433,9 +488,12 @@ impl QpRef {
             sg_list: sges.as_mut_ptr(),
             num_sge: sges.len() as c_int,
         };
-        let mut bad = core::ptr::null();
-        // SAFETY: As in `post_send`.
-        to_result(unsafe { bindings::rrds_ib_post_recv(self.0.as_ptr(), &wr, &mut bad) })
+        // A receive always completes.
+        cqe.posting(true, || {
+            let mut bad = core::ptr::null();
+            // SAFETY: As in `post_send_fenced`.
+            to_result(unsafe { bindings::rrds_ib_post_recv(self.0.as_ptr(), &wr, &mut bad) })
+        })
     }
 
     /// Moves the QP to the error state (fault injection): every outstanding

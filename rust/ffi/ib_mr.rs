@@ -429,7 +429,7 @@ impl QpRef {
             key: mr.rkey(),
             access,
         };
-        post(self, &wr.wr)
+        cqe.posting(true, || post(self, &wr.wr))
     }
 
     /// Posts a signalled `IB_WR_LOCAL_INV` of `rkey`, completing to `cqe`.
@@ -445,7 +445,7 @@ impl QpRef {
             },
             ..Default::default()
         };
-        post(self, &wr)
+        cqe.posting(true, || post(self, &wr))
     }
 
     /// Posts one RDMA WRITE (or READ) of `sges`, gathered (or scattered) in
@@ -482,7 +482,7 @@ impl QpRef {
         if fenced {
             wr.wr.send_flags |= bindings::ib_send_flags_IB_SEND_FENCE as c_int;
         }
-        post(self, &wr.wr)
+        cqe.posting(signalled, || post(self, &wr.wr))
     }
 
     /// Posts one signalled atomic operation (`opcode`, an `IB_WR_*ATOMIC*`)
@@ -507,6 +507,6 @@ impl QpRef {
             swap_mask: values[3],
             rkey,
         };
-        post(self, &wr.wr)
+        cqe.posting(true, || post(self, &wr.wr))
     }
 }

@@ -20,6 +20,10 @@ use kernel::{
         to_result, //
     },
     prelude::*,
+    sync::{
+        Arc,
+        ArcBorrow, //
+    },
     types::Opaque,
 };
 
@@ -160,46 +164,69 @@ impl ConnParam<'_> {
     }
 }
 
-/// What rrds does with rdma_cm events; implemented once, by the IB transport.
-pub(crate) trait CmHandler: 'static {
-    /// A peer asks to connect to a listener. `id` is the new connection's id:
-    /// keep it (store it and return `Ok`) or give it back (`Err(id)`), and
-    /// rdma_cm destroys it. Never drop it here: that would destroy an id from
-    /// its own handler.
-    fn connect_request(id: CmId, event: &CmEvent<'_>) -> core::result::Result<(), CmId>;
+/// What rrds does with the rdma_cm events of one kind of id: the IB
+/// transport's, the registration QPs'. An id's context, when it has one,
+/// is the `Arc<Self::Context>` that owns it.
+///
+/// # Safety
+///
+/// Every `Self::Context` set on an id of this kind ([`CmId::create`],
+/// [`CmIdRef::set_context`]) outlives the id.
+pub(crate) unsafe trait CmHandler: Sized + 'static {
+    /// What the ids' contexts are.
+    type Context: Send + Sync + 'static;
 
-    /// Any other event of an id whose context rrds set (`CmIdRef::context`).
-    /// Process context; must not destroy `id` (defer that to a work item).
-    fn event(id: &CmIdRef, event: &CmEvent<'_>);
+    /// A peer asks to connect to a listener; `context` is the listener's,
+    /// which the new `id` inherits. Keep `id` (store it and return `Ok`) or
+    /// give it back (`Err(id)`), and rdma_cm destroys it. Never drop it here:
+    /// that would destroy an id from its own handler.
+    fn connect_request(
+        context: Option<ArcBorrow<'_, Self::Context>>,
+        id: CmId<Self>,
+        event: &CmEvent<'_>,
+    ) -> core::result::Result<(), CmId<Self>>;
+
+    /// Any other event of `id`, whose context is `context`. Process
+    /// context; must not destroy `id` (defer that to a work item).
+    fn event(
+        context: Option<ArcBorrow<'_, Self::Context>>,
+        id: &CmIdRef<Self>,
+        event: &CmEvent<'_>,
+    );
 }
 
-/// An rdma_cm id, borrowed (inside its event handler, or from a [`CmId`]).
+/// An rdma_cm id of kind `H`, borrowed (inside its event handler, or from a
+/// [`CmId`]).
 ///
 /// rdma_cm writes the id's fields (state, route, QP) from its own threads
 /// while rrds holds a reference, so they are read through `Opaque`, never
 /// as a Rust reference to the C struct.
 #[repr(transparent)]
-pub(crate) struct CmIdRef(Opaque<bindings::rdma_cm_id>);
+pub(crate) struct CmIdRef<H: CmHandler>(Opaque<bindings::rdma_cm_id>, PhantomData<fn() -> H>);
 
-/// An rdma_cm id rrds owns: destroyed (with its QP, if any) on drop.
+/// An rdma_cm id of kind `H` that rrds owns: destroyed (with its QP, if
+/// any) on drop.
 ///
 /// # Invariants
 ///
-/// `self.0` is a live id created by rdma_cm for rrds and destroyed only by
-/// `drop`, which never runs inside the id's own event handler.
-pub(crate) struct CmId {
+/// `self.0` is a live id created by rdma_cm for rrds, whose events go to
+/// `H` and whose context is null or an `H::Context` (`CmHandler`'s safety
+/// requirement), and destroyed only by `drop`, which never runs inside the
+/// id's own event handler.
+pub(crate) struct CmId<H: CmHandler> {
     id: NonNull<bindings::rdma_cm_id>,
-    _handler: PhantomData<fn()>,
+    _handler: PhantomData<fn() -> H>,
 }
 
 // SAFETY: rdma_cm ids may be used and destroyed from any process-context thread.
-unsafe impl Send for CmId {}
+unsafe impl<H: CmHandler> Send for CmId<H> {}
 // SAFETY: rdma_cm serialises operations on an id internally.
-unsafe impl Sync for CmId {}
+unsafe impl<H: CmHandler> Sync for CmId<H> {}
 
-impl CmId {
+impl<H: CmHandler> CmId<H> {
     /// A new RC id in `net`, whose events go to `H` with `context`.
-    pub(crate) fn create<H: CmHandler>(net: NetRef, context: *const c_void) -> Result<Self> {
+    pub(crate) fn create(net: NetRef, context: Option<&Arc<H::Context>>) -> Result<Self> {
+        let context = context.map_or(ptr::null(), Arc::as_ptr);
         // SAFETY: `net` is a live namespace (the caller holds a socket of it); the
         // handler is a valid function for the whole module lifetime, and every id is
         // destroyed before the module unloads.
@@ -207,13 +234,13 @@ impl CmId {
             bindings::rrds_rdma_create_id(
                 net.as_ptr(),
                 Some(event_trampoline::<H>),
-                context.cast_mut(),
+                context.cast_mut().cast(),
                 bindings::rdma_ucm_port_space_RDMA_PS_TCP,
                 bindings::ib_qp_type_IB_QPT_RC,
             )
         };
         let id = from_err_ptr(id)?;
-        // INVARIANT: just created.
+        // INVARIANT: just created, for `H`, with an `H::Context` or none.
         NonNull::new(id)
             .map(|id| Self {
                 id,
@@ -223,16 +250,16 @@ impl CmId {
     }
 }
 
-impl core::ops::Deref for CmId {
-    type Target = CmIdRef;
+impl<H: CmHandler> core::ops::Deref for CmId<H> {
+    type Target = CmIdRef<H>;
 
-    fn deref(&self) -> &CmIdRef {
+    fn deref(&self) -> &CmIdRef<H> {
         // SAFETY: The id is live (type invariant); `CmIdRef` is a transparent wrapper.
-        unsafe { &*self.id.as_ptr().cast::<CmIdRef>() }
+        unsafe { &*self.id.as_ptr().cast::<CmIdRef<H>>() }
     }
 }
 
-impl Drop for CmId {
+impl<H: CmHandler> Drop for CmId<H> {
     fn drop(&mut self) {
         let id = self.id.as_ptr();
         // SAFETY: The id is live and not in its own handler (type invariant). A QP
@@ -269,15 +296,15 @@ impl CmIdKey {
     ///
     /// # Safety
     ///
-    /// That id must be live for `'a`.
-    pub(crate) unsafe fn id<'a>(self) -> &'a CmIdRef {
-        // SAFETY: The key is the address of a `CmIdRef` (`CmIdRef::key`), live for
+    /// That id must be an id of kind `H`, live for `'a`.
+    pub(crate) unsafe fn id<'a, H: CmHandler>(self) -> &'a CmIdRef<H> {
+        // SAFETY: The key is the address of a `CmIdRef<H>` (`CmIdRef::key`), live for
         // `'a` (the caller's guarantee).
-        unsafe { &*(self.0 as *const CmIdRef) }
+        unsafe { &*(self.0 as *const CmIdRef<H>) }
     }
 }
 
-impl CmIdRef {
+impl<H: CmHandler> CmIdRef<H> {
     fn raw(&self) -> *mut bindings::rdma_cm_id {
         self.0.get()
     }
@@ -287,20 +314,38 @@ impl CmIdRef {
         CmIdKey(core::ptr::from_ref(self) as usize)
     }
 
-    /// The context pointer events carry.
-    pub(crate) fn context(&self) -> *const c_void {
-        // SAFETY: `raw()` is a live id; only `set_context` writes `context`, under the
-        // rules its doc comment gives.
-        unsafe { (*self.raw()).context }
+    fn context_ptr(&self) -> *const H::Context {
+        // SAFETY: `raw()` is a live id; only `create` and `set_context` write
+        // `context`, under the rules `set_context`'s doc comment gives.
+        unsafe { (*self.raw()).context.cast_const().cast() }
     }
 
-    /// Sets the context pointer later events carry. Only before the id can
-    /// raise events the new context cannot handle: at creation, or inside the
+    /// The context events carry, borrowed for as long as the id.
+    fn context(&self) -> Option<ArcBorrow<'_, H::Context>> {
+        let context = self.context_ptr();
+        // SAFETY: A non-null context is an `H::Context` inside its `Arc` that
+        // outlives the id (`CmHandler`'s safety requirement), so the borrow of `self`.
+        (!context.is_null()).then(|| unsafe { ArcBorrow::from_raw(context) })
+    }
+
+    /// Whether events reach `context`.
+    pub(crate) fn context_is(&self, context: &H::Context) -> bool {
+        ptr::eq(self.context_ptr(), context)
+    }
+
+    /// Whether the id has a context.
+    pub(crate) fn has_context(&self) -> bool {
+        !self.context_ptr().is_null()
+    }
+
+    /// Sets the context later events carry. Only before the id can raise
+    /// events the new context cannot handle: at creation, or inside the
     /// handler of a connect request (rdma_cm holds the new id's handler lock).
-    pub(crate) fn set_context(&self, context: *const c_void) {
+    pub(crate) fn set_context(&self, context: &Arc<H::Context>) {
+        let context = Arc::as_ptr(context);
         // SAFETY: `raw()` is a live id and the field is behind `Opaque`; see the doc
         // comment for why no event reads `context` concurrently.
-        unsafe { (*self.raw()).context = context.cast_mut() };
+        unsafe { (*self.raw()).context = context.cast_mut().cast() };
     }
 
     /// The device the id is bound to, once its address is resolved.
@@ -515,25 +560,31 @@ unsafe extern "C" fn event_trampoline<H: CmHandler>(
         // SAFETY: rdma_cm passes a valid event for the duration of the call.
         raw: unsafe { &*event },
     };
-    if event.kind() == CmEventKind::ConnectRequest {
-        let Some(id) = NonNull::new(id) else {
-            return 1;
-        };
-        // INVARIANT: a new id, owned by whoever keeps it; if given back, rdma_cm
-        // destroys it when we return 1, and it is forgotten here.
-        let owned = CmId {
-            id,
-            _handler: PhantomData,
-        };
-        return match H::connect_request(owned, &event) {
-            Ok(()) => 0,
-            Err(back) => {
-                core::mem::forget(back);
-                1
-            }
-        };
-    }
+    let Some(id) = NonNull::new(id) else {
+        return 0;
+    };
     // SAFETY: `id` is live for the duration of the handler; `CmIdRef` is transparent.
-    H::event(unsafe { &*id.cast::<CmIdRef>() }, &event);
-    0
+    let borrowed = unsafe { &*id.as_ptr().cast::<CmIdRef<H>>() };
+    if event.kind() != CmEventKind::ConnectRequest {
+        H::event(borrowed.context(), borrowed, &event);
+        return 0;
+    }
+    let context = borrowed.context_ptr();
+    // SAFETY: The new id inherits its listener's context, an `H::Context` that
+    // outlives the listener (`CmHandler`'s safety requirement), and the listener
+    // outlives this call (rdma_destroy_id waits for it).
+    let context = (!context.is_null()).then(|| unsafe { ArcBorrow::from_raw(context) });
+    // INVARIANT: a new id of kind `H`, owned by whoever keeps it; if given back,
+    // rdma_cm destroys it when we return 1, and it is forgotten here.
+    let owned = CmId {
+        id,
+        _handler: PhantomData,
+    };
+    match H::connect_request(context, owned, &event) {
+        Ok(()) => 0,
+        Err(back) => {
+            core::mem::forget(back);
+            1
+        }
+    }
 }

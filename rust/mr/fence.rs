@@ -322,13 +322,16 @@ pub(super) fn device_removed(d: &mut DeviceMrs) {
     d.fence.keys.clear();
 }
 
-impl CompletionHandler for MrDevice {
+// SAFETY: `device_added` builds `fence_cqe` in the record it initialises in an
+// `Arc`; a link whose QP is on the fence list holds the record until its QP and
+// CQs are gone (type invariant), so it outlives the markers posted there.
+unsafe impl CompletionHandler for MrDevice {
     /// A marker completed: successfully, or flushed (its QP stopped
     /// transmitting when it entered the error state). One whose QP already
     /// left the list was counted then.
-    fn completed(&self, _tag: u32, wc: &WorkCompletion<'_>) {
+    fn completed(this: ArcBorrow<'_, Self>, _tag: u32, wc: &WorkCompletion<'_>) {
         let round_done = {
-            let mut d = self.state.lock();
+            let mut d = this.state.lock();
             let fence = &mut d.fence;
             let listed = fence
                 .qps
@@ -344,11 +347,7 @@ impl CompletionHandler for MrDevice {
             listed && fence.outstanding == 0
         };
         if round_done {
-            // SAFETY: Records only exist inside an `Arc`, and the link whose QP this
-            // completion came from holds one until its QP and CQs are gone (type
-            // invariant of `MrDevice`), so `self` is alive for the call.
-            let device: Arc<MrDevice> = unsafe { ArcBorrow::from_raw(self) }.into();
-            let _ = workqueue::queue().enqueue(device);
+            let _ = workqueue::queue().enqueue(Arc::<MrDevice>::from(this));
         }
     }
 }

@@ -61,6 +61,7 @@ use kernel::{
     prelude::*,
     sync::{
         Arc,
+        ArcBorrow,
         CondVar,
         Mutex, //
     },
@@ -222,8 +223,8 @@ pub(crate) struct Owner {
 /// # Invariants
 ///
 /// While a work request posted with `reg_cqe` or `inv_cqe` is outstanding,
-/// one strong reference is held for it (leaked at post, taken back by the
-/// completion).
+/// one strong reference is held for it (`REQUEST_HOLDS_REFERENCE`: taken
+/// at post, given up after the completion).
 #[pin_data]
 pub(crate) struct Mr {
     device: Arc<MrDevice>,
@@ -410,13 +411,7 @@ impl Mr {
             }
             Access::ReadSink => ACCESS_REMOTE_WRITE,
         };
-        let raw = Arc::into_raw(self.clone());
-        let posted = qp.with_qp(|q| q.post_reg_mr(&self.reg_cqe, fast, access));
-        if posted.is_err() {
-            // SAFETY: Leaked just above for a request that was not posted.
-            drop(unsafe { Arc::from_raw(raw) });
-        }
-        posted
+        qp.with_qp(|q| q.post_reg_mr(&self.reg_cqe, fast, access))
     }
 
     /// Waits for the posted REG_MR to complete: the MR once valid; on a
@@ -470,14 +465,11 @@ impl Mr {
         match inner.state {
             State::Valid => {
                 if let (Some(qp), Some(_)) = (&inner.qp, &inner.hw) {
-                    let raw = Arc::into_raw(this.clone());
                     let posted = qp.with_qp(|q| q.post_local_inv(&this.inv_cqe, this.rkey));
                     if posted.is_ok() {
                         inner.state = State::Invalidating;
                         return;
                     }
-                    // SAFETY: Leaked just above for a request that was not posted.
-                    drop(unsafe { Arc::from_raw(raw) });
                 }
                 inner.state = State::Stale;
             }
@@ -510,11 +502,13 @@ impl Mr {
     }
 }
 
-impl CompletionHandler for Mr {
-    fn completed(&self, tag: u32, wc: &WorkCompletion<'_>) {
-        // SAFETY: The post leaked one reference for this request (type invariant);
-        // `self` is that Arc's value.
-        let this = unsafe { Arc::from_raw(self) };
+// SAFETY: `Mr::new` builds both `Cqe`s in the `Mr` it initialises in an `Arc`;
+// each request holds a reference (`REQUEST_HOLDS_REFERENCE`).
+unsafe impl CompletionHandler for Mr {
+    // Nothing else keeps a freed MR alive until its LOCAL_INV completes.
+    const REQUEST_HOLDS_REFERENCE: bool = true;
+
+    fn completed(this: ArcBorrow<'_, Self>, tag: u32, wc: &WorkCompletion<'_>) {
         let ok = wc.is_success();
         if !ok {
             pr_debug!("MR {:#x}: work request status {}\n", this.rkey, wc.status());
@@ -547,7 +541,7 @@ impl CompletionHandler for Mr {
             stats::inc(Stat::MrInvalidated);
         }
         // Unpinning may sleep and returns to the pool take locks: leave the CQ's context.
-        let _ = workqueue::queue().enqueue(this);
+        let _ = workqueue::queue().enqueue(Arc::<Mr>::from(this));
     }
 }
 

@@ -85,9 +85,9 @@ struct Link {
     phase: Phase,
     /// The active id, for its handler to recognise it.
     active_id: CmIdKey,
-    active: Option<CmId>,
-    passive: Option<CmId>,
-    listener: Option<CmId>,
+    active: Option<CmId<RegCm>>,
+    passive: Option<CmId<RegCm>>,
+    listener: Option<CmId<RegCm>>,
     /// The active id's QP once connected, until `shut_down` drains it: a
     /// failure stops posting (`post`) with requests still outstanding,
     /// whose completions must run before the QP and CQ go.
@@ -176,14 +176,10 @@ impl RegQp {
         }
     }
 
-    fn context(self: &Arc<Self>) -> *const c_void {
-        Arc::as_ptr(self).cast()
-    }
-
     fn establish(self: &Arc<Self>, addr: &Endpoint) -> Result {
         // Ours until connected; dropped here (ids before the CQ) on failure.
         let mut own = Link::default();
-        let listener = CmId::create::<RegCm>(self.net, self.context())?;
+        let listener = CmId::<RegCm>::create(self.net, Some(self))?;
         let mut raw = [0u8; 28];
         let len = Endpoint { port: 0, ..*addr }.write_sockaddr(&mut raw);
         let src = SockAddr::new(&raw[..len]);
@@ -192,7 +188,7 @@ impl RegQp {
         let port = listener.src_port();
         own.listener = Some(listener);
 
-        let active = CmId::create::<RegCm>(self.net, self.context())?;
+        let active = CmId::<RegCm>::create(self.net, Some(self))?;
         self.link.lock().active_id = active.key();
         let len = Endpoint { port, ..*addr }.write_sockaddr(&mut raw);
         let active = own.active.insert(active);
@@ -361,26 +357,17 @@ fn qp_attr(cq: &CompletionQueue, send_depth: u32) -> bindings::ib_qp_init_attr {
 /// The rdma_cm handler of registration-QP ids.
 struct RegCm;
 
-impl RegCm {
-    /// # Safety
-    ///
-    /// `id` must be an id of a `RegQp` (its context was set to one), and the
-    /// borrow must not outlive the handler call.
-    unsafe fn owner<'a>(id: &CmIdRef) -> Option<ArcBorrow<'a, RegQp>> {
-        let context = id.context().cast::<RegQp>();
-        if context.is_null() {
-            return None;
-        }
-        // SAFETY: The `RegQp` outlives its ids (type invariant), which outlive the
-        // handler call.
-        Some(unsafe { ArcBorrow::from_raw(context) })
-    }
-}
+// SAFETY: The only context set on registration-QP ids is their `RegQp`
+// (`RegQp::establish`), which outlives its ids (type invariant).
+unsafe impl CmHandler for RegCm {
+    type Context = RegQp;
 
-impl CmHandler for RegCm {
-    fn connect_request(id: CmId, event: &CmEvent<'_>) -> core::result::Result<(), CmId> {
-        // SAFETY: The new id inherits the listener's context, a `RegQp`.
-        let Some(owner) = (unsafe { Self::owner(&id) }) else {
+    fn connect_request(
+        owner: Option<ArcBorrow<'_, RegQp>>,
+        id: CmId<RegCm>,
+        event: &CmEvent<'_>,
+    ) -> core::result::Result<(), CmId<RegCm>> {
+        let Some(owner) = owner else {
             return Err(id);
         };
         // Only our own active id knows the token (IB pads private data).
@@ -411,9 +398,8 @@ impl CmHandler for RegCm {
         Ok(())
     }
 
-    fn event(id: &CmIdRef, event: &CmEvent<'_>) {
-        // SAFETY: Every id `RegCm` handles has a `RegQp` context (created above).
-        let Some(owner) = (unsafe { Self::owner(id) }) else {
+    fn event(owner: Option<ArcBorrow<'_, RegQp>>, id: &CmIdRef<RegCm>, event: &CmEvent<'_>) {
+        let Some(owner) = owner else {
             return;
         };
         let is_active = owner.link.lock().active_id == id.key();

@@ -6,10 +6,17 @@
 // The rest of the socket-family glue: mod.rs's imports.
 use super::*;
 
-/// A reference to the network namespace a socket lives in, used as a key.
+/// A network namespace, used as a key, counting no reference (upstream's
+/// `rds_conn_net` counts none either: a counted one held by a connection
+/// would keep the namespace from exiting, and the passive count is not
+/// exported to modules).
 ///
-/// The socket holds a reference on the namespace, so the pointer stays valid
-/// for as long as any of its sockets' state exists.
+/// # Invariants
+///
+/// The namespace is live while a socket of it exists (each holds a
+/// reference), during its pernet callbacks, and always for `init_net`;
+/// rrds's state keyed by it is torn down within that (design.rst,
+/// "NetRef").
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct NetRef(pub(super) usize);
 

@@ -21,7 +21,7 @@ struct Listener {
     host: bool,
     /// `None` while the address has no RDMA device (it was removed): rdma_cm
     /// waits for every id on a device to be destroyed before removing it.
-    id: Option<CmId>,
+    id: Option<CmId<Cm>>,
     /// The last user task that bound a socket here: siw opens its listening
     /// TCP socket in the calling task's namespace, so a listener re-created
     /// for a namespace other than the workqueue's is made in this task.
@@ -47,8 +47,8 @@ pub(super) fn release() {
     crate::tables::free_table(&mut NOT_RDMA.lock().addrs);
 }
 
-fn listen(net: NetRef, ep: &Endpoint) -> Result<CmId> {
-    let id = CmId::create::<Cm>(net, core::ptr::null())?;
+fn listen(net: NetRef, ep: &Endpoint) -> Result<CmId<Cm>> {
+    let id = CmId::<Cm>::create(net, None)?;
     let port = if ep.is_v4() {
         proto::PORT_V4
     } else {
@@ -304,8 +304,8 @@ pub(crate) fn device_of(net: NetRef, addr: &Endpoint) -> Result<(Arc<RdmaDevice>
 
 /// An rdma_cm id bound to `addr` (any port) in `net`: rdma_cm resolves the
 /// address to its device and port.
-fn bound_probe(net: NetRef, addr: &Endpoint) -> Result<CmId> {
-    let id = CmId::create::<Cm>(net, core::ptr::null())?;
+fn bound_probe(net: NetRef, addr: &Endpoint) -> Result<CmId<Cm>> {
+    let id = CmId::<Cm>::create(net, None)?;
     let mut raw = [0u8; 28];
     let len = Endpoint { port: 0, ..*addr }.write_sockaddr(&mut raw);
     id.bind(&SockAddr::new(&raw[..len]))?;
@@ -330,7 +330,7 @@ pub(super) fn close_stray_listeners() {
 
 /// Closes the listeners whose id `doomed` picks (they listen again once
 /// `relisten` finds a device for their address); returns how many.
-pub(super) fn close_listeners(doomed: impl Fn(&CmId) -> bool) -> usize {
+pub(super) fn close_listeners(doomed: impl Fn(&CmId<Cm>) -> bool) -> usize {
     let mut closed = KVec::new();
     let mut count = 0;
     {

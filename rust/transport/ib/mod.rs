@@ -148,8 +148,17 @@ fn forget_links(net: NetRef) {
 /// The rdma_cm handler of every rrds id.
 pub(crate) struct Cm;
 
-impl CmHandler for Cm {
-    fn connect_request(id: CmId, event: &CmEvent<'_>) -> core::result::Result<(), CmId> {
+// SAFETY: The only context set on the transport's ids is their path
+// (`IbPath::connect`, `IbPath::accept`), which outlives its ids (`IbPath`
+// invariant); listeners and probes have none.
+unsafe impl CmHandler for Cm {
+    type Context = IbPath;
+
+    fn connect_request(
+        _listener: Option<ArcBorrow<'_, IbPath>>,
+        id: CmId<Cm>,
+        event: &CmEvent<'_>,
+    ) -> core::result::Result<(), CmId<Cm>> {
         let v6 = !id.src_is_v4();
         let Some(peer) = proto::ConnectPrivate::decode(event.private_data(), v6) else {
             id.reject(&1i32.to_ne_bytes());
@@ -186,18 +195,14 @@ impl CmHandler for Cm {
         }
     }
 
-    fn event(id: &CmIdRef, event: &CmEvent<'_>) {
-        let context = id.context().cast::<IbPath>();
-        if context.is_null() {
+    fn event(path: Option<ArcBorrow<'_, IbPath>>, id: &CmIdRef<Cm>, event: &CmEvent<'_>) {
+        let Some(path) = path else {
             // A listener or an address probe: nothing to do.
             stats::inc(Stat::IbCmEventsUnowned);
             pr_debug!("rdma_cm event {} of an id without a path\n", event.number());
             return;
-        }
-        // SAFETY: A non-null context is the path that owns the id (set by `IbPath`);
-        // the path outlives its ids (`IbPath` invariant).
-        let path: Arc<IbPath> = unsafe { ArcBorrow::from_raw(context) }.into();
-        path.cm_event(id, event);
+        };
+        Arc::<IbPath>::from(path).cm_event(id, event);
     }
 }
 

@@ -175,7 +175,7 @@ enum State {
 /// One incarnation of the connection: an rdma_cm id and what hangs off it.
 /// Fields drop in order: the id (and its QP) before the CQs the QP uses.
 struct Link {
-    cm_id: CmId,
+    cm_id: CmId<Cm>,
     cqs: Option<(CompletionQueue, CompletionQueue)>,
     /// The namespace's protection domain on the QP's device, which the QP is in.
     domain: Option<DomainUse>,
@@ -187,7 +187,7 @@ struct Link {
 }
 
 impl Link {
-    fn is(&self, id: &CmIdRef) -> bool {
+    fn is(&self, id: &CmIdRef<Cm>) -> bool {
         core::ptr::eq(&*self.cm_id, id)
     }
 

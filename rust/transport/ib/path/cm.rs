@@ -90,7 +90,7 @@ impl IbPath {
     pub(super) fn conn_param<'a>(
         &self,
         private: &'a [u8],
-        id: &CmIdRef,
+        id: &CmIdRef<Cm>,
         request: Option<(u8, u8)>,
     ) -> ConnParam<'a> {
         let clamp = |n: i32| n.clamp(1, i32::from(RD_ATOMIC_MAX)) as u8;
@@ -123,14 +123,13 @@ impl IbPath {
     pub(super) fn connect_locked(
         self: &Arc<Self>,
         c: &mut Control,
-    ) -> core::result::Result<(), (Error, Option<CmId>)> {
+    ) -> core::result::Result<(), (Error, Option<CmId<Cm>>)> {
         stats::inc(Stat::IbConnectAttempts);
         // Room to retire the link (`Control::retiring`).
         c.retiring
             .reserve(1, GFP_KERNEL)
             .map_err(|e| (e.into(), None))?;
-        let id =
-            CmId::create::<Cm>(self.key.net, Arc::as_ptr(self).cast()).map_err(|e| (e, None))?;
+        let id = CmId::<Cm>::create(self.key.net, Some(self)).map_err(|e| (e, None))?;
         let v4 = Endpoint {
             addr: self.key.laddr,
             ..Endpoint::default()
@@ -159,10 +158,10 @@ impl IbPath {
     /// Keeps `id` or gives it back to be rejected and destroyed.
     pub(in crate::transport::ib) fn accept(
         self: &Arc<Self>,
-        id: CmId,
+        id: CmId<Cm>,
         peer: &ConnectPrivate,
         rd_atomic: (u8, u8),
-    ) -> core::result::Result<(), CmId> {
+    ) -> core::result::Result<(), CmId<Cm>> {
         let c = self.ctl.lock();
         let Some(mut c) = self.make_way_for_request(c, &id) else {
             return Err(id);
@@ -172,7 +171,7 @@ impl IbPath {
             id.reject(&REJECT_RETRY);
             return Err(id);
         }
-        id.set_context(Arc::as_ptr(self).cast());
+        id.set_context(self);
         let mut link = Link {
             cm_id: id,
             cqs: None,
@@ -214,7 +213,7 @@ impl IbPath {
     fn make_way_for_request<'a>(
         self: &'a Arc<Self>,
         mut c: MutexGuard<'a, Control>,
-        id: &CmId,
+        id: &CmId<Cm>,
     ) -> Option<MutexGuard<'a, Control>> {
         if c.dead {
             id.reject(&REJECT_RETRY);
@@ -263,7 +262,11 @@ impl IbPath {
     }
 
     /// An rdma_cm event of one of this path's ids.
-    pub(in crate::transport::ib) fn cm_event(self: &Arc<Self>, id: &CmIdRef, event: &CmEvent<'_>) {
+    pub(in crate::transport::ib) fn cm_event(
+        self: &Arc<Self>,
+        id: &CmIdRef<Cm>,
+        event: &CmEvent<'_>,
+    ) {
         self.count_event(id, event);
         let kind = event.kind();
         match kind {
@@ -292,7 +295,7 @@ impl IbPath {
     }
 
     /// Counts `event` of `id` for diagnosis (debugfs `ib_links`).
-    fn count_event(&self, id: &CmIdRef, event: &CmEvent<'_>) {
+    fn count_event(&self, id: &CmIdRef<Cm>, event: &CmEvent<'_>) {
         let mut c = self.ctl.lock();
         let live_link = c.link.as_ref().is_some_and(|l| l.is(id));
         if live_link {
@@ -306,7 +309,7 @@ impl IbPath {
     }
 
     /// The live link's address is resolved: resolve its route.
-    fn addr_resolved(self: &Arc<Self>, id: &CmIdRef) {
+    fn addr_resolved(self: &Arc<Self>, id: &CmIdRef<Cm>) {
         let c = self.ctl.lock();
         if !c.link.as_ref().is_some_and(|l| l.is(id)) {
             return;
@@ -321,7 +324,7 @@ impl IbPath {
     }
 
     /// The live link's route is resolved: build it and connect.
-    fn route_resolved(self: &Arc<Self>, id: &CmIdRef) {
+    fn route_resolved(self: &Arc<Self>, id: &CmIdRef<Cm>) {
         let mut c = self.ctl.lock();
         let Some(mut link) = c.link.take_if(|l| l.is(id)) else {
             return;
@@ -348,7 +351,7 @@ impl IbPath {
 
     /// The live link is established (rdma_cm's ESTABLISHED): it comes up,
     /// unless it is up already or is an iWARP responder's, which waits.
-    fn established(self: &Arc<Self>, id: &CmIdRef, event: &CmEvent<'_>) {
+    fn established(self: &Arc<Self>, id: &CmIdRef<Cm>, event: &CmEvent<'_>) {
         let mut c = self.ctl.lock();
         let Some(active) = c.link.as_ref().filter(|l| l.is(id)).map(|l| l.active) else {
             return;

@@ -7,11 +7,11 @@
 // The rest of `IbPath`: path.rs's types and imports.
 use super::*;
 
-impl CompletionHandler for IbPath {
-    fn completed(&self, tag: u32, wc: &WorkCompletion<'_>) {
-        // SAFETY: `self` is the contents of an `Arc` (paths are only created by
-        // `IbPath::new`), alive for the duration of the call (type invariant).
-        let this: Arc<Self> = unsafe { ArcBorrow::from_raw(self) }.into();
+// SAFETY: `IbPath::new` builds the three `Cqe`s in the path it initialises in an
+// `Arc`; the path outlives its links' QPs, drained before a link goes (teardown).
+unsafe impl CompletionHandler for IbPath {
+    fn completed(this: ArcBorrow<'_, Self>, tag: u32, wc: &WorkCompletion<'_>) {
+        let this: Arc<Self> = this.into();
         match tag {
             TAG_SEND => this.send_completed(wc),
             TAG_RECV => this.recv_completed(wc),

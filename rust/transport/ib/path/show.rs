@@ -71,9 +71,9 @@ impl IbPath {
                 None => "-",
             },
             // Whether the live link's events reach this path.
-            match c.link.as_ref().map(|l| l.cm_id.context()) {
-                Some(ctx) if core::ptr::eq(ctx, core::ptr::from_ref(self).cast()) => "ok",
-                Some(ctx) if ctx.is_null() => "null",
+            match c.link.as_ref().map(|l| &l.cm_id) {
+                Some(id) if id.context_is(self) => "ok",
+                Some(id) if !id.has_context() => "null",
                 Some(_) => "other",
                 None => "-",
             },

@@ -194,7 +194,7 @@ impl IbPath {
 
     /// The link of `id` failed (or the peer left): retire it and let the work
     /// item tear it down and reconnect if messages wait.
-    pub(super) fn fail(self: &Arc<Self>, id: Option<&CmIdRef>, reason: DownReason, why: &str) {
+    pub(super) fn fail(self: &Arc<Self>, id: Option<&CmIdRef<Cm>>, reason: DownReason, why: &str) {
         let mut c = self.ctl.lock();
         let matches = match (&c.link, id) {
             (Some(link), Some(id)) => link.is(id),

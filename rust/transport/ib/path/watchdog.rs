@@ -62,7 +62,7 @@ impl TaskWork for IwarpConnect {
         }
         // SAFETY: `self.id` is the current link's id, which cannot be destroyed while
         // `teardowns` is held (every teardown takes it).
-        let id = unsafe { self.id.id() };
+        let id = unsafe { self.id.id::<Cm>() };
         let mut buf: PrivateBuf = [0; 56];
         let len = path.private_data(&mut buf);
         // Not under `ctl`: rdma_connect takes the id's handler lock, and the
@@ -245,7 +245,7 @@ impl IbPath {
 
     /// Hands the connect of `id` to the connector task (iWARP); returns
     /// the task's address.
-    pub(super) fn connect_from_task(self: &Arc<Self>, id: &CmIdRef) -> Result<usize> {
+    pub(super) fn connect_from_task(self: &Arc<Self>, id: &CmIdRef<Cm>) -> Result<usize> {
         let task = self
             .connector
             .lock()
