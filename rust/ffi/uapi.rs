@@ -68,3 +68,44 @@ assert_no_padding!(bindings::rrds_conn_event {
 // SAFETY: Byte arrays and integers with no padding (asserted above): every byte of
 // a value is initialised, and none of it has interior mutability.
 unsafe impl AsBytes for bindings::rrds_conn_event {}
+
+/// Asserts at compile time that the struct `$ty` is packed: alignment 1, so
+/// no padding anywhere in it.
+macro_rules! assert_packed {
+    ($($ty:path),+ $(,)?) => {
+        $(const _: () = assert!(core::mem::align_of::<$ty>() == 1);)+
+    };
+}
+
+assert_packed!(
+    bindings::rds_info_counter,
+    bindings::rds_info_connection,
+    bindings::rds6_info_connection,
+    bindings::rds_info_message,
+    bindings::rds6_info_message,
+    bindings::rds_info_socket,
+    bindings::rds6_info_socket,
+);
+
+const _: () = assert!(core::mem::size_of::<bindings::in6_addr>() == 16);
+
+// SAFETY: A union whose every variant is 16 bytes of integers (size asserted
+// above): whichever was written, every byte is initialised; no interior
+// mutability.
+unsafe impl AsBytes for bindings::in6_addr {}
+
+// SAFETY: For each: packed (asserted above), so no padding; its fields are
+// integers, byte arrays and `in6_addr`s, all `AsBytes`; no interior mutability.
+unsafe impl AsBytes for bindings::rds_info_counter {}
+// SAFETY: As above.
+unsafe impl AsBytes for bindings::rds_info_connection {}
+// SAFETY: As above.
+unsafe impl AsBytes for bindings::rds6_info_connection {}
+// SAFETY: As above.
+unsafe impl AsBytes for bindings::rds_info_message {}
+// SAFETY: As above.
+unsafe impl AsBytes for bindings::rds6_info_message {}
+// SAFETY: As above.
+unsafe impl AsBytes for bindings::rds_info_socket {}
+// SAFETY: As above.
+unsafe impl AsBytes for bindings::rds6_info_socket {}

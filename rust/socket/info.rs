@@ -5,8 +5,10 @@
 //! gets `ENOSPC` and the length needed in optlen; success returns the size
 //! of one record, with optlen set to the bytes written.
 
+use core::mem::size_of;
 use kernel::{
     prelude::*,
+    transmute::AsBytes,
     uaccess::UserSlice, //
 };
 
@@ -42,16 +44,28 @@ struct Records {
 }
 
 impl Records {
-    fn new(each: usize) -> Self {
+    /// Records of the uapi struct `T`.
+    fn of<T>() -> Self {
         Self {
             bytes: KVVec::new(),
-            each,
+            each: size_of::<T>(),
         }
     }
 
     fn push(&mut self, record: &[u8]) -> Result {
         self.bytes.extend_from_slice(record, GFP_KERNEL)?;
         Ok(())
+    }
+}
+
+/// An IPv4-mapped address's IPv4 part, as a `__be32` (its bytes in order).
+fn be32(addr: &[u8; 16]) -> u32 {
+    u32::from_ne_bytes(v4(addr))
+}
+
+fn in6(addr: &[u8; 16]) -> bindings::in6_addr {
+    bindings::in6_addr {
+        in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: *addr },
     }
 }
 
@@ -93,7 +107,7 @@ pub(super) fn get(net: NetRef, name: u32, value: UserSlice, len: usize) -> Resul
 }
 
 fn xrc_targets(net: NetRef) -> Result<Records> {
-    let mut r = Records::new(core::mem::size_of::<bindings::rrds_info_xrc_target>());
+    let mut r = Records::of::<bindings::rrds_info_xrc_target>();
     crate::xrc::info(net, &mut r.bytes)?;
     Ok(r)
 }
@@ -111,19 +125,26 @@ fn is_v4(addr: &[u8; 16]) -> bool {
 }
 
 fn counters() -> Result<Records> {
-    let mut r = Records::new(40);
+    let mut r = Records::of::<bindings::rds_info_counter>();
     for (name, value) in stats::snapshot() {
-        let mut rec = [0u8; 40];
-        let n = name.len().min(31);
-        rec[..n].copy_from_slice(&name.as_bytes()[..n]);
-        rec[32..].copy_from_slice(&value.to_ne_bytes());
-        r.push(&rec)?;
+        let mut rec = bindings::rds_info_counter {
+            value,
+            ..Default::default()
+        };
+        // NUL-terminated within the 32 bytes.
+        let n = name.len().min(rec.name.len() - 1);
+        rec.name[..n].copy_from_slice(&name.as_bytes()[..n]);
+        r.push(rec.as_bytes())?;
     }
     Ok(r)
 }
 
 fn connections(net: NetRef, v6: bool) -> Result<Records> {
-    let mut r = Records::new(if v6 { 65 } else { 42 });
+    let mut r = if v6 {
+        Records::of::<bindings::rds6_info_connection>()
+    } else {
+        Records::of::<bindings::rds_info_connection>()
+    };
     let mut result = Ok(());
     conn::for_each(net, |c| {
         if result.is_err() || (!v6 && !is_v4(&c.key.laddr)) {
@@ -139,100 +160,170 @@ fn connections(net: NetRef, v6: bool) -> Result<Records> {
         if snap.transmitting {
             flags |= CONN_FLAG_SENDING;
         }
-        let mut name = [0u8; 16];
+        // NUL-terminated within the 16 bytes.
+        let mut transport = [0u8; 16];
         let t = c.transport.name();
-        name[..t.len().min(15)].copy_from_slice(&t[..t.len().min(15)]);
-        let mut rec = [0u8; 65];
-        rec[0..8].copy_from_slice(&snap.next_tx_seq.to_ne_bytes());
-        rec[8..16].copy_from_slice(&snap.next_rx_seq.to_ne_bytes());
-        let used = if v6 {
-            rec[16..32].copy_from_slice(&c.key.laddr);
-            rec[32..48].copy_from_slice(&c.key.faddr);
-            rec[48..64].copy_from_slice(&name);
-            rec[64] = flags;
-            65
+        let n = t.len().min(transport.len() - 1);
+        transport[..n].copy_from_slice(&t[..n]);
+        result = if v6 {
+            let rec = bindings::rds6_info_connection {
+                next_tx_seq: snap.next_tx_seq,
+                next_rx_seq: snap.next_rx_seq,
+                laddr: in6(&c.key.laddr),
+                faddr: in6(&c.key.faddr),
+                transport,
+                flags,
+            };
+            r.push(rec.as_bytes())
         } else {
-            rec[16..20].copy_from_slice(&v4(&c.key.laddr));
-            rec[20..24].copy_from_slice(&v4(&c.key.faddr));
-            rec[24..40].copy_from_slice(&name);
-            rec[40] = flags;
-            rec[41] = c.key.tos;
-            42
+            let rec = bindings::rds_info_connection {
+                next_tx_seq: snap.next_tx_seq,
+                next_rx_seq: snap.next_rx_seq,
+                laddr: be32(&c.key.laddr),
+                faddr: be32(&c.key.faddr),
+                transport,
+                flags,
+                tos: c.key.tos,
+            };
+            r.push(rec.as_bytes())
         };
-        result = r.push(&rec[..used]);
     });
     result.map(|()| r)
 }
 
-/// `rds_info_rdma_connection` (68 bytes) / `rds6_info_rdma_connection` (92):
-/// addresses and TOS always, the rest only while the connection is up
-/// (zeroes otherwise; upstream leaves them unset).
+/// Offsets in `rds_info_rdma_connection` from `src_gid`, where the
+/// fields after the two addresses start: the same in the IPv6 record.
+mod ib_record {
+    use crate::ffi::bindings::{
+        rds6_info_rdma_connection as V6,
+        rds_info_rdma_connection as V4, //
+    };
+    use core::mem::offset_of;
+
+    const GIDS: usize = offset_of!(V4, src_gid);
+    pub(super) const SRC_GID: usize = 0;
+    pub(super) const DST_GID: usize = offset_of!(V4, dst_gid) - GIDS;
+    pub(super) const MAX_SEND_WR: usize = offset_of!(V4, max_send_wr) - GIDS;
+    pub(super) const MAX_RECV_WR: usize = offset_of!(V4, max_recv_wr) - GIDS;
+    pub(super) const MAX_SEND_SGE: usize = offset_of!(V4, max_send_sge) - GIDS;
+    pub(super) const MR_MAX: usize = offset_of!(V4, rdma_mr_max) - GIDS;
+    pub(super) const MR_SIZE: usize = offset_of!(V4, rdma_mr_size) - GIDS;
+    pub(super) const TOS: usize = offset_of!(V4, tos) - GIDS;
+    pub(super) const SL: usize = offset_of!(V4, sl) - GIDS;
+    pub(super) const V4_GIDS: usize = GIDS;
+    pub(super) const V6_GIDS: usize = offset_of!(V6, src_gid);
+    // Upstream's sizes, and the IPv6 record's tail laid out as the IPv4 one's.
+    const _: () = assert!(size_of::<V4>() == 68 && size_of::<V6>() == 92);
+    const _: () = assert!(offset_of!(V6, sl) - V6_GIDS == SL);
+}
+
+/// `rds_info_rdma_connection` / `rds6_info_rdma_connection`: addresses and
+/// TOS always, the rest only while the connection is up (zeroes otherwise;
+/// upstream leaves them unset). Both have padding before `cache_allocs`,
+/// so they are written field by field into zeroed bytes, at the structs'
+/// own offsets; `cache_allocs` (upstream's page cache) stays 0.
 fn ib_connections(net: NetRef, v6: bool) -> Result<Records> {
-    let mut r = Records::new(if v6 { 92 } else { 68 });
+    use ib_record::*;
+    let mut r = if v6 {
+        Records::of::<bindings::rds6_info_rdma_connection>()
+    } else {
+        Records::of::<bindings::rds_info_rdma_connection>()
+    };
     let mut result = Ok(());
     conn::for_each(net, |c| {
         if !c.path.has_link() || result.is_err() || (!v6 && !is_v4(&c.key.laddr)) {
             return;
         }
-        let mut rec = [0u8; 92];
-        let (at, used) = if v6 {
+        let mut rec = [0u8; size_of::<bindings::rds6_info_rdma_connection>()];
+        let at = if v6 {
             rec[0..16].copy_from_slice(&c.key.laddr);
             rec[16..32].copy_from_slice(&c.key.faddr);
-            (32, 92)
+            V6_GIDS
         } else {
             rec[0..4].copy_from_slice(&v4(&c.key.laddr));
             rec[4..8].copy_from_slice(&v4(&c.key.faddr));
-            (8, 68)
+            V4_GIDS
+        };
+        let mut put = |offset: usize, bytes: &[u8]| {
+            rec[at + offset..at + offset + bytes.len()].copy_from_slice(bytes);
         };
         // The TOS is the connection's, up or not (as upstream).
-        rec[at + 52] = c.key.tos;
+        put(TOS, &[c.key.tos]);
         if let Some(i) = c.path.ib_info() {
-            rec[at..at + 16].copy_from_slice(&i.src_gid);
-            rec[at + 16..at + 32].copy_from_slice(&i.dst_gid);
-            rec[at + 32..at + 36].copy_from_slice(&i.max_send_wr.to_ne_bytes());
-            rec[at + 36..at + 40].copy_from_slice(&i.max_recv_wr.to_ne_bytes());
-            rec[at + 40..at + 44].copy_from_slice(&i.max_send_sge.to_ne_bytes());
-            rec[at + 44..at + 48].copy_from_slice(&i.mr_max.to_ne_bytes());
-            rec[at + 48..at + 52].copy_from_slice(&i.mr_pages.to_ne_bytes());
-            // +52 tos (above), +53 sl, +56 cache_allocs (upstream's page cache: 0).
-            rec[at + 53] = i.sl;
+            put(SRC_GID, &i.src_gid);
+            put(DST_GID, &i.dst_gid);
+            put(MAX_SEND_WR, &i.max_send_wr.to_ne_bytes());
+            put(MAX_RECV_WR, &i.max_recv_wr.to_ne_bytes());
+            put(MAX_SEND_SGE, &i.max_send_sge.to_ne_bytes());
+            put(MR_MAX, &i.mr_max.to_ne_bytes());
+            put(MR_SIZE, &i.mr_pages.to_ne_bytes());
+            put(SL, &[i.sl]);
         }
-        result = r.push(&rec[..used]);
+        result = r.push(&rec[..r.each]);
     });
     result.map(|()| r)
 }
 
-/// An `rds_info_message` / `rds6_info_message`.
-fn message_record(
-    v6: bool,
-    header: &Header,
-    laddr: &[u8; 16],
-    faddr: &[u8; 16],
-    lport: u16,
-    fport: u16,
-    tos: u8,
-) -> ([u8; 50], usize) {
-    let mut rec = [0u8; 50];
-    rec[0..8].copy_from_slice(&header.sequence.to_ne_bytes());
-    rec[8..12].copy_from_slice(&header.len.to_ne_bytes());
-    let at = if v6 {
-        rec[12..28].copy_from_slice(laddr);
-        rec[28..44].copy_from_slice(faddr);
-        44
+/// An `rds_info_message` or `rds6_info_message`.
+enum MessageRecord {
+    V4(bindings::rds_info_message),
+    V6(bindings::rds6_info_message),
+}
+
+impl MessageRecord {
+    fn new(
+        v6: bool,
+        header: &Header,
+        laddr: &[u8; 16],
+        faddr: &[u8; 16],
+        lport: u16,
+        fport: u16,
+        tos: u8,
+    ) -> Self {
+        if v6 {
+            Self::V6(bindings::rds6_info_message {
+                seq: header.sequence,
+                len: header.len,
+                laddr: in6(laddr),
+                faddr: in6(faddr),
+                lport: lport.to_be(),
+                fport: fport.to_be(),
+                // Always 0 upstream.
+                flags: 0,
+                tos,
+            })
+        } else {
+            Self::V4(bindings::rds_info_message {
+                seq: header.sequence,
+                len: header.len,
+                laddr: be32(laddr),
+                faddr: be32(faddr),
+                lport: lport.to_be(),
+                fport: fport.to_be(),
+                flags: 0,
+                tos,
+            })
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Self::V4(rec) => rec.as_bytes(),
+            Self::V6(rec) => rec.as_bytes(),
+        }
+    }
+}
+
+fn message_records(v6: bool) -> Records {
+    if v6 {
+        Records::of::<bindings::rds6_info_message>()
     } else {
-        rec[12..16].copy_from_slice(&v4(laddr));
-        rec[16..20].copy_from_slice(&v4(faddr));
-        20
-    };
-    rec[at..at + 2].copy_from_slice(&lport.to_be_bytes());
-    rec[at + 2..at + 4].copy_from_slice(&fport.to_be_bytes());
-    // at + 4: flags, always 0 upstream.
-    rec[at + 5] = tos;
-    (rec, at + 6)
+        Records::of::<bindings::rds_info_message>()
+    }
 }
 
 fn conn_messages(net: NetRef, sent: bool, v6: bool) -> Result<Records> {
-    let mut r = Records::new(if v6 { 50 } else { 26 });
+    let mut r = message_records(v6);
     let mut result = Ok(());
     conn::for_each(net, |c| {
         if !v6 && !is_v4(&c.key.laddr) {
@@ -243,7 +334,7 @@ fn conn_messages(net: NetRef, sent: bool, v6: bool) -> Result<Records> {
         // Under the connection's spinlock: atomic allocations only.
         c.for_each_queued(sent, |q| {
             if collected.is_ok() {
-                let rec = message_record(
+                let rec = MessageRecord::new(
                     v6,
                     &q.header,
                     &c.key.laddr,
@@ -256,9 +347,9 @@ fn conn_messages(net: NetRef, sent: bool, v6: bool) -> Result<Records> {
             }
         });
         result = result.and(collected);
-        for (rec, used) in records.iter() {
+        for rec in records.iter() {
             if result.is_ok() {
-                result = r.push(&rec[..*used]);
+                result = r.push(rec.as_bytes());
             }
         }
     });
@@ -266,7 +357,7 @@ fn conn_messages(net: NetRef, sent: bool, v6: bool) -> Result<Records> {
 }
 
 fn recv_messages(net: NetRef, v6: bool) -> Result<Records> {
-    let mut r = Records::new(if v6 { 50 } else { 26 });
+    let mut r = message_records(v6);
     for sock in SOCKETS
         .lock()
         .iter()
@@ -284,7 +375,7 @@ fn recv_messages(net: NetRef, v6: bool) -> Result<Records> {
             let rx = sock.rx.lock();
             recs.reserve(rx.messages.len(), GFP_ATOMIC)?;
             for m in rx.messages.iter() {
-                let rec = message_record(
+                let rec = MessageRecord::new(
                     v6,
                     &m.header,
                     &bound.addr,
@@ -297,14 +388,20 @@ fn recv_messages(net: NetRef, v6: bool) -> Result<Records> {
             }
             recs
         };
-        for (rec, used) in records.iter() {
-            r.push(&rec[..*used])?;
+        for rec in records.iter() {
+            r.push(rec.as_bytes())?;
         }
     }
     Ok(r)
 }
 
-fn socket_record(sock: &RdsSock, v6: bool) -> Option<([u8; 52], usize)> {
+/// An `rds_info_socket` or `rds6_info_socket`.
+enum SocketRecord {
+    V4(bindings::rds_info_socket),
+    V6(bindings::rds6_info_socket),
+}
+
+fn socket_record(sock: &RdsSock, v6: bool) -> Option<SocketRecord> {
     let (bound, peer) = {
         let s = sock.state.lock();
         (s.bound, s.peer)
@@ -313,44 +410,55 @@ fn socket_record(sock: &RdsSock, v6: bool) -> Option<([u8; 52], usize)> {
         // RDS_INFO_SOCKETS lists only sockets bound to IPv4 addresses (upstream).
         return None;
     }
-    let (sndbuf, rcvbuf, ino) = {
+    let (sndbuf, rcvbuf, inum) = {
         let rx = sock.rx.lock();
         let skp = rx.sk?;
         // SAFETY: `rx.sk` is Some under the lock: release has not cleared it, so
         // the sock is valid (`RecvQueue` invariant).
         let sk = unsafe { skp.get() };
-        (sk.sndbuf() / 2, sk.rcvbuf() / 2, sk.ino())
+        ((sk.sndbuf() / 2) as u32, (sk.rcvbuf() / 2) as u32, sk.ino())
     };
     let bound = bound.unwrap_or_default();
     let peer = peer.unwrap_or_default();
-    let mut rec = [0u8; 52];
-    rec[0..4].copy_from_slice(&(sndbuf as u32).to_ne_bytes());
-    let at = if v6 {
-        rec[4..20].copy_from_slice(&bound.addr);
-        rec[20..36].copy_from_slice(&peer.addr);
-        36
+    Some(if v6 {
+        SocketRecord::V6(bindings::rds6_info_socket {
+            sndbuf,
+            bound_addr: in6(&bound.addr),
+            connected_addr: in6(&peer.addr),
+            bound_port: bound.port.to_be(),
+            connected_port: peer.port.to_be(),
+            rcvbuf,
+            inum,
+        })
     } else {
-        rec[4..8].copy_from_slice(&v4(&bound.addr));
-        rec[8..12].copy_from_slice(&v4(&peer.addr));
-        12
-    };
-    rec[at..at + 2].copy_from_slice(&bound.port.to_be_bytes());
-    rec[at + 2..at + 4].copy_from_slice(&peer.port.to_be_bytes());
-    rec[at + 4..at + 8].copy_from_slice(&(rcvbuf as u32).to_ne_bytes());
-    rec[at + 8..at + 16].copy_from_slice(&ino.to_ne_bytes());
-    Some((rec, at + 16))
+        SocketRecord::V4(bindings::rds_info_socket {
+            sndbuf,
+            bound_addr: be32(&bound.addr),
+            connected_addr: be32(&peer.addr),
+            bound_port: bound.port.to_be(),
+            connected_port: peer.port.to_be(),
+            rcvbuf,
+            inum,
+        })
+    })
 }
 
 fn sockets(net: NetRef, v6: bool) -> Result<Records> {
-    let mut r = Records::new(if v6 { 52 } else { 28 });
+    let mut r = if v6 {
+        Records::of::<bindings::rds6_info_socket>()
+    } else {
+        Records::of::<bindings::rds_info_socket>()
+    };
     for sock in SOCKETS
         .lock()
         .iter()
         .flat_map(|t| t.iter())
         .filter(|s| s.net == net)
     {
-        if let Some((rec, used)) = socket_record(sock, v6) {
-            r.push(&rec[..used])?;
+        match socket_record(sock, v6) {
+            Some(SocketRecord::V4(rec)) => r.push(rec.as_bytes())?,
+            Some(SocketRecord::V6(rec)) => r.push(rec.as_bytes())?,
+            None => {}
         }
     }
     Ok(r)
