@@ -10,6 +10,7 @@ use kernel::{
         to_result, //
     },
     prelude::*,
+    sync::Arc,
 };
 
 use super::{
@@ -29,7 +30,11 @@ pub(crate) const QPS_ERR: u32 = bindings::ib_qp_state_IB_QPS_ERR;
 ///
 /// Drivers call this in any context, hard interrupts included, possibly on
 /// several CPUs at once: it must not sleep.
-pub(crate) trait QpEventHandler {
+///
+/// # Safety
+///
+/// Every [`OwnedQp<Self>`] is dropped before the `Self` it was created with.
+pub(crate) unsafe trait QpEventHandler: Sync + 'static {
     fn qp_event(&self, event: u32);
 }
 
@@ -123,7 +128,8 @@ pub(crate) enum TargetKind<'a> {
 /// # Invariants
 ///
 /// `self.0` came from `ib_create_qp` with `H`'s trampoline and a context that
-/// outlives the QP (the creator's promise), and is destroyed only by `drop`.
+/// outlives the QP (`QpEventHandler`'s safety requirement), and is destroyed
+/// only by `drop`.
 pub(crate) struct OwnedQp<H: QpEventHandler> {
     qp: NonNull<bindings::ib_qp>,
     _handler: core::marker::PhantomData<*const H>,
@@ -136,19 +142,16 @@ unsafe impl<H: QpEventHandler> Send for OwnedQp<H> {}
 unsafe impl<H: QpEventHandler> Sync for OwnedQp<H> {}
 
 impl<H: QpEventHandler> OwnedQp<H> {
-    /// Creates a QP of `kind` whose events go to `context`.
-    ///
-    /// # Safety
-    ///
-    /// `context` must stay valid until the QP is dropped.
-    pub(crate) unsafe fn create(
+    /// Creates a QP of `kind` whose events go to `context`, which outlives
+    /// it (`QpEventHandler`'s safety requirement).
+    pub(crate) fn create(
         pd: &ProtectionDomain,
         kind: TargetKind<'_>,
-        context: *const H,
+        context: &Arc<H>,
     ) -> Result<Self> {
         let mut attr = bindings::ib_qp_init_attr {
             event_handler: Some(event_trampoline::<H>),
-            qp_context: context.cast_mut().cast(),
+            qp_context: Arc::as_ptr(context).cast_mut().cast(),
             sq_sig_type: bindings::ib_sig_type_IB_SIGNAL_REQ_WR,
             ..Default::default()
         };
@@ -247,8 +250,8 @@ unsafe extern "C" fn event_trampoline<H: QpEventHandler>(
     event: *mut bindings::ib_event,
     context: *mut c_void,
 ) {
-    // SAFETY: ib_core passes a valid event and the context given at creation, which the
-    // creator keeps valid until the QP is destroyed.
+    // SAFETY: ib_core passes a valid event and the context given at creation, which
+    // outlives the QP (`QpEventHandler`'s safety requirement).
     let (event, handler) = unsafe { ((*event).event, &*context.cast::<H>()) };
     handler.qp_event(event);
 }

@@ -7,6 +7,10 @@
 use core::ptr::NonNull;
 use kernel::{
     prelude::*,
+    sync::{
+        Arc,
+        ArcBorrow, //
+    },
     types::Opaque, //
 };
 
@@ -79,9 +83,15 @@ pub(crate) fn current_euid() -> u32 {
 
 /// What an [`ExitWatch`] calls, in the exiting task's context with the pid's
 /// wait-queue lock held: it must not sleep.
-pub(crate) trait ExitHandler {
+///
+/// # Safety
+///
+/// A watch armed with an `Arc<Self>` ([`ExitWatch::arm`]) is a pinned field
+/// of that `Self`, and is disarmed ([`ExitWatch::disarm`]) before the `Self`
+/// is freed and before the [`ProcessRef`] it was armed with is dropped.
+pub(crate) unsafe trait ExitHandler: Sized + 'static {
     /// The watched process may have exited; confirm with [`ProcessRef::exited`].
-    fn process_exited(&self);
+    fn process_exited(this: ArcBorrow<'_, Self>);
 }
 
 /// A wait-queue entry on a process's exit queue (`pid->wait_pidfd`, which
@@ -113,13 +123,11 @@ impl ExitWatch {
         })
     }
 
-    /// Starts watching `process`; `H::process_exited` runs with `owner` when it exits.
-    ///
-    /// # Safety
-    ///
-    /// `owner` must stay valid, and `process` alive, until [`Self::disarm`] has
-    /// returned; `self` must be pinned.
-    pub(crate) unsafe fn arm<H: ExitHandler>(&self, process: &ProcessRef, owner: *const H) {
+    /// Starts watching `process`; `H::process_exited` runs with `owner` when
+    /// it exits. `self` is a field of `owner` (`ExitHandler`'s safety
+    /// requirement).
+    pub(crate) fn arm<H: ExitHandler>(&self, process: &ProcessRef, owner: &Arc<H>) {
+        let owner = Arc::as_ptr(owner);
         let entry = self.entry.get();
         // SAFETY: `entry` is valid and pinned; the wake function finds the owner in
         // `private`.
@@ -131,8 +139,9 @@ impl ExitWatch {
         let queue = unsafe { bindings::rrds_pid_exit_waitqueue(process.as_raw()) };
         self.queue
             .store(queue, core::sync::atomic::Ordering::Release);
-        // INVARIANT: armed: the entry is on `queue` until `disarm`.
-        // SAFETY: `queue` and `entry` are valid; the caller keeps them so until `disarm`.
+        // INVARIANT: armed: the entry is on `queue` until `disarm`; the owner and the
+        // process stay alive until then (`ExitHandler`'s safety requirement).
+        // SAFETY: `queue` and `entry` are valid, and stay so until `disarm` (as above).
         unsafe { bindings::add_wait_queue(queue, entry) };
     }
 
@@ -166,9 +175,10 @@ unsafe extern "C" fn wake<H: ExitHandler>(
     _flags: c_int,
     _key: *mut c_void,
 ) -> c_int {
-    // SAFETY: `arm` stored the owner in `private`, and the owner stays valid while the
-    // entry is on the queue (its caller's promise); this runs under the queue's lock.
-    let owner = unsafe { &*(*entry).private.cast::<H>() };
-    owner.process_exited();
+    // SAFETY: `arm` stored the owner, inside its `Arc`, in `private`; the owner stays
+    // valid while the entry is on the queue (`ExitHandler`'s safety requirement), and
+    // this runs under the queue's lock.
+    let owner = unsafe { ArcBorrow::from_raw((*entry).private.cast_const().cast::<H>()) };
+    H::process_exited(owner);
     0
 }

@@ -49,12 +49,12 @@ impl WorkItem for Registration {
     }
 }
 
-impl ExitHandler for Registration {
-    fn process_exited(&self) {
-        // SAFETY: The watch is armed only while the registration is in its target's
-        // list, which holds an `Arc`; disarming waits for this callback to return.
-        let this: ArcBorrow<'_, Registration> =
-            unsafe { ArcBorrow::from_raw(core::ptr::from_ref(self)) };
+// SAFETY: `exit_watch` is a field of the registration, pinned in its `Arc`, armed
+// (`watch_exit`) with the registration's own `process` only while the registration
+// is in its target's list, which holds an `Arc`, and disarmed (`detach`) as it
+// leaves the list, so before either can go; disarming waits for a running callback.
+unsafe impl ExitHandler for Registration {
+    fn process_exited(this: ArcBorrow<'_, Self>) {
         let _ = workqueue::queue().enqueue(Arc::<Registration>::from(this));
     }
 }
@@ -164,11 +164,7 @@ impl Registration {
 
 /// Arms the exit watch of a registration just added to its target's list.
 pub(super) fn watch_exit(registration: &Arc<Registration>) {
-    // SAFETY: The registration is pinned in its `Arc` and in its target's list, which
-    // keeps it alive until `detach` disarms the watch; `process` lives as long.
-    unsafe {
-        registration
-            .exit_watch
-            .arm::<Registration>(&registration.process, Arc::as_ptr(registration))
-    };
+    registration
+        .exit_watch
+        .arm(&registration.process, registration);
 }

@@ -96,7 +96,9 @@ impl WorkItem for Target {
     }
 }
 
-impl QpEventHandler for Target {
+// SAFETY: A target's QP lives in its `resources` (or is dropped in `create_qp`
+// under the caller's `Arc`), so it goes before the target.
+unsafe impl QpEventHandler for Target {
     fn qp_event(&self, event: u32) {
         self.fan_out(event, 0);
     }
@@ -150,16 +152,11 @@ impl Target {
         domain: &mut Option<DomainUse>,
     ) -> Result {
         let raw = self.device.handle();
-        let context = Arc::as_ptr(self);
         let resources = match self.backend {
             Backend::Emulated => {
                 let cq = CompletionQueue::alloc(raw, 4)?;
                 let srq = SharedReceiveQueue::create(pd, 1)?;
-                // SAFETY: The target outlives its QP (type invariant of `Target`): the QP
-                // is kept in `resources` or dropped here, under the caller's `Arc`.
-                let qp = unsafe {
-                    OwnedQp::create(pd, TargetKind::RcOnSrq { srq: &srq, cq: &cq }, context)?
-                };
+                let qp = OwnedQp::create(pd, TargetKind::RcOnSrq { srq: &srq, cq: &cq }, self)?;
                 Resources::Emulated {
                     qp,
                     _srq: srq,
@@ -168,9 +165,7 @@ impl Target {
             }
             Backend::Xrc => {
                 let xrcd = XrcDomain::alloc(raw)?;
-                // SAFETY: As above.
-                let qp =
-                    unsafe { OwnedQp::create(pd, TargetKind::XrcTarget { xrcd: &xrcd }, context)? };
+                let qp = OwnedQp::create(pd, TargetKind::XrcTarget { xrcd: &xrcd }, self)?;
                 Resources::Xrc { qp, _xrcd: xrcd }
             }
         };
