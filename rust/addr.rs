@@ -172,3 +172,88 @@ impl kernel::fmt::Display for AddrDisplay<'_> {
         Ok(())
     }
 }
+
+#[kunit_tests(rrds_addr)]
+mod tests {
+    use super::*;
+
+    fn sockaddr_in(addr: [u8; 4], port: u16) -> [u8; SOCKADDR_IN_LEN] {
+        let mut raw = [0u8; SOCKADDR_IN_LEN];
+        raw[..2].copy_from_slice(&AF_INET.to_ne_bytes());
+        raw[2..4].copy_from_slice(&port.to_be_bytes());
+        raw[4..8].copy_from_slice(&addr);
+        raw
+    }
+
+    fn sockaddr_in6(addr: [u8; 16], scope: u32) -> [u8; SOCKADDR_IN6_LEN] {
+        let mut raw = [0u8; SOCKADDR_IN6_LEN];
+        raw[..2].copy_from_slice(&AF_INET6.to_ne_bytes());
+        raw[2..4].copy_from_slice(&4000u16.to_be_bytes());
+        raw[8..24].copy_from_slice(&addr);
+        raw[24..28].copy_from_slice(&scope.to_ne_bytes());
+        raw
+    }
+
+    #[test]
+    fn ipv4_parses_as_mapped_and_writes_back() {
+        let raw = sockaddr_in([10, 254, 9, 1], 4000);
+        let ep = Endpoint::parse(&raw, Purpose::Bind);
+        assert!(ep
+            .as_ref()
+            .is_ok_and(|ep| ep.addr == v4_mapped([10, 254, 9, 1])
+                && ep.port == 4000
+                && ep.is_v4()
+                && !ep.is_loopback()));
+        let mut out = [0u8; SOCKADDR_IN6_LEN];
+        assert!(ep.is_ok_and(|ep| ep.write_sockaddr(&mut out) == SOCKADDR_IN_LEN));
+        assert!(out[..SOCKADDR_IN_LEN] == raw);
+    }
+
+    #[test]
+    fn ipv4_refusals_have_upstreams_errnos() {
+        let any = sockaddr_in([0; 4], 1);
+        assert!(Endpoint::parse(&any, Purpose::Bind).err() == Some(EINVAL));
+        assert!(Endpoint::parse(&any, Purpose::Connect).err() == Some(errno::edestaddrreq()));
+        for bad in [[255; 4], [224, 0, 0, 1], [239, 1, 2, 3]] {
+            let raw = sockaddr_in(bad, 1);
+            assert!(Endpoint::parse(&raw, Purpose::SendTo).err() == Some(EINVAL));
+        }
+        // Too short: sendmsg checks the length before the family.
+        let raw = sockaddr_in([10, 0, 0, 1], 1);
+        assert!(Endpoint::parse(&raw[..4], Purpose::SendTo).err() == Some(EINVAL));
+        assert!(Endpoint::parse(&raw[..4], Purpose::Bind).err() == Some(EINVAL));
+    }
+
+    #[test]
+    fn ipv6_link_local_needs_a_scope_and_keeps_it() {
+        let mut link_local = [0u8; 16];
+        link_local[0] = 0xfe;
+        link_local[1] = 0x80;
+        link_local[15] = 1;
+        let unscoped = sockaddr_in6(link_local, 0);
+        assert!(Endpoint::parse(&unscoped, Purpose::Bind).err() == Some(EINVAL));
+        let scoped = sockaddr_in6(link_local, 3);
+        assert!(Endpoint::parse(&scoped, Purpose::Bind).is_ok_and(|ep| ep.scope == 3));
+        let mut out = [0u8; SOCKADDR_IN6_LEN];
+        let ep = Endpoint::parse(&scoped, Purpose::Bind);
+        assert!(ep.is_ok_and(|ep| ep.write_sockaddr(&mut out) == SOCKADDR_IN6_LEN));
+        assert!(out == scoped);
+    }
+
+    #[test]
+    fn non_unicast_destinations_and_unknown_families() {
+        let mut multicast = [0u8; 16];
+        multicast[0] = 0xff;
+        let raw = sockaddr_in6(multicast, 0);
+        assert!(Endpoint::parse(&raw, Purpose::Connect).err() == Some(errno::eprototype()));
+        assert!(Endpoint::parse(&raw, Purpose::Bind).err() == Some(EINVAL));
+        let mut loopback = [0u8; 16];
+        loopback[15] = 1;
+        let raw = sockaddr_in6(loopback, 0);
+        assert!(Endpoint::parse(&raw, Purpose::Bind).is_ok_and(|ep| ep.is_loopback()));
+        let mut unknown = sockaddr_in([10, 0, 0, 1], 1);
+        unknown[..2].copy_from_slice(&1u16.to_ne_bytes());
+        assert!(Endpoint::parse(&unknown, Purpose::Connect).err() == Some(errno::eafnosupport()));
+        assert!(Endpoint::parse(&unknown, Purpose::Bind).err() == Some(EINVAL));
+    }
+}

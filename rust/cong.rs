@@ -264,6 +264,21 @@ fn bit(port: u16) -> (usize, u64) {
     (usize::from(port) / 64, 1u64 << (port % 64))
 }
 
+/// Ports' words in wire form: little-endian words put port p at byte p / 8,
+/// bit p % 8 (upstream's `__set_bit_le` on its map pages).
+fn words_to_wire(words: &[u64], out: &mut [u8; WIRE_BYTES]) {
+    for (i, word) in words.iter().enumerate().take(PORT_WORDS) {
+        out[i * 8..i * 8 + 8].copy_from_slice(&word.to_le_bytes());
+    }
+}
+
+/// Word `i` of a map in wire form.
+fn wire_word(wire: &[u8; WIRE_BYTES], i: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&wire[i * 8..i * 8 + 8]);
+    u64::from_le_bytes(b)
+}
+
 impl CongMap {
     pub(crate) fn is_congested(&self, port: u16) -> bool {
         let (word, mask) = bit(port);
@@ -292,10 +307,7 @@ impl CongMap {
 
     /// The map in wire form.
     pub(crate) fn to_wire(&self, out: &mut [u8; WIRE_BYTES]) {
-        let bits = self.bits.lock();
-        for (i, word) in bits.iter().enumerate() {
-            out[i * 8..i * 8 + 8].copy_from_slice(&word.to_le_bytes());
-        }
+        words_to_wire(&self.bits.lock(), out);
     }
 
     /// The map as a congestion-map message (8 KiB), as IB sends it to a peer.
@@ -329,9 +341,7 @@ impl CongMap {
         let mut cleared = false;
         let mut bits = self.bits.lock();
         for (i, word) in bits.iter_mut().enumerate() {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&wire[i * 8..i * 8 + 8]);
-            let new = u64::from_le_bytes(b);
+            let new = wire_word(wire, i);
             cleared |= *word & !new != 0;
             *word = new;
         }
@@ -409,5 +419,33 @@ pub(crate) fn local_port_cleared(net: NetRef) {
 pub(crate) fn notify_monitors(net: NetRef) {
     for sock in MONITORS.lock().iter().filter(|s| s.net() == net) {
         sock.cong_notify_all_refused();
+    }
+}
+
+#[kunit_tests(rrds_cong_bitmap)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_p_is_byte_p_over_8_bit_p_mod_8_on_the_wire() -> Result {
+        let mut words = KVec::new();
+        words.resize(PORT_WORDS, 0u64, GFP_KERNEL)?;
+        for port in [0u16, 9, 4000, 65535] {
+            let (word, mask) = bit(port);
+            words[word] |= mask;
+        }
+        let mut wire = KVec::new();
+        wire.resize(WIRE_BYTES, 0u8, GFP_KERNEL)?;
+        let wire: &mut [u8; WIRE_BYTES] = wire.as_mut_slice().try_into().map_err(|_| EINVAL)?;
+        words_to_wire(&words, wire);
+        assert_eq!(wire[0], 0x01);
+        assert_eq!(wire[1], 0x02);
+        assert_eq!(wire[500], 0x01);
+        assert_eq!(wire[WIRE_BYTES - 1], 0x80);
+        assert_eq!(wire.iter().filter(|&&b| b != 0).count(), 4);
+        for (i, word) in words.iter().enumerate() {
+            assert_eq!(wire_word(wire, i), *word);
+        }
+        Ok(())
     }
 }

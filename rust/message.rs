@@ -482,50 +482,86 @@ impl Assembly {
     }
 }
 
-/// Checks the wire format against known vectors once, at module load: a
-/// broken encoder must not get as far as a peer.
-pub(crate) fn self_test() -> Result {
-    let mut h = Header {
-        sequence: 0x0102_0304_0506_0708,
-        ack: 9,
-        len: 4097,
-        sport: 0x1234,
-        dport: 18634,
-        flags: flags::ACK_REQUIRED,
-        credit: 3,
-        exthdr: [0; EXTHDR_LEN],
-    };
-    let dest = Extension::RdmaDest {
-        rkey: 0xdead_beef,
-        offset: 42,
-    };
-    let ok = h.add_extension(dest)
-        && h.add_extension(Extension::Npaths(8))
-        && !h.add_extension(Extension::RdmaBytes {
-            bytes: 1,
-            rflags: 1,
-        });
-    let w = h.to_wire();
-    let parsed = Header::from_wire(&w);
-    let mut corrupt = w;
-    corrupt[20] ^= 1;
-    let mut exts = h.extensions();
-    let ok = ok
-        && w[..8] == [1, 2, 3, 4, 5, 6, 7, 8]
-        && w[16..20] == [0, 0, 0x10, 0x01]
-        && w[22..24] == [0x48, 0xca]
-        && w[32] == ext::RDMA_DEST
-        && parsed == Some(h)
-        && Header::from_wire(&corrupt).is_none()
-        && exts.next() == Some(dest)
-        && exts.next() == Some(Extension::Npaths(8))
-        && exts.next().is_none()
-        && fragments(0).eq([(0, 0)])
-        && fragments(4096).eq([(0, 4096)])
-        && fragments(4097).eq([(0, 4096), (4096, 1)]);
-    if !ok {
-        pr_err!("wire format self-test failed\n");
-        return Err(EINVAL);
+/// The wire format against known vectors (in the test kernel, KUnit runs
+/// them when the module loads: `module_test`'s `kunit_suites_pass`).
+#[kunit_tests(rrds_wire)]
+mod tests {
+    use super::*;
+
+    fn header() -> Header {
+        Header {
+            sequence: 0x0102_0304_0506_0708,
+            ack: 9,
+            len: 4097,
+            sport: 0x1234,
+            dport: 18634,
+            flags: flags::ACK_REQUIRED,
+            credit: 3,
+            exthdr: [0; EXTHDR_LEN],
+        }
     }
-    Ok(())
+
+    #[test]
+    fn header_fields_are_big_endian_at_upstreams_offsets() {
+        let w = header().to_wire();
+        assert!(w[..8] == [1, 2, 3, 4, 5, 6, 7, 8]);
+        assert!(w[8..16] == [0, 0, 0, 0, 0, 0, 0, 9]);
+        assert!(w[16..20] == [0, 0, 0x10, 0x01]);
+        assert!(w[20..22] == [0x12, 0x34]);
+        assert!(w[22..24] == [0x48, 0xca]);
+        assert_eq!(w[24], flags::ACK_REQUIRED);
+        assert_eq!(w[25], 3);
+        assert!(w[26..30] == [0; 4]);
+    }
+
+    #[test]
+    fn header_round_trips_and_a_flipped_bit_fails_the_checksum() {
+        let h = header();
+        let w = h.to_wire();
+        assert!(Header::from_wire(&w) == Some(h));
+        for byte in [0, 20, 25, 47] {
+            let mut corrupt = w;
+            corrupt[byte] ^= 1;
+            assert!(Header::from_wire(&corrupt).is_none());
+        }
+        // A zero checksum means "none" (upstream): accepted as is.
+        let mut unchecked = w;
+        unchecked[30] = 0;
+        unchecked[31] = 0;
+        unchecked[0] ^= 0x80;
+        assert!(Header::from_wire(&unchecked).is_some_and(|p| p.sequence == 0x8102_0304_0506_0708));
+    }
+
+    #[test]
+    fn extensions_are_kept_in_order_until_full() {
+        let mut h = header();
+        let dest = Extension::RdmaDest {
+            rkey: 0xdead_beef,
+            offset: 42,
+        };
+        assert!(h.add_extension(dest));
+        assert!(h.add_extension(Extension::Npaths(8)));
+        // 16 bytes: RDMA_DEST (1 + 8) and NPATHS (1 + 2) leave no room for 1 + 5.
+        assert!(!h.add_extension(Extension::RdmaBytes {
+            bytes: 1,
+            rflags: 1
+        }));
+        let w = h.to_wire();
+        assert_eq!(w[32], ext::RDMA_DEST);
+        let parsed = Header::from_wire(&w);
+        assert!(parsed == Some(h));
+        let mut exts = h.extensions();
+        assert!(exts.next() == Some(dest));
+        assert!(exts.next() == Some(Extension::Npaths(8)));
+        assert!(exts.next().is_none());
+    }
+
+    #[test]
+    fn messages_fragment_into_pages() {
+        assert!(fragments(0).eq([(0, 0)]));
+        assert!(fragments(1).eq([(0, 1)]));
+        assert!(fragments(PAGE_SIZE).eq([(0, PAGE_SIZE)]));
+        assert!(fragments(PAGE_SIZE + 1).eq([(0, PAGE_SIZE), (PAGE_SIZE, 1)]));
+        assert_eq!(fragments(3 * PAGE_SIZE).count(), 3);
+    }
 }

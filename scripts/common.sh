@@ -67,7 +67,9 @@ RRDS_SPLAT_RE+='trying to register non-static key|DEBUG_LOCKS_WARN_ON|bad unlock
 RRDS_SPLAT_RE+='suspicious RCU usage|'
 RRDS_SPLAT_RE+='rcu: INFO|detected stall|sleeping function called from invalid context|'
 RRDS_SPLAT_RE+='blocked for more than|KASAN|UBSAN|ODEBUG|list_(add|del) corruption|'
-RRDS_SPLAT_RE+='unreferenced object|refcount_t:|rust_kernel: panicked'
+RRDS_SPLAT_RE+='unreferenced object|refcount_t:|rust_kernel: panicked|'
+# A KUnit case of the module failed as it loaded.
+RRDS_SPLAT_RE+='(ASSERTION|EXPECTATION) FAILED at'
 RRDS_SPLAT_NOT_RE='KernelAddressSanitizer initialized|kmemleak: Kernel memory leak detector'
 
 # check_bench_options GUEST_OPTION... -- ARG...: ARG, the `rrds bench`

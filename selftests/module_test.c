@@ -426,6 +426,40 @@ TEST_F(bare, load_unload_without_devices)
 	ASSERT_EQ(ENOENT, errno);
 }
 
+/*
+ * The module's KUnit suites (the wire format, connect private data, packed
+ * frames, the congestion bitmap, socket addresses) ran when it loaded, with
+ * every case they have, and passed: /sys/kernel/debug/kunit/<suite>/results.
+ */
+TEST_F(bare, kunit_suites_pass)
+{
+	static const struct {
+		const char *name;
+		int cases;
+	} suites[] = {
+		{ "rrds_wire", 4 },
+		{ "rrds_connect_private", 4 },
+		{ "rrds_packed_frames", 2 },
+		{ "rrds_cong_bitmap", 1 },
+		{ "rrds_addr", 4 },
+	};
+	char path[128], want[128], results[16384];
+
+	ASSERT_EQ(0, rrds_load());
+	for (size_t i = 0; i < sizeof(suites) / sizeof(suites[0]); i++) {
+		snprintf(path, sizeof(path), "/sys/kernel/debug/kunit/%s/results", suites[i].name);
+		ASSERT_LT(0, read_file(path, results, sizeof(results)))
+			TH_LOG("%s: no KUnit results (CONFIG_KUNIT in the test kernel?)", suites[i].name);
+		EXPECT_EQ(NULL, strstr(results, "not ok")) TH_LOG("%s", results);
+		EXPECT_EQ(NULL, strstr(results, "# SKIP")) TH_LOG("%s", results);
+		snprintf(want, sizeof(want), "# Subtest: %s\n    1..%d\n", suites[i].name, suites[i].cases);
+		EXPECT_NE(NULL, strstr(results, want)) TH_LOG("want \"%s\" in:\n%s", want, results);
+		snprintf(want, sizeof(want), "\nok 1 %s\n", suites[i].name);
+		EXPECT_NE(NULL, strstr(results, want)) TH_LOG("%s", results);
+	}
+	ASSERT_EQ(0, rrds_unload());
+}
+
 TEST_F(bare, second_load_fails_with_eexist)
 {
 	ASSERT_EQ(0, rrds_load());

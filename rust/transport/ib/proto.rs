@@ -146,3 +146,68 @@ impl ConnectPrivate {
 
 /// Private data buffer large enough for either form.
 pub(crate) type PrivateBuf = [u8; V6_LEN];
+
+#[kernel::macros::kunit_tests(rrds_connect_private)]
+mod tests {
+    use super::*;
+
+    fn v4(last: u8) -> [u8; 16] {
+        v4_mapped([10, 254, 9, last])
+    }
+
+    #[test]
+    fn ipv4_form_is_upstreams_32_bytes() {
+        let data = ConnectPrivate::new(v4(1), v4(2), 5, 0x0102_0304_0506_0708, 256, 7, 3);
+        let mut out = [0xaa; V6_LEN];
+        assert_eq!(data.encode(&mut out), V4_LEN);
+        assert!(out[0..8] == [10, 254, 9, 1, 10, 254, 9, 2]);
+        // major, minor, the accepted minors (big-endian), TOS, features.
+        assert!(out[8..14] == [3, 1, 0, 3, 5, 3]);
+        assert!(out[16..24] == [1, 2, 3, 4, 5, 6, 7, 8]);
+        assert!(out[24..28] == [0, 0, 1, 0]);
+        assert!(out[28..32] == [0, 0, 0, 7]);
+        // The rest of the buffer is cleared.
+        assert!(out[V4_LEN..].iter().all(|&b| b == 0));
+        assert!(ConnectPrivate::decode(&out[..V4_LEN], false) == Some(data));
+    }
+
+    #[test]
+    fn ipv6_form_is_upstreams_56_bytes() {
+        let mut saddr = [0u8; 16];
+        saddr[0] = 0xfd;
+        saddr[15] = 1;
+        let mut daddr = saddr;
+        daddr[15] = 2;
+        let data = ConnectPrivate::new(saddr, daddr, 0, 9, 512, 0, FEATURE_PACKED);
+        let mut out = [0; V6_LEN];
+        assert_eq!(data.encode(&mut out), V6_LEN);
+        assert!(out[0..16] == saddr);
+        assert!(out[16..32] == daddr);
+        assert!(out[32..34] == [PROTOCOL_MAJOR, PROTOCOL_MINOR]);
+        assert!(ConnectPrivate::decode(&out, true) == Some(data));
+    }
+
+    #[test]
+    fn short_data_is_refused_and_longer_data_read() {
+        let data = ConnectPrivate::new(v4(1), v4(2), 0, 1, 2, 3, 0);
+        let mut out = [0; V6_LEN];
+        let len = data.encode(&mut out);
+        assert!(ConnectPrivate::decode(&out[..len - 1], false).is_none());
+        assert!(ConnectPrivate::decode(&out[..len], true).is_none());
+        // Newer peers may append fields: read as far as we know.
+        assert!(ConnectPrivate::decode(&out, false) == Some(data));
+    }
+
+    #[test]
+    fn only_protocol_3_0_and_3_1_are_compatible() {
+        let mut data = ConnectPrivate::new(v4(1), v4(2), 0, 0, 0, 0, 0);
+        assert!(data.compatible());
+        data.minor = 0;
+        assert!(data.compatible());
+        data.minor = 2;
+        assert!(!data.compatible());
+        data.minor = 1;
+        data.major = 4;
+        assert!(!data.compatible());
+    }
+}

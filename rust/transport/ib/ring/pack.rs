@@ -150,3 +150,73 @@ impl Rings {
         Ok(())
     }
 }
+
+#[kunit_tests(rrds_packed_frames)]
+mod tests {
+    use super::*;
+
+    fn record(records: &mut KVec<u8>, len: u32, flags: u8, fill: u8) -> Result {
+        let header = Header {
+            sequence: u64::from(fill),
+            len,
+            flags,
+            ..Header::default()
+        };
+        records.extend_from_slice(&header.to_wire(), GFP_KERNEL)?;
+        let at = records.len();
+        records.resize(
+            at + (len as usize).next_multiple_of(PACK_ALIGN),
+            0,
+            GFP_KERNEL,
+        )?;
+        records[at..at + len as usize].fill(fill);
+        Ok(())
+    }
+
+    #[test]
+    fn records_come_apart_in_order_with_their_payloads() -> Result {
+        let mut records = KVec::new();
+        record(&mut records, 0, 0, 1)?;
+        record(&mut records, 3, 0, 2)?;
+        record(&mut records, 64, 0, 3)?;
+        assert_eq!(
+            records.len(),
+            record_len(0) + record_len(3) + record_len(64)
+        );
+        let messages = unpack(&records);
+        assert!(messages.as_ref().is_some_and(|m| m.len() == 3));
+        if let Some(messages) = messages {
+            for (i, (header, payload)) in messages.iter().enumerate() {
+                assert_eq!(header.sequence, i as u64 + 1);
+                assert_eq!(payload.len(), header.len as usize);
+                assert!(payload.iter().all(|&b| b == i as u8 + 1));
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn malformed_records_are_refused() -> Result {
+        let mut records = KVec::new();
+        record(&mut records, 8, 0, 1)?;
+        // A record cut short, in its header or its payload.
+        assert!(unpack(&records[..HEADER_LEN - 1]).is_none());
+        assert!(unpack(&records[..HEADER_LEN + 4]).is_none());
+        // A bad checksum.
+        let mut corrupt = KVec::new();
+        corrupt.extend_from_slice(&records, GFP_KERNEL)?;
+        corrupt[3] ^= 1;
+        assert!(unpack(&corrupt).is_none());
+        // Packs and congestion maps are never packed themselves.
+        for flags in [FLAG_PACKED, FLAG_CONG_BITMAP] {
+            let mut nested = KVec::new();
+            record(&mut nested, 8, flags, 1)?;
+            assert!(unpack(&nested).is_none());
+        }
+        // Nor is anything larger than a page.
+        let mut large = KVec::new();
+        record(&mut large, PAGE_SIZE as u32 + 1, 0, 1)?;
+        assert!(unpack(&large).is_none());
+        Ok(())
+    }
+}
