@@ -694,6 +694,104 @@ TEST_F_TIMEOUT(mr, stalled_cookie_write_does_not_stall_the_receive_path, 300)
 	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
 }
 
+static void *get_mr_here(void *arg)
+{
+	struct stalled_get_mr *g = arg;
+
+	g->ret = get_mr(g->fd, g->addr, PAGE, 0, g->cookie_at);
+	return NULL;
+}
+
+/*
+ * A non-blocking send does not wait for the socket's MR table: on iWARP an
+ * RDMA READ registers its local sink in that table, and while another
+ * thread's RDS_GET_MR holds it (here its cookie write waits on a
+ * userfaultfd page; in the fuzzer, a registration waiting for its QP) the
+ * MSG_DONTWAIT send says EAGAIN at once instead of sleeping behind it. The
+ * same READ goes through once the table is free. On rxe, whose READs need
+ * no sink, the send never looks at the table.
+ */
+TEST_F_TIMEOUT(mr, nonblocking_read_does_not_wait_for_a_stalled_registration, 300)
+{
+	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = { .mode = UFFDIO_REGISTER_MODE_MISSING };
+	struct uffdio_copy copy = { 0 };
+	struct stalled_get_mr g = { .fd = a, .ret = 1 };
+	struct rds_iovec iov = { .addr = (uintptr_t)self->buf, .bytes = 64 };
+	struct rds_rdma_args args = {
+		.remote_vec = { .addr = 0, .bytes = 64 },
+		.local_vec_addr = (uintptr_t)&iov,
+		.nr_local = 1,
+		.flags = RDS_RDMA_NOTIFY_ME,
+		.user_token = 7,
+	};
+	struct rds_cm cm = { RDS_CMSG_RDMA_ARGS, &args, sizeof(args) };
+	char *remote = self->buf + MIB, *fill, got[16];
+	struct pollfd faulting;
+	pthread_t stalled;
+	uint64_t cookie, token;
+	double start;
+	int uffd, ret, status;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	set_timeouts(a);
+	set_timeouts(b);
+	memset(remote, 'r', 64);
+	ASSERT_EQ(0, peer_get_mr(b, remote, PAGE, 0, &cookie));
+	args.cookie = cookie;
+
+	uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	ASSERT_LE(0, uffd);
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_API, &api));
+	g.cookie_at = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, g.cookie_at);
+	reg.range.start = (uintptr_t)g.cookie_at;
+	reg.range.len = PAGE;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_REGISTER, &reg));
+	g.addr = self->buf + 2 * MIB;
+	ASSERT_EQ(0, pthread_create(&stalled, NULL, get_mr_here, &g));
+	faulting = (struct pollfd){ .fd = uffd, .events = POLLIN };
+	ASSERT_EQ(1, poll(&faulting, 1, 60000));
+	EXPECT_EQ(1, g.ret);
+
+	/* Before the fix this slept until the cookie write below. */
+	memset(self->buf, 0, 64);
+	start = now();
+	ret = send_cmsgs_flags(a, variant->remote, PORT_B, &cm, 1, "r", 1, MSG_DONTWAIT);
+	EXPECT_GT(1.0, now() - start) TH_LOG("the send took %.1f s", now() - start);
+	EXPECT_EQ(variant->read_sinks ? -EAGAIN : 0, ret);
+
+	fill = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, fill);
+	copy.dst = (uintptr_t)g.cookie_at;
+	copy.src = (uintptr_t)fill;
+	copy.len = PAGE;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_COPY, &copy));
+	ASSERT_EQ(0, pthread_join(stalled, NULL));
+	EXPECT_EQ(0, g.ret);
+
+	/* The table is free again: the READ goes through, its bytes arrive. */
+	if (variant->read_sinks) {
+		memset(self->buf, 0, 64);
+		ASSERT_EQ(0, send_cmsgs_flags(a, variant->remote, PORT_B, &cm, 1, "r", 1,
+					      MSG_DONTWAIT));
+	}
+	EXPECT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	EXPECT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(7u, token);
+	EXPECT_EQ(RDS_RDMA_SUCCESS, status);
+	EXPECT_EQ(0, memcmp(self->buf, remote, 64));
+	EXPECT_EQ(0, free_mr(a, *g.cookie_at, RDS_RDMA_INVALIDATE));
+	close(uffd);
+	munmap(fill, PAGE);
+	munmap(g.cookie_at, PAGE);
+	close(a);
+	close(b);
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
+}
+
 /*
  * The peer's memory written and read through its cookie, byte for byte, at
  * every size and alignment; the sender hears each outcome (NOTIFY_ME), and

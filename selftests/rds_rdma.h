@@ -102,10 +102,11 @@ struct rds_cm {
 
 /*
  * @data (@len bytes) to @ip:@port with the control messages @cm[@n] (at
- * most 4, each at most RDS_CM_MAX bytes, or E2BIG); 0 or -errno.
+ * most 4, each at most RDS_CM_MAX bytes, or E2BIG) and sendmsg's @flags;
+ * 0 or -errno.
  */
-static inline int send_cmsgs(int fd, const char *ip, int port, const struct rds_cm *cm, int n,
-		      const void *data, size_t len)
+static inline int send_cmsgs_flags(int fd, const char *ip, int port, const struct rds_cm *cm,
+				   int n, const void *data, size_t len, int flags)
 {
 	union {
 		char buf[4 * CMSG_SPACE(RDS_CM_MAX)];
@@ -134,7 +135,14 @@ static inline int send_cmsgs(int fd, const char *ip, int port, const struct rds_
 		used += CMSG_SPACE(cm[i].len);
 	}
 	msg.msg_controllen = used;
-	return sendmsg(fd, &msg, 0) < 0 ? -errno : 0;
+	return sendmsg(fd, &msg, flags) < 0 ? -errno : 0;
+}
+
+/* send_cmsgs_flags() without flags. */
+static inline int send_cmsgs(int fd, const char *ip, int port, const struct rds_cm *cm, int n,
+			     const void *data, size_t len)
+{
+	return send_cmsgs_flags(fd, ip, port, cm, n, data, len, 0);
 }
 
 /*

@@ -98,14 +98,22 @@ pub(super) fn read_sink_device(
 
 /// Registers `bytes` of local memory from `start` as a READ sink on `device`
 /// (see `read_sink_device`). A device gone meanwhile is EAGAIN, as for
-/// `RDS_CMSG_RDMA_MAP`.
+/// `RDS_CMSG_RDMA_MAP`; so is, for a `nonblock` send, an MR table another
+/// call of the socket holds (it may hold it for seconds).
 pub(super) fn register_read_sink(
     state: &RdsSock,
     (device, ep): &(Arc<crate::device::RdmaDevice>, Endpoint),
     start: u64,
     bytes: u64,
+    nonblock: bool,
 ) -> Result<mr::Sink> {
-    match state.with_mrs(|mrs| mrs.register_sink(state.net, device, ep, start, bytes)) {
+    let register = |mrs: &mut mr::SocketMrs| mrs.register_sink(state.net, device, ep, start, bytes);
+    let registered = if nonblock {
+        state.try_with_mrs(register).unwrap_or(Err(EAGAIN))
+    } else {
+        state.with_mrs(register)
+    };
+    match registered {
         Err(e) if e == ENODEV => Err(EAGAIN),
         other => other,
     }

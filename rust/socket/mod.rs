@@ -296,6 +296,16 @@ impl RdsSock {
         result
     }
 
+    /// As [`Self::with_mrs`] if the table is free now; `None` if another
+    /// call holds it (a registration may hold it for seconds: its QP's
+    /// connect, its REG_MR, a cookie write that faults).
+    fn try_with_mrs<R>(&self, f: impl FnOnce(&mut SocketMrs) -> R) -> Option<R> {
+        let mut mrs = self.mrs.try_lock()?;
+        let result = f(&mut mrs);
+        self.unlock_mrs(mrs);
+        Some(result)
+    }
+
     /// Frees the MRs marked used and unlocks; takes the lock again for a key
     /// marked used meanwhile by a receive that found it held, unless someone
     /// else holds it now (their unlock frees it).

@@ -179,7 +179,7 @@ pub(super) fn sendmsg(
     let (map_args, dest_cookie, zcopy_cookie) = (cmsgs.map, cmsgs.dest, cmsgs.zcopy_cookie);
     // Checked and pinned before the transport is known, as upstream's
     // `rds_cmsg_send` does: bad arguments are reported first.
-    let rdma = rdma_op(state, &cmsgs, dest.recverr)?;
+    let rdma = rdma_op(state, &cmsgs, dest.recverr, nonblock)?;
     if len > MAX_MSG_SIZE || len > sk.sndbuf() / 2 {
         return Err(EMSGSIZE);
     }
@@ -293,6 +293,7 @@ fn rdma_op(
     state: ArcBorrow<'_, RdsSock>,
     cmsgs: &SendCmsgs<'_>,
     recverr: bool,
+    nonblock: bool,
 ) -> Result<Option<RdmaOp>> {
     match (cmsgs.rdma_args, cmsgs.atomic) {
         (Some(args), _) => {
@@ -302,7 +303,7 @@ fn rdma_op(
             let sinks = match &sink_device {
                 Some(on) => {
                     register = |start: u64, bytes: u64| {
-                        super::memory::register_read_sink(&state, on, start, bytes)
+                        super::memory::register_read_sink(&state, on, start, bytes, nonblock)
                     };
                     Some(SinkRegistration {
                         max_pages: (on.0.caps().max_fast_reg_page_list_len as usize)
