@@ -444,7 +444,11 @@ TEST_F(bare, kunit_suites_pass)
 		{ "rrds_addr", 4 },
 	};
 	char path[128], want[128], results[16384];
+	struct stat st;
 
+	/* Debian's stock kernel has KUnit as a module (=m): rrds carries no suites there. */
+	if (stat("/sys/kernel/debug/kunit", &st))
+		SKIP(return, "no built-in KUnit in this kernel (the test kernel has CONFIG_KUNIT=y)");
 	ASSERT_EQ(0, rrds_load());
 	for (size_t i = 0; i < sizeof(suites) / sizeof(suites[0]); i++) {
 		snprintf(path, sizeof(path), "/sys/kernel/debug/kunit/%s/results", suites[i].name);
