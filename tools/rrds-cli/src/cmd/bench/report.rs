@@ -32,9 +32,7 @@ pub struct Report<W: Write> {
     out: W,
     json: bool,
     implementation: &'static str,
-    addr: String,
-    peer_addr: String,
-    transport: &'static str,
+    setup: Setup,
     duration_s: f64,
     runs: u32,
     depth: u32,
@@ -157,10 +155,10 @@ struct Added {
 
 /// Where a run went: both addresses and the `--transport` value.
 #[derive(Serialize)]
-struct Setup<'a> {
-    addr: &'a str,
-    peer_addr: &'a str,
-    transport: &'a str,
+struct Setup {
+    addr: String,
+    peer_addr: String,
+    transport: &'static str,
 }
 
 /// `{"type":"run",...}`: one run as it finishes.
@@ -172,7 +170,7 @@ struct RunRecord<'a> {
     #[serde(flatten)]
     measured: Measured<'a>,
     #[serde(flatten)]
-    setup: Setup<'a>,
+    setup: &'a Setup,
     #[serde(flatten)]
     added: Added,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -205,7 +203,7 @@ struct SummaryRecord<'a> {
     #[serde(rename = "impl")]
     implementation: &'a str,
     #[serde(flatten)]
-    setup: Setup<'a>,
+    setup: &'a Setup,
     #[serde(serialize_with = "three_decimals_always")]
     duration_s: f64,
     runs: u32,
@@ -311,9 +309,11 @@ impl<W: Write> Report<W> {
             out,
             json,
             implementation,
-            addr: args.addr.to_string(),
-            peer_addr: args.peer_addr().to_string(),
-            transport: args.transport.as_str(),
+            setup: Setup {
+                addr: args.addr.to_string(),
+                peer_addr: args.peer_addr().to_string(),
+                transport: args.transport.as_str(),
+            },
             duration_s: args.duration.as_secs_f64(),
             runs: args.runs(),
             depth: args.depth,
@@ -335,9 +335,9 @@ impl<W: Write> Report<W> {
             "rrds bench: impl={} addr={} peer_addr={} transport={} duration={}s runs={} depth={} \
              tasks={} verify={}",
             self.implementation,
-            self.addr,
-            self.peer_addr,
-            self.transport,
+            self.setup.addr,
+            self.setup.peer_addr,
+            self.setup.transport,
             self.duration_s,
             self.runs,
             self.depth,
@@ -359,11 +359,7 @@ impl<W: Write> Report<W> {
                 implementation: self.implementation,
                 run: sample.run,
                 measured: row.measured(),
-                setup: Setup {
-                    addr: &self.addr,
-                    peer_addr: &self.peer_addr,
-                    transport: self.transport,
-                },
+                setup: &self.setup,
                 added: row.added(),
                 histogram: (self.histogram && !sample.distribution.is_empty())
                     .then(|| distribution_records(&sample.distribution)),
@@ -410,11 +406,7 @@ impl<W: Write> Report<W> {
             .collect();
         let record = SummaryRecord {
             implementation: self.implementation,
-            setup: Setup {
-                addr: &self.addr,
-                peer_addr: &self.peer_addr,
-                transport: self.transport,
-            },
+            setup: &self.setup,
             duration_s: self.duration_s,
             runs: self.runs,
             depth: self.depth,
