@@ -401,6 +401,15 @@ enum SocketRecord {
     V6(bindings::rds6_info_socket),
 }
 
+impl SocketRecord {
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Self::V4(rec) => rec.as_bytes(),
+            Self::V6(rec) => rec.as_bytes(),
+        }
+    }
+}
+
 fn socket_record(sock: &RdsSock, v6: bool) -> Option<SocketRecord> {
     let (bound, peer) = {
         let s = sock.state.lock();
@@ -455,10 +464,8 @@ fn sockets(net: NetRef, v6: bool) -> Result<Records> {
         .flat_map(|t| t.iter())
         .filter(|s| s.net == net)
     {
-        match socket_record(sock, v6) {
-            Some(SocketRecord::V4(rec)) => r.push(rec.as_bytes())?,
-            Some(SocketRecord::V6(rec)) => r.push(rec.as_bytes())?,
-            None => {}
+        if let Some(rec) = socket_record(sock, v6) {
+            r.push(rec.as_bytes())?;
         }
     }
     Ok(r)

@@ -290,20 +290,24 @@ impl RdsSock {
     /// Runs `f` on the socket's MR table, locked, then frees the USE_ONCE
     /// MRs the receive path marked used meanwhile. Process context.
     fn with_mrs<R>(&self, f: impl FnOnce(&mut SocketMrs) -> R) -> R {
-        let mut mrs = self.mrs.lock();
-        let result = f(&mut mrs);
-        self.unlock_mrs(mrs);
-        result
+        self.run_on_mrs(self.mrs.lock(), f)
     }
 
     /// As [`Self::with_mrs`] if the table is free now; `None` if another
     /// call holds it (a registration may hold it for seconds: its QP's
     /// connect, its REG_MR, a cookie write that faults).
     fn try_with_mrs<R>(&self, f: impl FnOnce(&mut SocketMrs) -> R) -> Option<R> {
-        let mut mrs = self.mrs.try_lock()?;
+        Some(self.run_on_mrs(self.mrs.try_lock()?, f))
+    }
+
+    fn run_on_mrs<'a, R>(
+        &'a self,
+        mut mrs: kernel::sync::MutexGuard<'a, SocketMrs>,
+        f: impl FnOnce(&mut SocketMrs) -> R,
+    ) -> R {
         let result = f(&mut mrs);
         self.unlock_mrs(mrs);
-        Some(result)
+        result
     }
 
     /// Frees the MRs marked used and unlocks; takes the lock again for a key
