@@ -593,6 +593,52 @@ TEST_F_TIMEOUT(mr, a_cookie_reaches_nothing_through_another_namespace, 300)
 }
 
 /* An RDS_GET_MR on a socket of rrds-b whose cookie write stalls (a thread). */
+/*
+ * A page whose first touch waits on userfaultfd until stall_release():
+ * the descriptor (or -errno), the page in *@page.
+ */
+static int stall_page(uint64_t **page)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = { .mode = UFFDIO_REGISTER_MODE_MISSING };
+	int uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+
+	if (uffd < 0)
+		return -errno;
+	*page = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	reg.range.start = (uintptr_t)*page;
+	reg.range.len = PAGE;
+	if (ioctl(uffd, UFFDIO_API, &api) || *page == MAP_FAILED ||
+	    ioctl(uffd, UFFDIO_REGISTER, &reg)) {
+		close(uffd);
+		return -EIO;
+	}
+	return uffd;
+}
+
+/* Whether a touch of stall_page()'s page is waiting, within 60 s. */
+static bool stall_hit(int uffd)
+{
+	struct pollfd faulting = { .fd = uffd, .events = POLLIN };
+
+	return poll(&faulting, 1, 60000) == 1;
+}
+
+/* Lets the stalled touch of @page go on (a zeroed page); 0 or -errno. */
+static int stall_release(int uffd, uint64_t *page)
+{
+	struct uffdio_copy copy = { .dst = (uintptr_t)page, .len = PAGE };
+	void *fill = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int ret;
+
+	if (fill == MAP_FAILED)
+		return -ENOMEM;
+	copy.src = (uintptr_t)fill;
+	ret = ioctl(uffd, UFFDIO_COPY, &copy) ? -errno : 0;
+	munmap(fill, PAGE);
+	return ret;
+}
+
 struct stalled_get_mr {
 	int fd;
 	void *addr;
@@ -619,14 +665,10 @@ TEST_F_TIMEOUT(mr, stalled_cookie_write_does_not_stall_the_receive_path, 300)
 {
 	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
 	int other = peer_socket(variant->remote, PORT_B + 1);
-	struct uffdio_api api = { .api = UFFD_API };
-	struct uffdio_register reg = { .mode = UFFDIO_REGISTER_MODE_MISSING };
-	struct uffdio_copy copy = { 0 };
 	struct stalled_get_mr g = { .fd = b, .ret = 1 };
 	struct rds_iovec iov = { .addr = (uintptr_t)self->buf, .bytes = 64 };
 	struct timeval tv = { .tv_sec = 10 };
-	char *remote = self->buf + MIB, *fill, got[16];
-	struct pollfd faulting;
+	char *remote = self->buf + MIB, got[16];
 	uint64_t once, token;
 	pthread_t stalled;
 	double sent;
@@ -640,19 +682,12 @@ TEST_F_TIMEOUT(mr, stalled_cookie_write_does_not_stall_the_receive_path, 300)
 	ASSERT_EQ(0, setsockopt(other, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
 	ASSERT_EQ(0, peer_get_mr(b, remote, PAGE, RDS_RDMA_USE_ONCE, &once));
 
-	uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	uffd = stall_page(&g.cookie_at);
 	ASSERT_LE(0, uffd);
-	ASSERT_EQ(0, ioctl(uffd, UFFDIO_API, &api));
-	g.cookie_at = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, g.cookie_at);
-	reg.range.start = (uintptr_t)g.cookie_at;
-	reg.range.len = PAGE;
-	ASSERT_EQ(0, ioctl(uffd, UFFDIO_REGISTER, &reg));
 	g.addr = remote + 2 * PAGE;
 	ASSERT_EQ(0, pthread_create(&stalled, NULL, get_mr_in_b, &g));
 	/* The registration is made and its cookie write has faulted. */
-	faulting = (struct pollfd){ .fd = uffd, .events = POLLIN };
-	ASSERT_EQ(1, poll(&faulting, 1, 60000));
+	ASSERT_TRUE(stall_hit(uffd));
 	EXPECT_EQ(1, g.ret);
 
 	/* The peer writes into the USE_ONCE MR; its message follows on the link. */
@@ -673,12 +708,7 @@ TEST_F_TIMEOUT(mr, stalled_cookie_write_does_not_stall_the_receive_path, 300)
 	EXPECT_EQ(1, g.ret);
 
 	/* Let the cookie write finish: the call succeeds, the used MR goes. */
-	fill = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, fill);
-	copy.dst = (uintptr_t)g.cookie_at;
-	copy.src = (uintptr_t)fill;
-	copy.len = PAGE;
-	ASSERT_EQ(0, ioctl(uffd, UFFDIO_COPY, &copy));
+	ASSERT_EQ(0, stall_release(uffd, g.cookie_at));
 	ASSERT_EQ(0, pthread_join(stalled, NULL));
 	EXPECT_EQ(0, g.ret);
 	EXPECT_NE(0u, *g.cookie_at);
@@ -686,7 +716,6 @@ TEST_F_TIMEOUT(mr, stalled_cookie_write_does_not_stall_the_receive_path, 300)
 	EXPECT_EQ(-EINVAL, free_mr(b, once, 0));
 	EXPECT_EQ(0, free_mr(b, *g.cookie_at, RDS_RDMA_INVALIDATE));
 	close(uffd);
-	munmap(fill, PAGE);
 	munmap(g.cookie_at, PAGE);
 	close(a);
 	close(b);
@@ -714,9 +743,6 @@ static void *get_mr_here(void *arg)
 TEST_F_TIMEOUT(mr, nonblocking_read_does_not_wait_for_a_stalled_registration, 300)
 {
 	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
-	struct uffdio_api api = { .api = UFFD_API };
-	struct uffdio_register reg = { .mode = UFFDIO_REGISTER_MODE_MISSING };
-	struct uffdio_copy copy = { 0 };
 	struct stalled_get_mr g = { .fd = a, .ret = 1 };
 	struct rds_iovec iov = { .addr = (uintptr_t)self->buf, .bytes = 64 };
 	struct rds_rdma_args args = {
@@ -727,8 +753,7 @@ TEST_F_TIMEOUT(mr, nonblocking_read_does_not_wait_for_a_stalled_registration, 30
 		.user_token = 7,
 	};
 	struct rds_cm cm = { RDS_CMSG_RDMA_ARGS, &args, sizeof(args) };
-	char *remote = self->buf + MIB, *fill, got[16];
-	struct pollfd faulting;
+	char *remote = self->buf + MIB, got[16];
 	pthread_t stalled;
 	uint64_t cookie, token;
 	double start;
@@ -742,18 +767,11 @@ TEST_F_TIMEOUT(mr, nonblocking_read_does_not_wait_for_a_stalled_registration, 30
 	ASSERT_EQ(0, peer_get_mr(b, remote, PAGE, 0, &cookie));
 	args.cookie = cookie;
 
-	uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	uffd = stall_page(&g.cookie_at);
 	ASSERT_LE(0, uffd);
-	ASSERT_EQ(0, ioctl(uffd, UFFDIO_API, &api));
-	g.cookie_at = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, g.cookie_at);
-	reg.range.start = (uintptr_t)g.cookie_at;
-	reg.range.len = PAGE;
-	ASSERT_EQ(0, ioctl(uffd, UFFDIO_REGISTER, &reg));
 	g.addr = self->buf + 2 * MIB;
 	ASSERT_EQ(0, pthread_create(&stalled, NULL, get_mr_here, &g));
-	faulting = (struct pollfd){ .fd = uffd, .events = POLLIN };
-	ASSERT_EQ(1, poll(&faulting, 1, 60000));
+	ASSERT_TRUE(stall_hit(uffd));
 	EXPECT_EQ(1, g.ret);
 
 	/* Before the fix this slept until the cookie write below. */
@@ -763,12 +781,7 @@ TEST_F_TIMEOUT(mr, nonblocking_read_does_not_wait_for_a_stalled_registration, 30
 	EXPECT_GT(1.0, now() - start) TH_LOG("the send took %.1f s", now() - start);
 	EXPECT_EQ(variant->read_sinks ? -EAGAIN : 0, ret);
 
-	fill = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, fill);
-	copy.dst = (uintptr_t)g.cookie_at;
-	copy.src = (uintptr_t)fill;
-	copy.len = PAGE;
-	ASSERT_EQ(0, ioctl(uffd, UFFDIO_COPY, &copy));
+	ASSERT_EQ(0, stall_release(uffd, g.cookie_at));
 	ASSERT_EQ(0, pthread_join(stalled, NULL));
 	EXPECT_EQ(0, g.ret);
 
@@ -785,7 +798,6 @@ TEST_F_TIMEOUT(mr, nonblocking_read_does_not_wait_for_a_stalled_registration, 30
 	EXPECT_EQ(0, memcmp(self->buf, remote, 64));
 	EXPECT_EQ(0, free_mr(a, *g.cookie_at, RDS_RDMA_INVALIDATE));
 	close(uffd);
-	munmap(fill, PAGE);
 	munmap(g.cookie_at, PAGE);
 	close(a);
 	close(b);
