@@ -60,7 +60,13 @@ timed_cases() { # program file
 		printf '%s\n' "$line" >>"$2"
 		printf '# %s\n' "$line"
 		case $line in
-		"#  RUN "*) case_start=$EPOCHREALTIME ;;
+		"#  RUN "*)
+			case_start=$EPOCHREALTIME
+			# For vm-run: the case a later splat in the kernel log came from.
+			local started=${line#\#  RUN }
+			started=${started#"${started%%[! ]*}"}
+			echo "rrds-selftests: start $1.${started%% *}" 2>/dev/null >/dev/kmsg
+			;;
 		"ok "* | "not ok "*)
 			local name=${line#not }
 			name=${name#ok * }
