@@ -23,7 +23,8 @@ impl IbPath {
         }
     }
 
-    /// Creates the CQs, QP and rings of `link` and posts every receive.
+    /// Creates the CQs, QP and rings of `link` and posts every receive. On
+    /// an error the caller retires the link: what was built goes with it.
     fn build(&self, link: &mut Link) -> Result {
         let raw = link.cm_id.device().ok_or(ENODEV)?;
         let device = device::find(raw).ok_or(ENODEV)?;
@@ -58,8 +59,11 @@ impl IbPath {
         let qp = unsafe { QpRef::from_raw(link.cm_id.qp()) }.ok_or(ENOMEM)?;
         let mut rings = Rings::new(qp, raw, lkey, rdma_sges)?;
         *self.generation.lock() += 1;
-        rings.post_all_receives(self)?;
+        // Kept even if a post fails part way: the receives posted so far
+        // own their buffers until the link's teardown has drained the QP.
+        let posted = rings.post_all_receives(self);
         *self.rings.lock() = Some(rings);
+        posted?;
         // Before the peer can send READs: MR fences wait for the QP (iWARP).
         link.fence = crate::mr::fence_qp_added(domain, qp)?;
         Ok(())
