@@ -46,6 +46,9 @@ pub(crate) use fence::{
     qp_removed as fence_qp_removed, //
 };
 pub(crate) use socket::{
+    get_mr,
+    register_sink,
+    MrTable,
     SocketMrs,
     UseOnce, //
 };

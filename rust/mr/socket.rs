@@ -66,7 +66,8 @@ use crate::{
 ///
 /// The receive path learns that a peer's RDMA to one of them is done (the
 /// RDMA extension of its message) and must not wait for [`SocketMrs`]'s
-/// lock, which is held across user memory access and device waits: it only
+/// lock, which is held across device waits (a registration QP's connect,
+/// `RDS_FREE_MR`'s invalidation): it only
 /// moves the key from `live` to `used` here, under a spinlock, and whoever
 /// holds the `SocketMrs` lock next frees the MR ([`SocketMrs::free_used`]).
 /// Nothing is allocated on the receive path: the node moves between trees.
@@ -183,40 +184,14 @@ impl SocketMrs {
         Some(mr)
     }
 
-    /// `RDS_GET_MR`: registers `req` on `device` (the bound address `addr`
-    /// of `net` is on it) and returns the cookie, which `publish` hands to
-    /// the user before the MR becomes known (upstream's order: if that
-    /// fails, the MR is freed again).
-    pub(crate) fn get(
+    /// Puts `mr`, registered and its cookie handed out, in the table under
+    /// its key (`node`), and among the USE_ONCE keys with `once_node`.
+    fn insert(
         &mut self,
-        net: NetRef,
-        device: &Arc<RdmaDevice>,
-        addr: &Endpoint,
-        req: &MrRequest,
-        publish: impl FnOnce(u64) -> Result,
-    ) -> Result<u64> {
-        // Allocated first: once the MR is registered, only a fault in
-        // `publish` can fail the call, and its pages stay pinned until the
-        // invalidation (and on iWARP the fence round) completes.
-        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
-        let once_node = if req.flags & u64::from(bindings::RDS_RDMA_USE_ONCE) != 0 {
-            Some(RBTreeNodeReservation::new(GFP_KERNEL)?)
-        } else {
-            None
-        };
-        let mr = self.register(
-            net,
-            device,
-            addr,
-            req.addr,
-            req.bytes,
-            Access::Peer(req.flags),
-        )?;
-        let cookie = make_cookie(mr.rkey, mr.offset);
-        if let Err(e) = publish(cookie) {
-            Mr::free(&mr);
-            return Err(e);
-        }
+        node: RBTreeNodeReservation<u32, Arc<Mr>>,
+        once_node: Option<RBTreeNodeReservation<u32, ()>>,
+        mr: Arc<Mr>,
+    ) {
         // Keys of live MRs are distinct; a stale one with this key goes.
         let rkey = mr.rkey;
         if let Some(old) = self.remove(rkey) {
@@ -226,63 +201,6 @@ impl SocketMrs {
         if let Some(once_node) = once_node {
             self.use_once.add(once_node.into_node(rkey, ()));
         }
-        Ok(cookie)
-    }
-
-    /// Registers the `start`, `bytes` range of user memory on `device`
-    /// through the registration QP, retrying once on a new QP when the one
-    /// it was posted on failed meanwhile (a flushed REG_MR is not the
-    /// caller's fault).
-    fn register(
-        &mut self,
-        net: NetRef,
-        device: &Arc<RdmaDevice>,
-        addr: &Endpoint,
-        start: u64,
-        bytes: u64,
-        access: Access,
-    ) -> Result<Arc<Mr>> {
-        let pages = pages_in(start, bytes)?;
-        if pages > device.caps().max_fast_reg_page_list_len as usize {
-            return Err(EMSGSIZE);
-        }
-        let offset = (start as usize) % PAGE_SIZE;
-        let mrs = of(device)?;
-        let mut retried = false;
-        loop {
-            let qp = self.registration_qp(net, &mrs, addr)?;
-            let pinned = Pinned::pin(start - offset as u64, pages, true)?;
-            let sg = MappedSg::map(
-                device.handle(),
-                &pinned.0,
-                offset,
-                bytes as usize,
-                SgDirection::Bidirectional,
-            )?;
-            let mapping = Mapping { sg, pages: pinned };
-            match Mr::register(&mrs, &self.owner, qp.clone(), mapping, offset, access) {
-                Err(_) if !retried && !qp.is_up() => retried = true,
-                other => return other,
-            }
-        }
-    }
-
-    /// Registers the local sink of an RDMA READ (`start`, `bytes`) on an
-    /// iWARP `device`, whose READ responses are placed like WRITEs: only
-    /// an STag with remote write access may receive them. The MR is the
-    /// operation's, never the user's (no cookie); dropping the `Sink`
-    /// invalidates it.
-    pub(crate) fn register_sink(
-        &mut self,
-        net: NetRef,
-        device: &Arc<RdmaDevice>,
-        addr: &Endpoint,
-        start: u64,
-        bytes: u64,
-    ) -> Result<Sink> {
-        let mr = self.register(net, device, addr, start, bytes, Access::ReadSink)?;
-        stats::inc(Stat::RdmaReadSinks);
-        Ok(Sink { mr })
     }
 
     /// `RDS_FREE_MR` of `cookie` (non-zero): EINVAL for an unknown one. With
@@ -534,5 +452,116 @@ impl SocketMrs {
         }
         let _ = self.wait_invalid();
         self.leave();
+    }
+}
+
+/// A socket's MR table behind its lock, as the socket layer keeps it.
+pub(crate) trait MrTable {
+    /// Runs `f` on the table, locked. `EAGAIN` if another call holds it and
+    /// this one must not wait (a non-blocking send).
+    fn locked<R>(&self, f: impl FnOnce(&mut SocketMrs) -> R) -> Result<R>;
+}
+
+/// `RDS_GET_MR`: registers `req` on `device` (the bound address `addr` of
+/// `net` is on it) and returns the cookie, which `publish` hands to the
+/// user before the MR goes into the socket's `table` (upstream's order: if
+/// that fails, the MR is freed again). The table is locked to find the
+/// registration QP and to insert the key, never across the registration's
+/// waits or `publish`: the socket's other calls, a non-blocking send above
+/// all, do not wait for either.
+pub(crate) fn get_mr(
+    table: &impl MrTable,
+    net: NetRef,
+    device: &Arc<RdmaDevice>,
+    addr: &Endpoint,
+    req: &MrRequest,
+    publish: impl FnOnce(u64) -> Result,
+) -> Result<u64> {
+    // Allocated first: once the MR is registered, only a fault in
+    // `publish` can fail the call, and its pages stay pinned until the
+    // invalidation (and on iWARP the fence round) completes.
+    let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+    let once_node = if req.flags & u64::from(bindings::RDS_RDMA_USE_ONCE) != 0 {
+        Some(RBTreeNodeReservation::new(GFP_KERNEL)?)
+    } else {
+        None
+    };
+    let mr = register(
+        table,
+        net,
+        device,
+        addr,
+        req.addr,
+        req.bytes,
+        Access::Peer(req.flags),
+    )?;
+    let cookie = make_cookie(mr.rkey, mr.offset);
+    if let Err(e) = publish(cookie) {
+        Mr::free(&mr);
+        return Err(e);
+    }
+    let inserted = mr.clone();
+    table
+        .locked(|t| t.insert(node, once_node, inserted))
+        .inspect_err(|_| Mr::free(&mr))?;
+    Ok(cookie)
+}
+
+/// Registers the local sink of an RDMA READ (`start`, `bytes`) on an
+/// iWARP `device`, whose READ responses are placed like WRITEs: only an
+/// STag with remote write access may receive them. The MR is the
+/// operation's, never the user's (no cookie, not in `table`, which is
+/// locked only to find the registration QP); dropping the `Sink`
+/// invalidates it.
+pub(crate) fn register_sink(
+    table: &impl MrTable,
+    net: NetRef,
+    device: &Arc<RdmaDevice>,
+    addr: &Endpoint,
+    start: u64,
+    bytes: u64,
+) -> Result<Sink> {
+    let mr = register(table, net, device, addr, start, bytes, Access::ReadSink)?;
+    stats::inc(Stat::RdmaReadSinks);
+    Ok(Sink { mr })
+}
+
+/// Registers the `start`, `bytes` range of user memory on `device`
+/// through the socket's registration QP, which `table` is locked to find
+/// (and connect, if need be); the registration itself waits with the table
+/// free. Retries once on a new QP when the one it was posted on failed
+/// meanwhile (a flushed REG_MR is not the caller's fault).
+fn register(
+    table: &impl MrTable,
+    net: NetRef,
+    device: &Arc<RdmaDevice>,
+    addr: &Endpoint,
+    start: u64,
+    bytes: u64,
+    access: Access,
+) -> Result<Arc<Mr>> {
+    let pages = pages_in(start, bytes)?;
+    if pages > device.caps().max_fast_reg_page_list_len as usize {
+        return Err(EMSGSIZE);
+    }
+    let offset = (start as usize) % PAGE_SIZE;
+    let mrs = of(device)?;
+    let mut retried = false;
+    loop {
+        let (qp, owner) = table
+            .locked(|t| Ok::<_, Error>((t.registration_qp(net, &mrs, addr)?, t.owner.clone())))??;
+        let pinned = Pinned::pin(start - offset as u64, pages, true)?;
+        let sg = MappedSg::map(
+            device.handle(),
+            &pinned.0,
+            offset,
+            bytes as usize,
+            SgDirection::Bidirectional,
+        )?;
+        let mapping = Mapping { sg, pages: pinned };
+        match Mr::register(&mrs, &owner, qp.clone(), mapping, offset, access) {
+            Err(_) if !retried && !qp.is_up() => retried = true,
+            other => return other,
+        }
     }
 }

@@ -63,21 +63,40 @@ pub(super) fn get_mr(state: &RdsSock, name: u32, value: &SockOptValue) -> Result
     register_mr(state, &req, field(2)).map(|_| ())
 }
 
+/// The socket's MR table as `mr`'s registrations lock it: with `nonblock`,
+/// a table another call holds is `EAGAIN` rather than a wait.
+struct Table<'a> {
+    sock: &'a RdsSock,
+    nonblock: bool,
+}
+
+impl mr::MrTable for Table<'_> {
+    fn locked<R>(&self, f: impl FnOnce(&mut mr::SocketMrs) -> R) -> Result<R> {
+        if self.nonblock {
+            self.sock.try_with_mrs(f).ok_or(EAGAIN)
+        } else {
+            Ok(self.sock.with_mrs(f))
+        }
+    }
+}
+
 /// Registers `req` on the device of the socket's bound address and returns
 /// its cookie, written to `cookie_addr` first unless that is 0
 /// (`RDS_GET_MR`, `RDS_CMSG_RDMA_MAP`).
 pub(super) fn register_mr(state: &RdsSock, req: &MrRequest, cookie_addr: u64) -> Result<u64> {
     let ep = state.endpoint().ok_or_else(errno::enotconn)?;
     let (device, _) = bound_device(state)?;
-    state.with_mrs(|mrs| {
-        mrs.get(state.net, &device, &ep, req, |cookie| {
-            if cookie_addr == 0 {
-                return Ok(());
-            }
-            UserSlice::new(UserPtr::from_addr(cookie_addr as usize), 8)
-                .writer()
-                .write_slice(&cookie.to_ne_bytes())
-        })
+    let table = Table {
+        sock: state,
+        nonblock: false,
+    };
+    mr::get_mr(&table, state.net, &device, &ep, req, |cookie| {
+        if cookie_addr == 0 {
+            return Ok(());
+        }
+        UserSlice::new(UserPtr::from_addr(cookie_addr as usize), 8)
+            .writer()
+            .write_slice(&cookie.to_ne_bytes())
     })
 }
 
@@ -99,7 +118,7 @@ pub(super) fn read_sink_device(
 /// Registers `bytes` of local memory from `start` as a READ sink on `device`
 /// (see `read_sink_device`). A device gone meanwhile is EAGAIN, as for
 /// `RDS_CMSG_RDMA_MAP`; so is, for a `nonblock` send, an MR table another
-/// call of the socket holds (it may hold it for seconds).
+/// call of the socket holds (while it connects the registration QP).
 pub(super) fn register_read_sink(
     state: &RdsSock,
     (device, ep): &(Arc<crate::device::RdmaDevice>, Endpoint),
@@ -107,12 +126,11 @@ pub(super) fn register_read_sink(
     bytes: u64,
     nonblock: bool,
 ) -> Result<mr::Sink> {
-    let register = |mrs: &mut mr::SocketMrs| mrs.register_sink(state.net, device, ep, start, bytes);
-    let registered = if nonblock {
-        state.try_with_mrs(register).unwrap_or(Err(EAGAIN))
-    } else {
-        state.with_mrs(register)
+    let table = Table {
+        sock: state,
+        nonblock,
     };
+    let registered = mr::register_sink(&table, state.net, device, ep, start, bytes);
     match registered {
         Err(e) if e == ENODEV => Err(EAGAIN),
         other => other,

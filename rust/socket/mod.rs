@@ -270,8 +270,9 @@ pub(crate) struct RdsSock {
     /// Events queued on those registrations, for poll and recvmsg.
     xrc_pending: Atomic<u32>,
     /// The MRs registered with `RDS_GET_MR`; taken before `state`, through
-    /// [`RdsSock::with_mrs`]. Held across user memory access and device
-    /// waits: the receive path never waits for it (`mr_used`).
+    /// [`RdsSock::with_mrs`]. Held while a registration connects its QP and
+    /// while `RDS_FREE_MR` waits for invalidations (never across a REG_MR
+    /// or a cookie write): the receive path never waits for it (`mr_used`).
     #[pin]
     mrs: Mutex<SocketMrs>,
     /// The keys of the USE_ONCE MRs in `mrs`, which the receive path marks used.
@@ -294,8 +295,8 @@ impl RdsSock {
     }
 
     /// As [`Self::with_mrs`] if the table is free now; `None` if another
-    /// call holds it (a registration may hold it for seconds: its QP's
-    /// connect, its REG_MR, a cookie write that faults).
+    /// call holds it (for seconds at most: a registration QP's connect, an
+    /// invalidation wait).
     fn try_with_mrs<R>(&self, f: impl FnOnce(&mut SocketMrs) -> R) -> Option<R> {
         Some(self.run_on_mrs(self.mrs.try_lock()?, f))
     }
