@@ -298,7 +298,17 @@ impl SocketFamily for RdsFamily {
         if level != SOL_RDS {
             return Err(errno::enoprotoopt());
         }
-        sk.locked(|| options::set_option(state, sk, name as u32, value))
+        let name = name as u32;
+        // The MR options wait on user memory and devices, and the socket's MR
+        // table serialises them: without the socket lock (as upstream), one
+        // call's stalled cookie write holds up none of the socket's others.
+        if matches!(
+            name,
+            bindings::RDS_GET_MR | bindings::RDS_GET_MR_FOR_DEST | bindings::RDS_FREE_MR
+        ) {
+            return options::set_option(state, sk, name, value);
+        }
+        sk.locked(|| options::set_option(state, sk, name, value))
     }
 
     fn getsockopt(
