@@ -46,9 +46,8 @@ pub(crate) use fence::{
     qp_removed as fence_qp_removed, //
 };
 pub(crate) use socket::{
-    get_mr,
-    register_sink,
     MrTable,
+    Registrar,
     SocketMrs,
     UseOnce, //
 };

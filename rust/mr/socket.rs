@@ -462,106 +462,93 @@ pub(crate) trait MrTable {
     fn locked<R>(&self, f: impl FnOnce(&mut SocketMrs) -> R) -> Result<R>;
 }
 
-/// `RDS_GET_MR`: registers `req` on `device` (the bound address `addr` of
-/// `net` is on it) and returns the cookie, which `publish` hands to the
-/// user before the MR goes into the socket's `table` (upstream's order: if
-/// that fails, the MR is freed again). The table is locked to find the
-/// registration QP and to insert the key, never across the registration's
-/// waits or `publish`: the socket's other calls, a non-blocking send above
-/// all, do not wait for either.
-pub(crate) fn get_mr(
-    table: &impl MrTable,
-    net: NetRef,
-    device: &Arc<RdmaDevice>,
-    addr: &Endpoint,
-    req: &MrRequest,
-    publish: impl FnOnce(u64) -> Result,
-) -> Result<u64> {
-    // Allocated first: once the MR is registered, only a fault in
-    // `publish` can fail the call, and its pages stay pinned until the
-    // invalidation (and on iWARP the fence round) completes.
-    let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
-    let once_node = if req.flags & u64::from(bindings::RDS_RDMA_USE_ONCE) != 0 {
-        Some(RBTreeNodeReservation::new(GFP_KERNEL)?)
-    } else {
-        None
-    };
-    let mr = register(
-        table,
-        net,
-        device,
-        addr,
-        req.addr,
-        req.bytes,
-        Access::Peer(req.flags),
-    )?;
-    let cookie = make_cookie(mr.rkey, mr.offset);
-    if let Err(e) = publish(cookie) {
-        Mr::free(&mr);
-        return Err(e);
-    }
-    let inserted = mr.clone();
-    table
-        .locked(|t| t.insert(node, once_node, inserted))
-        .inspect_err(|_| Mr::free(&mr))?;
-    Ok(cookie)
+/// Where a socket's registrations go: its MR `table`, its namespace `net`,
+/// and the `device` its bound address `addr` is on. The table is locked to
+/// find (and, if need be, connect) the registration QP and to insert a
+/// key, never across a registration's waits or a cookie write: the
+/// socket's other calls, a non-blocking send above all, do not wait for
+/// either.
+pub(crate) struct Registrar<'a, T: MrTable> {
+    pub(crate) table: &'a T,
+    pub(crate) net: NetRef,
+    pub(crate) device: &'a Arc<RdmaDevice>,
+    pub(crate) addr: &'a Endpoint,
 }
 
-/// Registers the local sink of an RDMA READ (`start`, `bytes`) on an
-/// iWARP `device`, whose READ responses are placed like WRITEs: only an
-/// STag with remote write access may receive them. The MR is the
-/// operation's, never the user's (no cookie, not in `table`, which is
-/// locked only to find the registration QP); dropping the `Sink`
-/// invalidates it.
-pub(crate) fn register_sink(
-    table: &impl MrTable,
-    net: NetRef,
-    device: &Arc<RdmaDevice>,
-    addr: &Endpoint,
-    start: u64,
-    bytes: u64,
-) -> Result<Sink> {
-    let mr = register(table, net, device, addr, start, bytes, Access::ReadSink)?;
-    stats::inc(Stat::RdmaReadSinks);
-    Ok(Sink { mr })
-}
-
-/// Registers the `start`, `bytes` range of user memory on `device`
-/// through the socket's registration QP, which `table` is locked to find
-/// (and connect, if need be); the registration itself waits with the table
-/// free. Retries once on a new QP when the one it was posted on failed
-/// meanwhile (a flushed REG_MR is not the caller's fault).
-fn register(
-    table: &impl MrTable,
-    net: NetRef,
-    device: &Arc<RdmaDevice>,
-    addr: &Endpoint,
-    start: u64,
-    bytes: u64,
-    access: Access,
-) -> Result<Arc<Mr>> {
-    let pages = pages_in(start, bytes)?;
-    if pages > device.caps().max_fast_reg_page_list_len as usize {
-        return Err(EMSGSIZE);
+impl<T: MrTable> Registrar<'_, T> {
+    /// `RDS_GET_MR`: registers `req` and returns the cookie, which
+    /// `publish` hands to the user before the MR goes into the table
+    /// (upstream's order: if that fails, the MR is freed again).
+    pub(crate) fn get_mr(
+        &self,
+        req: &MrRequest,
+        publish: impl FnOnce(u64) -> Result,
+    ) -> Result<u64> {
+        // Allocated first: once the MR is registered, only a fault in
+        // `publish` can fail the call, and its pages stay pinned until the
+        // invalidation (and on iWARP the fence round) completes.
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let once_node = if req.flags & u64::from(bindings::RDS_RDMA_USE_ONCE) != 0 {
+            Some(RBTreeNodeReservation::new(GFP_KERNEL)?)
+        } else {
+            None
+        };
+        let mr = self.register(req.addr, req.bytes, Access::Peer(req.flags))?;
+        let cookie = make_cookie(mr.rkey, mr.offset);
+        if let Err(e) = publish(cookie) {
+            Mr::free(&mr);
+            return Err(e);
+        }
+        let inserted = mr.clone();
+        self.table
+            .locked(|t| t.insert(node, once_node, inserted))
+            .inspect_err(|_| Mr::free(&mr))?;
+        Ok(cookie)
     }
-    let offset = (start as usize) % PAGE_SIZE;
-    let mrs = of(device)?;
-    let mut retried = false;
-    loop {
-        let (qp, owner) = table
-            .locked(|t| Ok::<_, Error>((t.registration_qp(net, &mrs, addr)?, t.owner.clone())))??;
-        let pinned = Pinned::pin(start - offset as u64, pages, true)?;
-        let sg = MappedSg::map(
-            device.handle(),
-            &pinned.0,
-            offset,
-            bytes as usize,
-            SgDirection::Bidirectional,
-        )?;
-        let mapping = Mapping { sg, pages: pinned };
-        match Mr::register(&mrs, &owner, qp.clone(), mapping, offset, access) {
-            Err(_) if !retried && !qp.is_up() => retried = true,
-            other => return other,
+
+    /// Registers the local sink of an RDMA READ (`start`, `bytes`) on an
+    /// iWARP device, whose READ responses are placed like WRITEs: only an
+    /// STag with remote write access may receive them. The MR is the
+    /// operation's, never the user's (no cookie, not in the table);
+    /// dropping the `Sink` invalidates it.
+    pub(crate) fn register_sink(&self, start: u64, bytes: u64) -> Result<Sink> {
+        let mr = self.register(start, bytes, Access::ReadSink)?;
+        stats::inc(Stat::RdmaReadSinks);
+        Ok(Sink { mr })
+    }
+
+    /// Registers the `start`, `bytes` range of user memory through the
+    /// socket's registration QP; the registration waits with the table
+    /// free. Retries once on a new QP when the one it was posted on failed
+    /// meanwhile (a flushed REG_MR is not the caller's fault).
+    fn register(&self, start: u64, bytes: u64, access: Access) -> Result<Arc<Mr>> {
+        let pages = pages_in(start, bytes)?;
+        if pages > self.device.caps().max_fast_reg_page_list_len as usize {
+            return Err(EMSGSIZE);
+        }
+        let offset = (start as usize) % PAGE_SIZE;
+        let mrs = of(self.device)?;
+        let mut retried = false;
+        loop {
+            let (qp, owner) = self.table.locked(|t| {
+                Ok::<_, Error>((
+                    t.registration_qp(self.net, &mrs, self.addr)?,
+                    t.owner.clone(),
+                ))
+            })??;
+            let pinned = Pinned::pin(start - offset as u64, pages, true)?;
+            let sg = MappedSg::map(
+                self.device.handle(),
+                &pinned.0,
+                offset,
+                bytes as usize,
+                SgDirection::Bidirectional,
+            )?;
+            let mapping = Mapping { sg, pages: pinned };
+            match Mr::register(&mrs, &owner, qp.clone(), mapping, offset, access) {
+                Err(_) if !retried && !qp.is_up() => retried = true,
+                other => return other,
+            }
         }
     }
 }

@@ -90,7 +90,13 @@ pub(super) fn register_mr(state: &RdsSock, req: &MrRequest, cookie_addr: u64) ->
         sock: state,
         nonblock: false,
     };
-    mr::get_mr(&table, state.net, &device, &ep, req, |cookie| {
+    let registrar = mr::Registrar {
+        table: &table,
+        net: state.net,
+        device: &device,
+        addr: &ep,
+    };
+    registrar.get_mr(req, |cookie| {
         if cookie_addr == 0 {
             return Ok(());
         }
@@ -130,7 +136,13 @@ pub(super) fn register_read_sink(
         sock: state,
         nonblock,
     };
-    let registered = mr::register_sink(&table, state.net, device, ep, start, bytes);
+    let registrar = mr::Registrar {
+        table: &table,
+        net: state.net,
+        device,
+        addr: ep,
+    };
+    let registered = registrar.register_sink(start, bytes);
     match registered {
         Err(e) if e == ENODEV => Err(EAGAIN),
         other => other,
