@@ -81,6 +81,8 @@ struct ib_cq *rrds_ib_alloc_cq(struct ib_device *dev, void *private, int nr_cqe,
 			       enum ib_poll_context poll_ctx);
 int rrds_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
 		      const struct ib_send_wr **bad_wr);
+int rrds_ib_post_srq_recv(struct ib_srq *srq, const struct ib_recv_wr *wr,
+			  const struct ib_recv_wr **bad_wr);
 int rrds_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
 		      const struct ib_recv_wr **bad_wr);
 u64 rrds_ib_dma_map_page(struct ib_device *dev, struct page *page, unsigned long offset,

@@ -194,6 +194,12 @@ int rrds_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
 	return ib_post_send(qp, wr, bad_wr);
 }
 
+int rrds_ib_post_srq_recv(struct ib_srq *srq, const struct ib_recv_wr *wr,
+			  const struct ib_recv_wr **bad_wr)
+{
+	return ib_post_srq_recv(srq, wr, bad_wr);
+}
+
 int rrds_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
 		      const struct ib_recv_wr **bad_wr)
 {

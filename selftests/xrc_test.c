@@ -6,6 +6,9 @@
  * registered process exactly once and in order, device removal ends every
  * registration with a final event, and nothing is left behind.
  */
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -38,14 +41,21 @@ FIXTURE_VARIANT(xrc) {
 	const char *local;	/* rrds-a's address, on <kind>_a */
 	const char *remote;	/* rrds-b's address, on <kind>_b */
 	bool real_error_event;	/* the driver raises LAST_WQE_REACHED on error */
+	/* In band: the QP state once connected (RTR; iw_cm moves it to RTS), and
+	 * whether a QP in error can take another initiator (siw has no way out
+	 * of ERROR). */
+	uint32_t connected_state;
+	bool qp_reusable;
 };
 
 FIXTURE_VARIANT_ADD(xrc, rxe) {
 	.kind = "rxe", .local = "10.254.1.1", .remote = "10.254.1.2", .real_error_event = true,
+	.connected_state = 2, .qp_reusable = true,
 };
 
 FIXTURE_VARIANT_ADD(xrc, siw) {
 	.kind = "siw", .local = "10.254.2.1", .remote = "10.254.2.2", .real_error_event = false,
+	.connected_state = 3, .qp_reusable = false,
 };
 
 FIXTURE_SETUP(xrc)
@@ -804,6 +814,185 @@ TEST_F(xrc, device_removal_sends_final_event)
 	/* Bring the pair back for the next test, and unload cleanly. */
 	ASSERT_EQ(0, fixture(variant->kind[0] == 'r' ? "rxe-up" : "siw-up"));
 	ASSERT_EQ(0, rrds_unload());
+}
+
+/* A running xrc_initiator (beside this program), its stdout on @out. */
+struct initiator {
+	pid_t pid;
+	int out;
+};
+
+/* Starts xrc_initiator in rrds-b against @qp_num; 0 or -1. */
+static int initiator_start(struct initiator *in, const FIXTURE_VARIANT(xrc) *v, uint32_t qp_num,
+			   int bytes, int count, bool hold)
+{
+	char exe[PATH_MAX], prog[PATH_MAX + 16], qp[16], b[16], c[16];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	int out[2];
+
+	if (n < 0 || pipe2(out, O_CLOEXEC))
+		return -1;
+	exe[n] = '\0';
+	snprintf(prog, sizeof(prog), "%s/xrc_initiator", dirname(exe));
+	snprintf(qp, sizeof(qp), "%u", qp_num);
+	snprintf(b, sizeof(b), "%d", bytes);
+	snprintf(c, sizeof(c), "%d", count);
+	in->pid = spawn();
+	if (in->pid < 0)
+		return -1;
+	if (in->pid == 0) {
+		if (dup2(out[1], STDOUT_FILENO) < 0)
+			_exit(1);
+		/* Not the test's rrds sockets: its exit must not end registrations. */
+		close_range(3, ~0U, 0);
+		execl(prog, prog, NS_B, v->remote, v->local, qp, b, c, hold ? "hold" : NULL,
+		      (char *)NULL);
+		_exit(1);
+	}
+	close(out[1]);
+	in->out = out[0];
+	return 0;
+}
+
+/*
+ * Whether the initiator printed a line starting with @want within 60 s; @line
+ * holds the last whole line it printed (that one, if so).
+ */
+static bool initiator_said(struct initiator *in, const char *want, char *line, size_t size)
+{
+	char buf[128];
+	size_t len = 0;
+	double end = now() + 60;
+
+	line[0] = '\0';
+	while (now() < end && len + 1 < sizeof(buf)) {
+		struct pollfd p = { .fd = in->out, .events = POLLIN };
+
+		if (poll(&p, 1, 1000) != 1)
+			continue;
+		if (read(in->out, &buf[len], 1) != 1)
+			break;
+		if (buf[len] != '\n') {
+			len++;
+			continue;
+		}
+		buf[len] = '\0';
+		snprintf(line, size, "%s", buf);
+		if (!strncmp(line, want, strlen(want)))
+			return true;
+		len = 0;
+	}
+	return false;
+}
+
+/* The target's listing record (copied), or a record with qp_num 0. */
+static struct rrds_info_xrc_target record_of(int fd, uint32_t qp_num)
+{
+	struct rrds_info_xrc_target t[INFO_MAX], *r, none = { 0 };
+	int n = targets(fd, t);
+
+	r = n < 0 ? NULL : target_of(t, n, qp_num);
+	return r ? *r : none;
+}
+
+/*
+ * In-band set-up: an initiator in rrds-b connects to a target by naming it
+ * and sends; the target counts the bytes. While it is connected a second
+ * initiator is refused (busy), as are unknown targets. Killing the
+ * initiator's process disconnects it: the QP goes to error, and on rxe the
+ * device's own LAST_WQE_REACHED reaches all three registered processes once,
+ * not marked synthesized. The next initiator is accepted onto the same QP.
+ */
+TEST_F(xrc, initiator_connects_in_band)
+{
+	struct rrds_info_xrc_target r;
+	struct rrds_xrc_event ev;
+	struct initiator first, busy, unknown, second;
+	uint32_t qp_num, ready, got, event, flags, qp;
+	int report[2][2], fd, want = variant->real_error_event ? 1 : 0;
+	char line[128];
+	pid_t kids[2];
+
+	fd = xsock(variant->local);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, xrc_create(fd, &qp_num, NULL));
+	for (int i = 0; i < 2; i++) {
+		ASSERT_EQ(0, pipe(report[i]));
+		kids[i] = spawn();
+		ASSERT_LE(0, kids[i]);
+		if (kids[i] == 0)
+			fan_child(variant->local, qp_num, false, want, report[i][1]);
+		ASSERT_TRUE(recv_u32(report[i][0], &ready));
+	}
+	ASSERT_EQ(3, registrations(fd, qp_num));
+
+	ASSERT_EQ(0, initiator_start(&first, variant, qp_num, 1000, 100, true));
+	ASSERT_TRUE(initiator_said(&first, "sent ", line, sizeof(line))) TH_LOG("%s", line);
+	EXPECT_STREQ("sent 100000", line);
+	ASSERT_TRUE(initiator_said(&first, "holding", line, sizeof(line))) TH_LOG("%s", line);
+	r = record_of(fd, qp_num);
+	ASSERT_EQ(qp_num, r.qp_num);
+	EXPECT_EQ(100000ULL, r.bytes_received);
+	EXPECT_U32(1, r.connections);
+	EXPECT_U32(1, r.accepted);
+	EXPECT_U32(variant->connected_state, r.qp_state);
+
+	/* Busy, then unknown: refused with rrds's reasons. */
+	ASSERT_EQ(0, initiator_start(&busy, variant, qp_num, 100, 1, false));
+	EXPECT_TRUE(initiator_said(&busy, "rejected", line, sizeof(line))) TH_LOG("%s", line);
+	EXPECT_EQ(RRDS_XRC_REJECT_BUSY, atoi(line + strlen("rejected ")));
+	EXPECT_EQ(3, child_status(busy.pid));
+	ASSERT_EQ(0, initiator_start(&unknown, variant, qp_num + 1000, 100, 1, false));
+	EXPECT_TRUE(initiator_said(&unknown, "rejected", line, sizeof(line))) TH_LOG("%s", line);
+	EXPECT_EQ(RRDS_XRC_REJECT_NO_TARGET, atoi(line + strlen("rejected ")));
+	EXPECT_EQ(3, child_status(unknown.pid));
+
+	/* The initiator's process dies: its side disconnects. */
+	ASSERT_EQ(0, kill(first.pid, SIGKILL));
+	EXPECT_EQ(128 + SIGKILL, child_status(first.pid));
+	EXPECT_TRUE(WAIT_FOR(30, record_of(fd, qp_num).connections == 0));
+	if (variant->real_error_event) {
+		ASSERT_EQ(1, next_event(fd, &ev, 20000));
+		EXPECT_U32(RRDS_XRC_EV_QP_LAST_WQE_REACHED, ev.event);
+		EXPECT_U32(0, ev.flags);
+		EXPECT_EQ(qp_num, ev.qp_num);
+	}
+	EXPECT_EQ(0, next_event(fd, &ev, 1000)) TH_LOG("event %u flags %#x", ev.event, ev.flags);
+	EXPECT_U32(6, record_of(fd, qp_num).qp_state);	/* error */
+	for (int i = 0; i < 2; i++) {
+		ASSERT_TRUE(recv_u32(report[i][0], &got));
+		EXPECT_EQ(want, (int)got);
+		for (uint32_t k = 0; k < got; k++) {
+			ASSERT_TRUE(recv_u32(report[i][0], &event));
+			ASSERT_TRUE(recv_u32(report[i][0], &flags));
+			ASSERT_TRUE(recv_u32(report[i][0], &qp));
+			EXPECT_U32(RRDS_XRC_EV_QP_LAST_WQE_REACHED, event);
+			EXPECT_U32(0, flags);
+			EXPECT_EQ(qp_num, qp);
+		}
+		EXPECT_EQ(0, child_status(kids[i]));
+	}
+
+	/* The same target takes the next initiator, where the QP can leave error. */
+	ASSERT_EQ(0, initiator_start(&second, variant, qp_num, 100, 10, false));
+	if (!variant->qp_reusable) {
+		EXPECT_TRUE(initiator_said(&second, "rejected", line, sizeof(line)))
+			TH_LOG("%s", line);
+		EXPECT_EQ(RRDS_XRC_REJECT_FAILED, atoi(line + strlen("rejected ")));
+		EXPECT_EQ(3, child_status(second.pid));
+		EXPECT_U32(1, record_of(fd, qp_num).accepted);
+		close(fd);
+		EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
+		return;
+	}
+	ASSERT_TRUE(initiator_said(&second, "sent ", line, sizeof(line))) TH_LOG("%s", line);
+	EXPECT_EQ(0, child_status(second.pid));
+	r = record_of(fd, qp_num);
+	EXPECT_EQ(101000ULL, r.bytes_received);
+	EXPECT_U32(2, r.accepted);
+	EXPECT_TRUE(WAIT_FOR(30, record_of(fd, qp_num).connections == 0));
+	close(fd);
+	EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
 }
 
 /* Whether @path contains @needle (read whole). */

@@ -15,14 +15,23 @@ use kernel::{
 
 use super::{
     bindings,
-    ib_cq::CompletionQueue,
+    ib_cq::{
+        CompletionHandler,
+        CompletionQueue,
+        Cqe, //
+    },
     ib_device::DeviceRef,
-    ib_pd::ProtectionDomain, //
+    ib_pd::ProtectionDomain,
+    rdma_cm::{
+        CmHandler,
+        CmIdRef, //
+    }, //
 };
 
 /// IB QP states (`enum ib_qp_state`).
 pub(crate) const QPS_RESET: u32 = bindings::ib_qp_state_IB_QPS_RESET;
 pub(crate) const QPS_INIT: u32 = bindings::ib_qp_state_IB_QPS_INIT;
+pub(crate) const QPS_RTR: u32 = bindings::ib_qp_state_IB_QPS_RTR;
 pub(crate) const QPS_RTS: u32 = bindings::ib_qp_state_IB_QPS_RTS;
 pub(crate) const QPS_ERR: u32 = bindings::ib_qp_state_IB_QPS_ERR;
 
@@ -38,7 +47,8 @@ pub(crate) unsafe trait QpEventHandler: Sync + 'static {
     fn qp_event(&self, event: u32);
 }
 
-/// A shared receive queue with no receive posted.
+/// A shared receive queue: receives posted on it complete on the CQ of
+/// whichever QP on it took them.
 ///
 /// # Invariants
 ///
@@ -66,6 +76,34 @@ impl SharedReceiveQueue {
         let srq = from_err_ptr(unsafe { bindings::rrds_ib_create_srq(pd.as_raw(), &mut attr) })?;
         // INVARIANT: created just above.
         NonNull::new(srq).map(Self).ok_or(ENOMEM)
+    }
+
+    /// Posts one receive into `sges`, completing to `cqe`. The memory the
+    /// SGEs name stays mapped until the SRQ is destroyed. Not for handlers
+    /// whose requests hold a reference (`EINVAL`): a receive still posted
+    /// when the SRQ goes never completes.
+    pub(crate) fn post_recv<T: CompletionHandler>(
+        &self,
+        cqe: &Cqe<T>,
+        sges: &mut [bindings::ib_sge],
+    ) -> Result {
+        let wr = bindings::ib_recv_wr {
+            next: core::ptr::null_mut(),
+            __bindgen_anon_1: bindings::ib_recv_wr__bindgen_ty_1 {
+                wr_cqe: cqe.as_raw(),
+            },
+            sg_list: sges.as_mut_ptr(),
+            num_sge: sges.len() as c_int,
+        };
+        if T::REQUEST_HOLDS_REFERENCE {
+            return Err(EINVAL);
+        }
+        cqe.posting(true, || {
+            let mut bad = core::ptr::null();
+            // SAFETY: The SRQ is live (type invariant); the request and its SGEs are
+            // valid for the call (drivers copy them before returning).
+            to_result(unsafe { bindings::rrds_ib_post_srq_recv(self.0.as_ptr(), &wr, &mut bad) })
+        })
     }
 }
 
@@ -206,6 +244,14 @@ impl<H: QpEventHandler> OwnedQp<H> {
         }
         // SAFETY: A live QP (type invariant); `attr` is valid for the call.
         to_result(unsafe { bindings::ib_modify_qp(self.qp.as_ptr(), &mut attr, mask as c_int) })
+    }
+
+    /// Moves the QP to `state` with the attributes rdma_cm gives for the
+    /// connection of `id` (a connect request the QP is accepted for).
+    pub(crate) fn modify_for<C: CmHandler>(&self, id: &CmIdRef<C>, state: u32) -> Result {
+        let (mut attr, mask) = id.qp_attr(state)?;
+        // SAFETY: A live QP (type invariant); `attr` is valid for the call.
+        to_result(unsafe { bindings::ib_modify_qp(self.qp.as_ptr(), &mut attr, mask) })
     }
 
     /// The QP's state as the driver reports it.

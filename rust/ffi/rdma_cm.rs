@@ -140,6 +140,7 @@ impl CmEvent<'_> {
 }
 
 /// Connection parameters for [`CmIdRef::connect`] and [`CmIdRef::accept`].
+#[derive(Default)]
 pub(crate) struct ConnParam<'a> {
     pub(crate) private_data: &'a [u8],
     pub(crate) responder_resources: u8,
@@ -147,6 +148,10 @@ pub(crate) struct ConnParam<'a> {
     pub(crate) retry_count: u8,
     pub(crate) rnr_retry_count: u8,
     pub(crate) flow_control: u8,
+    /// Accepting onto a QP rrds made itself, not the id's: its number...
+    pub(crate) qp_num: u32,
+    /// ...and whether it receives from an SRQ.
+    pub(crate) srq: bool,
 }
 
 impl ConnParam<'_> {
@@ -159,6 +164,8 @@ impl ConnParam<'_> {
             flow_control: self.flow_control,
             retry_count: self.retry_count,
             rnr_retry_count: self.rnr_retry_count,
+            qp_num: self.qp_num,
+            srq: u8::from(self.srq),
             ..Default::default()
         }
     }
@@ -517,6 +524,20 @@ impl<H: CmHandler> CmIdRef<H> {
         // SAFETY: A live id with a route and a QP, not inside its handler (rdma_connect
         // takes the handler lock); rdma_cm copies the parameters.
         to_result(unsafe { bindings::rdma_connect(self.raw(), &mut raw) })
+    }
+
+    /// The attributes that move a QP of this connection to `state`, and
+    /// their mask (`rdma_init_qp_attr`), for a QP the id does not own.
+    pub(super) fn qp_attr(&self, state: u32) -> Result<(bindings::ib_qp_attr, c_int)> {
+        let mut attr = bindings::ib_qp_attr {
+            qp_state: state,
+            ..Default::default()
+        };
+        let mut mask: c_int = 0;
+        // SAFETY: A live id with a connect request (or a resolved route); both outputs
+        // are valid for writes.
+        to_result(unsafe { bindings::rdma_init_qp_attr(self.raw(), &mut attr, &mut mask) })?;
+        Ok((attr, mask))
     }
 
     pub(crate) fn accept(&self, param: &ConnParam<'_>) -> Result {

@@ -48,6 +48,9 @@ assert_no_padding!(bindings::rrds_info_xrc_target {
     events,
     overflows,
     device,
+    bytes_received,
+    connections,
+    accepted,
 });
 
 // SAFETY: Integers and a byte array with no padding (asserted above): every byte of

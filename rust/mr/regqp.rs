@@ -332,7 +332,7 @@ fn conn_param(private_data: &[u8]) -> ConnParam<'_> {
         initiator_depth: 0,
         retry_count: 7,
         rnr_retry_count: 7,
-        flow_control: 0,
+        ..Default::default()
     }
 }
 

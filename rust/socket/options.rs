@@ -315,7 +315,8 @@ pub(super) fn xrc_create(
         return Err(EINVAL);
     }
     let (device, port) = memory::bound_device(&state)?;
-    let registration = xrc::create(Arc::<RdsSock>::from(state), device, port)?;
+    let addr = state.state.lock().bound.ok_or_else(errno::enotconn)?;
+    let registration = xrc::create(Arc::<RdsSock>::from(state), device, port, &addr)?;
     let target = registration.target();
     let (qp_num, backend) = (target.qp_num(), target.backend());
     let mut out = [0u8; LEN];

@@ -12,15 +12,26 @@
 //! a registration's `ring`. `fanout` and `ring` disable interrupts: the QP
 //! event handler takes them in whatever context the driver raises events.
 
+mod inband;
 mod registration;
 mod target;
 
+use inband::{
+    Inband,
+    Receiver,
+    REAP_WORK,
+    RECV_CQ_ENTRIES, //
+};
 use registration::watch_exit;
 pub(crate) use registration::Registration;
 pub(crate) use target::Target;
 
 use kernel::{
     impl_has_work, new_mutex, new_work,
+    page::{
+        Page,
+        PAGE_SIZE, //
+    },
     prelude::*,
     sync::{
         atomic::{
@@ -40,6 +51,7 @@ use kernel::{
 };
 
 use crate::{
+    addr::Endpoint,
     device::{
         DomainUse,
         DomainUser,
@@ -48,7 +60,15 @@ use crate::{
     errno,
     ffi::{
         bindings,
-        ib_cq::CompletionQueue,
+        ib_cq::{
+            sge,
+            CompletionHandler,
+            CompletionQueue,
+            Cqe,
+            DmaDirection,
+            DmaPage,
+            WorkCompletion, //
+        },
         ib_device::DeviceRef,
         ib_pd::ProtectionDomain,
         ib_qp::{
@@ -59,7 +79,8 @@ use crate::{
             XrcDomain,
             QPS_ERR,
             QPS_INIT,
-            QPS_RESET, //
+            QPS_RESET,
+            QPS_RTR, //
         },
         irq_lock::IrqSpinLock,
         net::NetRef,
@@ -68,6 +89,16 @@ use crate::{
             ExitHandler,
             ExitWatch,
             ProcessRef, //
+        },
+        rdma_cm::{
+            CmEvent,
+            CmEventKind,
+            CmHandler,
+            CmId,
+            CmIdKey,
+            CmIdRef,
+            ConnParam,
+            SockAddr, //
         },
         workqueue,
     },
@@ -111,7 +142,9 @@ const _: () = {
     assert!(bindings::RRDS_XRC_EV_PATH_MIG_ERR == bindings::ib_event_type_IB_EVENT_PATH_MIG_ERR);
     assert!(EV_LAST_WQE_REACHED == bindings::ib_event_type_IB_EVENT_QP_LAST_WQE_REACHED);
     assert!(core::mem::size_of::<bindings::rrds_xrc_event>() == 16);
-    assert!(core::mem::size_of::<bindings::rrds_info_xrc_target>() == 96);
+    assert!(core::mem::size_of::<bindings::rrds_info_xrc_target>() == 112);
+    assert!(core::mem::size_of::<bindings::rrds_xrc_connect_private>() == 12);
+    assert!(core::mem::size_of::<bindings::rrds_xrc_reject_private>() == 8);
 };
 
 kernel::sync::global_lock! {
@@ -122,11 +155,13 @@ kernel::sync::global_lock! {
 /// Initialises the target table. Call once, in module init.
 pub(crate) fn init(m: &crate::ffi::global::ModuleInit) {
     m.init_lock(&TARGETS);
+    inband::init(m);
 }
 
-/// Frees the table's buffer. Call once, at unload, after the last target.
+/// Frees the tables' buffers. Call once, at unload, after the last target.
 pub(crate) fn release_table() {
     crate::tables::free_table(&mut TARGETS.lock());
+    inband::release_table();
 }
 
 /// How targets are implemented on a device.
@@ -198,12 +233,14 @@ fn find(net: NetRef, device: &RdmaDevice, qp_num: u32) -> Result<Arc<Target>> {
         .ok_or(ENOENT)
 }
 
-/// Creates a target on `device` (port `port`) and registers the calling
-/// process through `sink`. Returns the registration.
+/// Creates a target on `device` (port `port`), reachable in band through
+/// `addr` (the socket's), and registers the calling process through `sink`.
+/// Returns the registration.
 pub(crate) fn create(
     sink: Arc<dyn EventSink>,
     device: Arc<RdmaDevice>,
     port: u32,
+    addr: &Endpoint,
 ) -> Result<Arc<Registration>> {
     let backend = Backend::of(&device);
     let net = sink.net();
@@ -213,6 +250,9 @@ pub(crate) fn create(
     check_limits(&TARGETS.lock(), net, owner_uid)?;
     let domain = device.domain(net, DomainUser::XrcTarget)?;
     let target = Target::new(net, owner_uid, device.clone(), backend, port)?;
+    // Given back when the target goes (or here, on the errors below).
+    let listener = inband::listen(net, addr)?;
+    target.inband.lock().listener = Some(listener);
     let registration = Registration::new(target.clone(), sink)?;
     // On the socket before any event can reach it (see `register`).
     registration.sink.adopt(&registration)?;
@@ -383,9 +423,13 @@ pub(crate) fn info(net: NetRef, out: &mut KVVec<u8>) -> Result {
             }
             fanout.registrations.len() as u32
         };
-        let qp_state = match t.resources.lock().as_ref() {
-            Some(r) => r.qp().query_state().unwrap_or(QPS_ERR),
+        let (qp_state, bytes_received) = match t.resources.lock().as_ref() {
+            Some(r) => (r.qp().query_state().unwrap_or(QPS_ERR), r.bytes_received()),
             None => continue,
+        };
+        let (connections, accepted) = {
+            let inband = t.inband.lock();
+            (u32::from(inband.connected), inband.accepted)
         };
         let mut record = bindings::rrds_info_xrc_target {
             qp_num: t.qp_num(),
@@ -394,6 +438,9 @@ pub(crate) fn info(net: NetRef, out: &mut KVVec<u8>) -> Result {
             registrations,
             events: t.events.load(Relaxed),
             overflows: t.overflows.load(Relaxed),
+            bytes_received,
+            connections,
+            accepted,
             ..Default::default()
         };
         let name = t.device.name();

@@ -6,12 +6,13 @@
 // The rest of the XRC manager: mod.rs's types and imports.
 use super::*;
 
-/// The verbs objects of a target. Fields drop in order: the QP before what it uses.
+/// The verbs objects of a target. Fields drop in order: the QP before what
+/// it uses, the CQ (whose completions use the receiver) before the receiver.
 pub(super) enum Resources {
     Emulated {
         qp: OwnedQp<Target>,
-        _srq: SharedReceiveQueue,
         _cq: CompletionQueue,
+        receiver: Arc<Receiver>,
     },
     Xrc {
         qp: OwnedQp<Target>,
@@ -31,9 +32,18 @@ impl Resources {
         // A QP already in error (or gone bad) refuses nothing here that matters.
         let _ = self.qp().modify_state(QPS_ERR, 0);
         if let Self::Emulated { qp, .. } = &self {
-            // No receive is ever posted on the SRQ: only the send queue can hold
-            // requests. (ib_drain_qp would wait for LAST_WQE_REACHED, which siw never raises.)
+            // Receives are the SRQ's, which goes after the QP, discarding what
+            // is still posted: only the send queue can hold the QP's requests.
+            // (ib_drain_qp would wait for LAST_WQE_REACHED, which siw never raises.)
             qp.drain_send_queue();
+        }
+    }
+
+    /// Payload bytes the target received (emulated targets; 0 otherwise).
+    pub(super) fn bytes_received(&self) -> u64 {
+        match self {
+            Self::Emulated { receiver, .. } => receiver.bytes(),
+            Self::Xrc { .. } => 0,
         }
     }
 }
@@ -71,6 +81,9 @@ pub(crate) struct Target {
     /// Held by `destroy` until the QP is gone.
     #[pin]
     pub(super) destroying: Mutex<()>,
+    /// The initiator connected in band, and the listener it came through.
+    #[pin]
+    pub(super) inband: Mutex<Inband>,
     #[pin]
     pub(super) fanout: IrqSpinLock<Fanout>,
     /// Events queued, one per registration reached, and events lost to full queues.
@@ -81,10 +94,22 @@ pub(crate) struct Target {
     pub(super) destroyed: Completion,
     #[pin]
     pub(super) teardown: Work<Target>,
+    /// Destroys an in-band connection that ended (not from its handler).
+    #[pin]
+    reaper: Work<Target, REAP_WORK>,
 }
 
 impl_has_work! {
     impl HasWork<Self> for Target { self.teardown }
+    impl HasWork<Self, REAP_WORK> for Target { self.reaper }
+}
+
+impl WorkItem<REAP_WORK> for Target {
+    type Pointer = Arc<Target>;
+
+    fn run(this: Arc<Target>) {
+        this.reap_ended();
+    }
 }
 
 impl WorkItem for Target {
@@ -127,6 +152,7 @@ impl Target {
                 resources <- new_mutex!(None),
                 domain <- new_mutex!(None),
                 destroying <- new_mutex!(()),
+                inband <- new_mutex!(Inband::default()),
                 fanout <- new_irq_spinlock!(Fanout {
                     registrations: KVec::new(),
                     closed: false,
@@ -135,6 +161,7 @@ impl Target {
                 overflows: Atomic::new(0),
                 destroyed <- Completion::new(),
                 teardown <- new_work!("rrds_xrc_teardown"),
+                reaper <- new_work!("rrds_xrc_reaper"),
             }),
             GFP_KERNEL,
         )
@@ -154,13 +181,17 @@ impl Target {
         let raw = self.device.handle();
         let resources = match self.backend {
             Backend::Emulated => {
-                let cq = CompletionQueue::alloc(raw, 4)?;
-                let srq = SharedReceiveQueue::create(pd, 1)?;
-                let qp = OwnedQp::create(pd, TargetKind::RcOnSrq { srq: &srq, cq: &cq }, self)?;
+                let cq = CompletionQueue::alloc(raw, RECV_CQ_ENTRIES)?;
+                let receiver = Receiver::new(raw, pd)?;
+                let kind = TargetKind::RcOnSrq {
+                    srq: receiver.srq(),
+                    cq: &cq,
+                };
+                let qp = OwnedQp::create(pd, kind, self)?;
                 Resources::Emulated {
                     qp,
-                    _srq: srq,
                     _cq: cq,
+                    receiver,
                 }
             }
             Backend::Xrc => {
@@ -235,6 +266,8 @@ impl Target {
         // the PD lock; a lockdep report, 2026-11-26). Nothing holds another lock
         // while taking `destroying`.
         let _destroying = self.destroying.lock();
+        // The initiator disconnected, and no new one accepted, first.
+        self.close_inband();
         let resources = self.resources.lock().take();
         if let Some(r) = resources {
             r.shut_down();
@@ -247,6 +280,6 @@ impl Target {
     /// The last registration ended: nobody finds the target any more, and its
     /// QP goes on the workqueue.
     pub(super) fn retire(self: Arc<Self>) {
-        let _ = workqueue::queue().enqueue(self);
+        let _ = workqueue::queue().enqueue::<Arc<Self>, 0>(self);
     }
 }

@@ -90,6 +90,41 @@ struct rrds_info_xrc_target {
 	__u64	events;		/* events delivered, one per registration reached */
 	__u64	overflows;	/* events lost to full queues */
 	__u8	device[64];	/* NUL terminated */
+	__u64	bytes_received;	/* payload received on the target's SRQ (emulated) */
+	__u32	connections;	/* initiators connected now */
+	__u32	accepted;	/* initiators accepted since the target was created */
+};
+
+/*
+ * In-band set-up: rrds listens on RRDS_XRC_CM_PORT (rdma_cm, RDMA_PS_TCP) of
+ * every address a target was created through, for connect requests whose
+ * private data is a struct rrds_xrc_connect_private naming a target of that
+ * namespace and device. It accepts them onto the target's QP, which it moves
+ * to RTR (an emulated target, an RC QP, takes one initiator at a time), with
+ * the target's QP number in the reply and its SRQ flag set; it refuses the
+ * others (a consumer-defined reject carrying struct rrds_xrc_reject_private).
+ * Multi-byte fields are big-endian.
+ */
+#define RRDS_XRC_CM_PORT		18636
+#define RRDS_XRC_CM_MAGIC		0x52525843	/* "RRXC" */
+#define RRDS_XRC_CM_VERSION		1
+
+struct rrds_xrc_connect_private {
+	__be32	magic;		/* RRDS_XRC_CM_MAGIC */
+	__u8	version;	/* RRDS_XRC_CM_VERSION */
+	__u8	reserved[3];	/* 0 */
+	__be32	qp_num;		/* the target's */
+};
+
+/* struct rrds_xrc_reject_private reason */
+#define RRDS_XRC_REJECT_MALFORMED	1	/* not a connect request of this version */
+#define RRDS_XRC_REJECT_NO_TARGET	2	/* no such target on this address */
+#define RRDS_XRC_REJECT_BUSY		3	/* the emulated target has its initiator */
+#define RRDS_XRC_REJECT_FAILED		4	/* the target QP could not be made ready */
+
+struct rrds_xrc_reject_private {
+	__be32	magic;		/* RRDS_XRC_CM_MAGIC */
+	__be32	reason;		/* RRDS_XRC_REJECT_* */
 };
 
 /*

@@ -115,7 +115,7 @@ impl IbPath {
             initiator_depth: initiator,
             retry_count: RETRY_COUNT,
             rnr_retry_count: RNR_RETRY_COUNT,
-            flow_control: 0,
+            ..Default::default()
         }
     }
 
