@@ -325,6 +325,12 @@ pub struct rrds_info_xrc_target {
     pub overflows: u64,
     /// `device` of `struct rrds_info_xrc_target`.
     pub device: [u8; RRDS_XRC_DEVICE_NAME_LEN],
+    /// `bytes_received` of `struct rrds_info_xrc_target`.
+    pub bytes_received: u64,
+    /// `connections` of `struct rrds_info_xrc_target`.
+    pub connections: u32,
+    /// `accepted` of `struct rrds_info_xrc_target`.
+    pub accepted: u32,
 }
 
 // Flags of `rds_get_mr_args`, `rds_free_mr_args` and `rds_rdma_args`.
@@ -800,7 +806,8 @@ mod tests {
         assert_eq!(size_of::<rrds_conn_event>(), 56);
         assert_eq!(offset_of!(rrds_conn_event, tos), 48);
         assert_eq!(offset_of!(rrds_xrc_event, lost), 12);
-        assert_eq!(size_of::<rrds_info_xrc_target>(), 96);
+        assert_eq!(size_of::<rrds_info_xrc_target>(), 112);
+        assert_eq!(offset_of!(rrds_info_xrc_target, bytes_received), 96);
         assert_eq!(offset_of!(rrds_info_xrc_target, events), 16);
         assert_eq!(offset_of!(rrds_info_xrc_target, overflows), 24);
         assert_eq!(offset_of!(rrds_info_xrc_target, device), 32);

@@ -251,6 +251,13 @@ pub struct TargetInfo {
     pub events: u64,
     /// Events lost to full queues so far.
     pub overflows: u64,
+    /// Payload bytes received from initiators (emulated targets), 0 from a
+    /// module without in-band set-up.
+    pub bytes_received: u64,
+    /// Initiators connected now.
+    pub connections: u32,
+    /// Initiators accepted since the target was created.
+    pub accepted: u32,
 }
 
 impl TargetInfo {
@@ -273,19 +280,32 @@ impl TargetInfo {
 pub fn decode_targets(buf: &[u8], elem_size: usize) -> io::Result<Vec<TargetInfo>> {
     type T = sys::rrds_info_xrc_target;
     let device = offset_of!(T, device);
-    Ok(
-        info::records(buf, elem_size, size_of::<T>(), "RRDS_INFO_XRC_TARGETS")?
-            .map(|r| TargetInfo {
-                qp_num: info::u32_at(r, offset_of!(T, qp_num)),
-                backend: Backend::from_raw(info::u32_at(r, offset_of!(T, backend))),
-                qp_state: info::u32_at(r, offset_of!(T, qp_state)),
-                registrations: info::u32_at(r, offset_of!(T, registrations)),
-                events: info::u64_at(r, offset_of!(T, events)),
-                overflows: info::u64_at(r, offset_of!(T, overflows)),
-                device: info::c_string(&r[device..device + sys::RRDS_XRC_DEVICE_NAME_LEN]),
-            })
-            .collect(),
-    )
+    // Records end at the device name before in-band set-up: read as 0.
+    let inband = elem_size >= size_of::<T>();
+    let u32_if = |r: &[u8], at: usize| if inband { info::u32_at(r, at) } else { 0 };
+    Ok(info::records(
+        buf,
+        elem_size,
+        offset_of!(T, bytes_received),
+        "RRDS_INFO_XRC_TARGETS",
+    )?
+    .map(|r| TargetInfo {
+        bytes_received: if inband {
+            info::u64_at(r, offset_of!(T, bytes_received))
+        } else {
+            0
+        },
+        connections: u32_if(r, offset_of!(T, connections)),
+        accepted: u32_if(r, offset_of!(T, accepted)),
+        qp_num: info::u32_at(r, offset_of!(T, qp_num)),
+        backend: Backend::from_raw(info::u32_at(r, offset_of!(T, backend))),
+        qp_state: info::u32_at(r, offset_of!(T, qp_state)),
+        registrations: info::u32_at(r, offset_of!(T, registrations)),
+        events: info::u64_at(r, offset_of!(T, events)),
+        overflows: info::u64_at(r, offset_of!(T, overflows)),
+        device: info::c_string(&r[device..device + sys::RRDS_XRC_DEVICE_NAME_LEN]),
+    })
+    .collect())
 }
 
 /// What [`RdsSocket::xrc_inject`] does (needs `CAP_NET_ADMIN`; for tests).
@@ -469,7 +489,7 @@ mod tests {
 
     #[test]
     fn target_records_decode() {
-        let mut rec = vec![0u8; 96];
+        let mut rec = vec![0u8; 112];
         rec[0..4].copy_from_slice(&21u32.to_ne_bytes());
         rec[4..8].copy_from_slice(&2u32.to_ne_bytes());
         rec[8..12].copy_from_slice(&1u32.to_ne_bytes());
@@ -477,7 +497,10 @@ mod tests {
         rec[16..24].copy_from_slice(&18u64.to_ne_bytes());
         rec[24..32].copy_from_slice(&6u64.to_ne_bytes());
         rec[32..37].copy_from_slice(b"rxe_a");
-        let t = decode_targets(&rec, 96).unwrap();
+        rec[96..104].copy_from_slice(&4096u64.to_ne_bytes());
+        rec[104..108].copy_from_slice(&1u32.to_ne_bytes());
+        rec[108..112].copy_from_slice(&2u32.to_ne_bytes());
+        let t = decode_targets(&rec, 112).unwrap();
         assert_eq!(
             t,
             vec![TargetInfo {
@@ -488,9 +511,16 @@ mod tests {
                 registrations: 3,
                 events: 18,
                 overflows: 6,
+                bytes_received: 4096,
+                connections: 1,
+                accepted: 2,
             }]
         );
         assert_eq!(t[0].state_name(), "init");
+        // A module's records without the in-band fields.
+        let old = decode_targets(&rec[..96], 96).unwrap();
+        assert_eq!((old[0].bytes_received, old[0].accepted), (0, 0));
+        assert_eq!(old[0].events, 18);
         assert!(decode_targets(&rec[..95], 95).is_err());
         assert!(decode_targets(&rec, 48).is_err());
         assert!(decode_targets(&[], 96).unwrap().is_empty());

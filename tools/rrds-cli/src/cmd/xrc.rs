@@ -138,20 +138,32 @@ pub fn list_targets(out: &mut impl Write, json: bool) -> io::Result<()> {
     }
     writeln!(
         out,
-        "{:>8} {:<12} {:<9} {:<6} {:>13} {:>10} {:>10}",
-        "qp_num", "device", "backend", "state", "registrations", "events", "overflows"
+        "{:>8} {:<12} {:<9} {:<6} {:>13} {:>10} {:>10} {:>11} {:>8} {:>14}",
+        "qp_num",
+        "device",
+        "backend",
+        "state",
+        "registrations",
+        "events",
+        "overflows",
+        "connections",
+        "accepted",
+        "bytes_received"
     )?;
     for t in targets {
         writeln!(
             out,
-            "{:>8} {:<12} {:<9} {:<6} {:>13} {:>10} {:>10}",
+            "{:>8} {:<12} {:<9} {:<6} {:>13} {:>10} {:>10} {:>11} {:>8} {:>14}",
             t.qp_num,
             t.device,
             t.backend.to_string(),
             t.state_name(),
             t.registrations,
             t.events,
-            t.overflows
+            t.overflows,
+            t.connections,
+            t.accepted,
+            t.bytes_received
         )?;
     }
     Ok(())
