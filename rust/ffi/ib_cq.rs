@@ -137,6 +137,21 @@ unsafe extern "C" fn done_trampoline<T: CompletionHandler>(
     }
 }
 
+/// One receive request of `sges`, completing to `cqe`, for a QP or an SRQ.
+pub(super) fn recv_wr<T: CompletionHandler>(
+    cqe: &Cqe<T>,
+    sges: &mut [bindings::ib_sge],
+) -> bindings::ib_recv_wr {
+    bindings::ib_recv_wr {
+        next: core::ptr::null_mut(),
+        __bindgen_anon_1: bindings::ib_recv_wr__bindgen_ty_1 {
+            wr_cqe: cqe.as_raw(),
+        },
+        sg_list: sges.as_mut_ptr(),
+        num_sge: sges.len() as c_int,
+    }
+}
+
 /// A work completion, borrowed inside a completion callback.
 pub(crate) struct WorkCompletion<'a>(&'a bindings::ib_wc);
 
@@ -480,14 +495,7 @@ impl QpRef {
         cqe: &Cqe<T>,
         sges: &mut [bindings::ib_sge],
     ) -> Result {
-        let wr = bindings::ib_recv_wr {
-            next: core::ptr::null_mut(),
-            __bindgen_anon_1: bindings::ib_recv_wr__bindgen_ty_1 {
-                wr_cqe: cqe.as_raw(),
-            },
-            sg_list: sges.as_mut_ptr(),
-            num_sge: sges.len() as c_int,
-        };
+        let wr = recv_wr(cqe, sges);
         // A receive always completes.
         cqe.posting(true, || {
             let mut bad = core::ptr::null();

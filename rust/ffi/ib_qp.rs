@@ -16,6 +16,7 @@ use kernel::{
 use super::{
     bindings,
     ib_cq::{
+        recv_wr,
         CompletionHandler,
         CompletionQueue,
         Cqe, //
@@ -87,17 +88,10 @@ impl SharedReceiveQueue {
         cqe: &Cqe<T>,
         sges: &mut [bindings::ib_sge],
     ) -> Result {
-        let wr = bindings::ib_recv_wr {
-            next: core::ptr::null_mut(),
-            __bindgen_anon_1: bindings::ib_recv_wr__bindgen_ty_1 {
-                wr_cqe: cqe.as_raw(),
-            },
-            sg_list: sges.as_mut_ptr(),
-            num_sge: sges.len() as c_int,
-        };
         if T::REQUEST_HOLDS_REFERENCE {
             return Err(EINVAL);
         }
+        let wr = recv_wr(cqe, sges);
         cqe.posting(true, || {
             let mut bad = core::ptr::null();
             // SAFETY: The SRQ is live (type invariant); the request and its SGEs are
