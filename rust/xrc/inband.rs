@@ -74,17 +74,24 @@ impl Drop for ListenerUse {
 /// Field order: the connections go before the listener, their context.
 #[derive(Default)]
 pub(super) struct Inband {
-    /// The connection accepted last.
+    /// The initiator's connection while it lasts: a connection that ends
+    /// moves to `ended` at once.
     conn: Option<CmId<InbandCm>>,
     /// A connection that ended, until the target's reaper destroys it: never
     /// from an `InbandCm` handler, which holds a lock of the class that
     /// destroying an id takes. The next initiator waits for it (busy).
     ended: Option<CmId<InbandCm>>,
     conn_key: CmIdKey,
-    pub(super) connected: bool,
     pub(super) accepted: u32,
     /// The listener the target is reachable through.
     pub(super) listener: Option<ListenerUse>,
+}
+
+impl Inband {
+    /// Whether an initiator is connected.
+    pub(super) fn is_connected(&self) -> bool {
+        self.conn.is_some()
+    }
 }
 
 impl Target {
@@ -95,7 +102,6 @@ impl Target {
     pub(super) fn close_inband(&self) {
         let (conn, ended, listener) = {
             let mut inband = self.inband.lock();
-            inband.connected = false;
             (
                 inband.conn.take(),
                 inband.ended.take(),
@@ -215,7 +221,7 @@ fn accept(
     {
         return Err((id, bindings::RRDS_XRC_REJECT_NO_TARGET));
     }
-    if inband.connected || inband.ended.is_some() {
+    if inband.is_connected() || inband.ended.is_some() {
         return Err((id, bindings::RRDS_XRC_REJECT_BUSY));
     }
     let param = ConnParam {
@@ -232,9 +238,7 @@ fn accept(
         return Err((id, bindings::RRDS_XRC_REJECT_FAILED));
     }
     inband.conn_key = id.key();
-    inband.connected = true;
     inband.accepted = inband.accepted.saturating_add(1);
-    // Empty: a connection that ends moves to `ended` at once.
     inband.conn = Some(id);
     Ok(())
 }
@@ -306,10 +310,9 @@ impl Target {
     /// an SRQ QP, except on iWARP), and the target takes the next initiator.
     fn initiator_left(self: Arc<Self>, id: &CmIdRef<InbandCm>) {
         let mut inband = self.inband.lock();
-        if inband.conn_key != id.key() || !inband.connected {
+        if inband.conn_key != id.key() || !inband.is_connected() {
             return;
         }
-        inband.connected = false;
         // Moved, not destroyed: this runs in its handler.
         inband.ended = inband.conn.take();
         drop(inband);

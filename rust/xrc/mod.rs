@@ -429,7 +429,7 @@ pub(crate) fn info(net: NetRef, out: &mut KVVec<u8>) -> Result {
         };
         let (connections, accepted) = {
             let inband = t.inband.lock();
-            (u32::from(inband.connected), inband.accepted)
+            (u32::from(inband.is_connected()), inband.accepted)
         };
         let mut record = bindings::rrds_info_xrc_target {
             qp_num: t.qp_num(),
