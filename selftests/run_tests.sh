@@ -130,6 +130,9 @@ for t in "${tests[@]}"; do
 		program_failed=1
 	fi
 	rm -f "$out" "$out.cases"
+	# The VM caches the work tree: the results reach the host now, not at
+	# the end of a run that may be stopped.
+	sync
 	# The next program starts without rrds, and with at most the device pairs.
 	rmmod rrds 2>/dev/null
 	"$here/fixtures.sh" tidy
