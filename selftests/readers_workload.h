@@ -24,7 +24,7 @@
 
 #define READERS		4
 #define SENDERS		8
-#define PER_SENDER	2500
+#define PER_SENDER	1250
 #define TOTAL		(SENDERS * PER_SENDER)
 #define READ_BUF	4096
 #define LOGGED		8	/* mismatches described in the log at most */
