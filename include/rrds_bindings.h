@@ -21,6 +21,7 @@
 #include <net/net_namespace.h>
 #include <net/sock.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/ib_addr.h>
 #include <rdma/rdma_cm.h>
 #include <linux/task_work.h>
 #include <linux/pid.h>
@@ -49,6 +50,7 @@ bool rrds_rdma_protocol_ib(const struct ib_device *device, u32 port);
 u32 rrds_rdma_start_port(const struct ib_device *device);
 u32 rrds_rdma_end_port(const struct ib_device *device);
 void rrds_dev_put(struct net_device *dev);
+struct net_device *rrds_rdma_vlan_dev_real_dev(const struct net_device *dev);
 struct net *rrds_init_net(void);
 struct net_device *rrds_first_netdev_rcu(struct net *net);
 struct net_device *rrds_next_netdev_rcu(struct net_device *dev);

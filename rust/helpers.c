@@ -38,6 +38,11 @@ void rrds_dev_put(struct net_device *dev)
 	dev_put(dev);
 }
 
+struct net_device *rrds_rdma_vlan_dev_real_dev(const struct net_device *dev)
+{
+	return rdma_vlan_dev_real_dev(dev);
+}
+
 struct net *rrds_init_net(void)
 {
 	return &init_net;

@@ -146,6 +146,10 @@ counters! {
     ConnEventsLost => "conn_events_lost",
     // Connect attempts of IB connections: first ones and reconnects.
     IbConnectAttempts => "ib_connect_attempts",
+    // Local addresses whose RDMA device only an rdma_cm bind could find
+    // (an interface with no device of its own and not a VLAN); every other
+    // lookup goes through the interface.
+    IbAddressProbes => "ib_address_probes",
 }
 
 const COUNT: usize = NAMES.len();

@@ -1825,6 +1825,65 @@ TEST_F(ib, ipv6_messages_and_ping)
 	EXPECT_EQ(0, reap(_metadata, k, 2, deadline + REAP_GRACE_S));
 }
 
+#define PROBE_BINDS	100
+
+/*
+ * A bind to an RDMA address, and RDS_GET_MR's search for the socket's
+ * device, find the device from the address's interface: binding an rdma_cm
+ * id to find it scans every device under rdma_cm's global mutex, which
+ * device addition and a namespace's exit also need (the fuzzer's binds once
+ * held up a namespace's exit). 100 binds over IPv4, one over IPv6 and an
+ * RDS_GET_MR make no such probe (ib_address_probes); an address no
+ * interface has is still EADDRNOTAVAIL, loopback still not an RDMA one.
+ */
+TEST_F(ib, binds_find_the_device_without_an_rdma_cm_probe)
+{
+	static char page[4096] __attribute__((aligned(4096)));
+	long long probes0 = rds_counter("ib_address_probes");
+	struct rds_get_mr_args mr = { .vec = { .addr = (uintptr_t)page, .bytes = sizeof(page) } };
+	struct sockaddr_in6 a6 = sin6(variant->local6, 0, 0);
+	struct sockaddr_in absent = sin4("10.254.99.254", 0), lo = sin4("127.0.0.1", 0);
+	int fds[PROBE_BINDS], fd6, nobody, pinned, ib = RDS_TRANS_IB;
+	uint64_t cookie = 0;
+	double start;
+
+	ASSERT_LE(0, probes0) TH_LOG("no ib_address_probes counter");
+	ASSERT_EQ(0, sh("ip -n %s addr replace %s/64 dev %s nodad", NS_A, variant->local6,
+			variant->veth));
+	ASSERT_EQ(0, enter_ns(NS_A));
+	start = now();
+	for (int i = 0; i < PROBE_BINDS; i++) {
+		fds[i] = bound_socket(variant->local, 0);
+		ASSERT_LE(0, fds[i]) TH_LOG("bind %d to %s: %s", i, variant->local, strerror(errno));
+	}
+	TH_LOG("%d binds to %s in %.2f s", PROBE_BINDS, variant->local, now() - start);
+	fd6 = rds_socket();
+	ASSERT_LE(0, fd6);
+	ASSERT_EQ(0, bind(fd6, (struct sockaddr *)&a6, sizeof(a6))) TH_LOG("%s", strerror(errno));
+	mr.cookie_addr = (uintptr_t)&cookie;
+	ASSERT_EQ(0, setsockopt(fds[0], SOL_RDS, RDS_GET_MR, &mr, sizeof(mr)))
+		TH_LOG("RDS_GET_MR: %s", strerror(errno));
+	EXPECT_NE(0ULL, (unsigned long long)cookie);
+	EXPECT_EQ(probes0, rds_counter("ib_address_probes"));
+
+	/*
+	 * An address no interface has (upstream's EADDRNOTAVAIL), and loopback
+	 * on a socket pinned to IB (upstream's ENOPROTOOPT).
+	 */
+	nobody = rds_socket();
+	ASSERT_LE(0, nobody);
+	EXPECT_EQ(-EADDRNOTAVAIL, ERR(bind(nobody, (struct sockaddr *)&absent, sizeof(absent))));
+	pinned = rds_socket();
+	ASSERT_LE(0, pinned);
+	ASSERT_EQ(0, setsockopt(pinned, SOL_RDS, SO_RDS_TRANSPORT, &ib, sizeof(ib)));
+	EXPECT_EQ(-ENOPROTOOPT, ERR(bind(pinned, (struct sockaddr *)&lo, sizeof(lo))));
+	close(nobody);
+	close(pinned);
+	for (int i = 0; i < PROBE_BINDS; i++)
+		close(fds[i]);
+	close(fd6);
+}
+
 #define RACE_MSGS	101
 #define RACE_SIZE	64
 

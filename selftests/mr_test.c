@@ -533,10 +533,14 @@ TEST_F_TIMEOUT(mr, a_cookie_reaches_nothing_through_another_namespace, 300)
 	char *mine = self->buf + MIB, got[16];
 	int owner, c_side, via_c, direct, status;
 	uint64_t cookie, token;
+	long long probes0;
 
 	if (strcmp(variant->kind, "rxe"))
 		SKIP(return, "one device in two namespaces needs rxe (siw has no VLAN path)");
 	ASSERT_EQ(0, fixture("shared-up"));
+	/* rrds-c's address is on a VLAN: its real device's rxe_a serves it. */
+	probes0 = rds_counter("ib_address_probes");
+	ASSERT_LE(0, probes0);
 	owner = bound_socket(variant->local, PORT_A);
 	ASSERT_LE(0, owner);
 	ASSERT_EQ(0, enter_ns("rrds-c"));
@@ -560,6 +564,7 @@ TEST_F_TIMEOUT(mr, a_cookie_reaches_nothing_through_another_namespace, 300)
 	ASSERT_EQ(1, ERR(recv(c_side, got, sizeof(got), 0)));
 	EXPECT_EQ('c', got[0]);
 	EXPECT_EQ(2, rrds_pds("rxe_a"));
+	EXPECT_EQ(probes0, rds_counter("ib_address_probes"));
 
 	ASSERT_EQ(0, rdma_send(via_c, "10.254.3.1", PORT_A, cookie, 0, PAGE, &iov, 1,
 			       RDS_RDMA_READWRITE | RDS_RDMA_NOTIFY_ME, 1, "x", 1));

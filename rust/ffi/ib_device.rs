@@ -8,7 +8,11 @@ use kernel::{
     types::Opaque, //
 };
 
-use super::bindings;
+use super::{
+    bindings,
+    net::NetRef, //
+};
+use crate::addr::Endpoint;
 
 /// A borrowed RDMA device.
 ///
@@ -306,4 +310,155 @@ impl fmt::Display for DeviceName {
         }
         Ok(())
     }
+}
+
+/// A device found from a netdev, with the reference `ib_device_get_by_netdev`
+/// took: ib_core's unregistration waits for it before any client's `remove`.
+///
+/// # Invariants
+///
+/// `device` is a registered `ib_device` on which this value owns one
+/// reference; `port` is a port of it.
+pub(crate) struct HeldDevice {
+    device: DeviceRef,
+    port: u32,
+}
+
+impl HeldDevice {
+    /// The device's handle (rrds's device table is keyed by it).
+    pub(crate) fn handle(&self) -> DeviceRef {
+        self.device
+    }
+
+    /// The port whose netdev has the address.
+    pub(crate) fn port(&self) -> u32 {
+        self.port
+    }
+}
+
+impl Drop for HeldDevice {
+    fn drop(&mut self) {
+        // SAFETY: The reference is this value's (type invariant), put once, here.
+        unsafe { bindings::ib_device_put(self.device.as_ptr()) };
+    }
+}
+
+/// Where a local address leads, as `rdma_bind_addr` would find it.
+pub(crate) enum AddressDevice {
+    /// No interface of the namespace has the address.
+    NotLocal,
+    /// The address is a loopback one, or its interface's device is not
+    /// accessible from the namespace: no RDMA device serves it.
+    NoDevice,
+    /// The device (held) and port of the address's interface.
+    Device(HeldDevice),
+    /// An interface with no device of its own and no VLAN's real device
+    /// (a plain NIC, a bond, a macvlan): only rdma_cm's own GID lookup can
+    /// tell.
+    Unknown,
+}
+
+/// The RDMA device of `addr` (its port ignored) in `net`, found from the
+/// interface that has the address: `ib_device_get_by_netdev` on it, or on a
+/// VLAN's real device (whose GID table holds the VLAN's addresses, as rxe's
+/// does). An `rdma_bind_addr` probe finds the same device by scanning every
+/// device's GID table under rdma_cm's global mutex, which device addition and
+/// namespace exit also need. The caller keeps `net` alive.
+pub(crate) fn device_of_address(net: NetRef, addr: &Endpoint) -> AddressDevice {
+    if addr.is_loopback() {
+        return AddressDevice::NoDevice;
+    }
+    let _rcu = kernel::sync::rcu::read_lock();
+    let netdev = if addr.is_v4() {
+        let v4 = [addr.addr[12], addr.addr[13], addr.addr[14], addr.addr[15]];
+        // SAFETY: `net` is live (caller); with `devref` false the netdev is valid
+        // only under the RCU read lock, held until the end of this function.
+        unsafe { bindings::__ip_dev_find(net.as_ptr(), u32::from_ne_bytes(v4), false) }
+    } else {
+        let in6 = bindings::in6_addr {
+            in6_u: bindings::in6_addr__bindgen_ty_1 {
+                u6_addr8: addr.addr,
+            },
+        };
+        // A scoped (link-local) address is looked for on its interface only.
+        let scope_netdev = if addr.scope != 0 {
+            let Ok(index) = i32::try_from(addr.scope) else {
+                return AddressDevice::NotLocal;
+            };
+            // SAFETY: `net` is live (caller); the netdev is valid under the RCU read
+            // lock, held until the end of this function.
+            let netdev = unsafe { bindings::dev_get_by_index_rcu(net.as_ptr(), index) };
+            if netdev.is_null() {
+                return AddressDevice::NotLocal;
+            }
+            netdev
+        } else {
+            core::ptr::null_mut()
+        };
+        // SAFETY: `net` is live (caller), `in6` outlives the call, and the netdev is
+        // NULL (any interface) or valid under the RCU read lock; so is the result,
+        // and the lock is held until the end of this function.
+        unsafe { bindings::ipv6_dev_find(net.as_ptr(), &in6, scope_netdev) }
+    };
+    if netdev.is_null() {
+        return AddressDevice::NotLocal;
+    }
+    // SAFETY: `netdev` is valid under the RCU read lock (above).
+    let real = unsafe { bindings::rrds_rdma_vlan_dev_real_dev(netdev) };
+    for candidate in [netdev, real] {
+        if candidate.is_null() {
+            continue;
+        }
+        // SAFETY: `candidate` is a netdev valid under the RCU read lock (a VLAN's real
+        // device lives as long as the VLAN).
+        let device = unsafe {
+            bindings::ib_device_get_by_netdev(
+                candidate,
+                bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
+            )
+        };
+        // SAFETY: A non-NULL result is a registered device, held by the reference the
+        // call took.
+        let Some(device) = (unsafe { DeviceRef::from_raw(device) }) else {
+            continue;
+        };
+        // SAFETY: `device` is registered and held; `net` is live.
+        let accessible = unsafe { bindings::rdma_dev_access_netns(device.as_ptr(), net.as_ptr()) };
+        // INVARIANT: the reference is the one `ib_device_get_by_netdev` took;
+        // the port is checked below or is the first one.
+        let held = HeldDevice {
+            device,
+            port: port_of(device, candidate),
+        };
+        if !accessible {
+            return AddressDevice::NoDevice;
+        }
+        return AddressDevice::Device(held);
+    }
+    AddressDevice::Unknown
+}
+
+/// The port of `device` whose netdev is `netdev`, or its first port.
+fn port_of(device: DeviceRef, netdev: *mut bindings::net_device) -> u32 {
+    let dev = device.as_ptr();
+    // SAFETY: `dev` is a registered device (the caller holds it).
+    let (start, end) = unsafe {
+        (
+            bindings::rrds_rdma_start_port(dev),
+            bindings::rrds_rdma_end_port(dev),
+        )
+    };
+    (start..=end)
+        .find(|&port| {
+            // SAFETY: `dev` is registered and `port` one of its ports; the netdev comes
+            // back with a reference of its own, put at once (only its identity is used).
+            let port_netdev = unsafe { bindings::ib_device_get_netdev(dev, port) };
+            if port_netdev.is_null() {
+                return false;
+            }
+            // SAFETY: The reference `ib_device_get_netdev` took.
+            unsafe { bindings::rrds_dev_put(port_netdev) };
+            port_netdev == netdev
+        })
+        .unwrap_or(start)
 }

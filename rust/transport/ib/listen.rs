@@ -288,23 +288,41 @@ impl Drop for HostListeners {
 /// `rds_ib_laddr_check`, without its refusal of iWARP). Fails only for want
 /// of memory: any other failure to bind the probe means it is not.
 pub(crate) fn is_rdma_address(net: NetRef, addr: &Endpoint) -> Result<bool> {
-    match bound_probe(net, addr) {
-        Ok(id) => Ok(id.device().is_some()),
-        Err(e) if e == ENOMEM => Err(e),
-        Err(_) => Ok(false),
+    match device_of_address(net, addr) {
+        AddressDevice::Device(_) => Ok(true),
+        AddressDevice::NotLocal | AddressDevice::NoDevice => Ok(false),
+        AddressDevice::Unknown => match bound_probe(net, addr) {
+            Ok(id) => Ok(id.device().is_some()),
+            Err(e) if e == ENOMEM => Err(e),
+            Err(_) => Ok(false),
+        },
     }
 }
 
-/// The RDMA device and port of the local address `addr` in `net`.
+/// The RDMA device and port of the local address `addr` in `net`, with
+/// `rdma_bind_addr`'s errors: `EADDRNOTAVAIL` for an address no interface
+/// of `net` has, `ENODEV` for one no device rrds has serves.
 pub(crate) fn device_of(net: NetRef, addr: &Endpoint) -> Result<(Arc<RdmaDevice>, u32)> {
-    let id = bound_probe(net, addr)?;
-    let device = id.device().and_then(crate::device::find).ok_or(ENODEV)?;
-    Ok((device, id.port()))
+    match device_of_address(net, addr) {
+        AddressDevice::Device(held) => {
+            let device = crate::device::find(held.handle()).ok_or(ENODEV)?;
+            Ok((device, held.port()))
+        }
+        AddressDevice::NotLocal => Err(crate::errno::eaddrnotavail()),
+        AddressDevice::NoDevice => Err(ENODEV),
+        AddressDevice::Unknown => {
+            let id = bound_probe(net, addr)?;
+            let device = id.device().and_then(crate::device::find).ok_or(ENODEV)?;
+            Ok((device, id.port()))
+        }
+    }
 }
 
 /// An rdma_cm id bound to `addr` (any port) in `net`: rdma_cm resolves the
-/// address to its device and port.
+/// address to its device and port, scanning every device under its global
+/// mutex. Only for the addresses `device_of_address` cannot place.
 fn bound_probe(net: NetRef, addr: &Endpoint) -> Result<CmId<Cm>> {
+    stats::inc(Stat::IbAddressProbes);
     let id = CmId::<Cm>::create(net, None)?;
     let mut raw = [0u8; 28];
     let len = Endpoint { port: 0, ..*addr }.write_sockaddr(&mut raw);

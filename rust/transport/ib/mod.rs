@@ -57,7 +57,11 @@ use crate::{
     addr::Endpoint,
     device::RdmaDevice,
     ffi::{
-        ib_device::DeviceRef,
+        ib_device::{
+            device_of_address,
+            AddressDevice,
+            DeviceRef, //
+        },
         net::NetRef,
         rdma_cm::{
             CmEvent,
