@@ -50,7 +50,8 @@ impl Endpoint {
         self.addr[..12] == V4_MAPPED_PREFIX
     }
 
-    fn v4(&self) -> [u8; 4] {
+    /// The IPv4 address of a v4-mapped endpoint (the last four bytes).
+    pub(crate) fn v4(&self) -> [u8; 4] {
         [self.addr[12], self.addr[13], self.addr[14], self.addr[15]]
     }
 

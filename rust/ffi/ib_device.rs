@@ -57,6 +57,19 @@ impl DeviceRef {
     pub(super) fn as_ptr(self) -> *mut bindings::ib_device {
         self.0.as_ptr()
     }
+
+    /// The device's port numbers (see [`IbDevice::ports`]).
+    fn ports(self) -> RangeInclusive<u32> {
+        let dev = self.as_ptr();
+        // SAFETY: `dev` is a registered device (type invariant).
+        let (start, end) = unsafe {
+            (
+                bindings::rrds_rdma_start_port(dev),
+                bindings::rrds_rdma_end_port(dev),
+            )
+        };
+        start..=end
+    }
 }
 
 /// Node type of a device (`enum rdma_node_type`).
@@ -163,15 +176,7 @@ impl IbDevice {
 
     /// Ports are numbered from 1 on most devices, from 0 on switches.
     pub(crate) fn ports(&self) -> RangeInclusive<u32> {
-        let dev = self.as_raw();
-        // SAFETY: `dev` is a registered device (type invariant).
-        let (start, end) = unsafe {
-            (
-                bindings::rrds_rdma_start_port(dev),
-                bindings::rrds_rdma_end_port(dev),
-            )
-        };
-        start..=end
+        self.handle().ports()
     }
 
     /// The transport of `port`.
@@ -370,10 +375,10 @@ pub(crate) fn device_of_address(net: NetRef, addr: &Endpoint) -> AddressDevice {
     }
     let _rcu = kernel::sync::rcu::read_lock();
     let netdev = if addr.is_v4() {
-        let v4 = [addr.addr[12], addr.addr[13], addr.addr[14], addr.addr[15]];
+        let v4 = u32::from_ne_bytes(addr.v4());
         // SAFETY: `net` is live (caller); with `devref` false the netdev is valid
         // only under the RCU read lock, held until the end of this function.
-        unsafe { bindings::__ip_dev_find(net.as_ptr(), u32::from_ne_bytes(v4), false) }
+        unsafe { bindings::__ip_dev_find(net.as_ptr(), v4, false) }
     } else {
         let in6 = bindings::in6_addr {
             in6_u: bindings::in6_addr__bindgen_ty_1 {
@@ -441,14 +446,9 @@ pub(crate) fn device_of_address(net: NetRef, addr: &Endpoint) -> AddressDevice {
 /// The port of `device` whose netdev is `netdev`, or its first port.
 fn port_of(device: DeviceRef, netdev: *mut bindings::net_device) -> u32 {
     let dev = device.as_ptr();
-    // SAFETY: `dev` is a registered device (the caller holds it).
-    let (start, end) = unsafe {
-        (
-            bindings::rrds_rdma_start_port(dev),
-            bindings::rrds_rdma_end_port(dev),
-        )
-    };
-    (start..=end)
+    let mut ports = device.ports();
+    let first = *ports.start();
+    ports
         .find(|&port| {
             // SAFETY: `dev` is registered and `port` one of its ports; the netdev comes
             // back with a reference of its own, put at once (only its identity is used).
@@ -460,5 +460,5 @@ fn port_of(device: DeviceRef, netdev: *mut bindings::net_device) -> u32 {
             unsafe { bindings::rrds_dev_put(port_netdev) };
             port_netdev == netdev
         })
-        .unwrap_or(start)
+        .unwrap_or(first)
 }
