@@ -106,12 +106,7 @@ static long slab_kb(void)
  * fails the case whatever the length (a refused send costs about 0.4 ms
  * under TCG).
  */
-static long flood_sends(void)
-{
-	const char *v = getenv("RRDS_ABUSE_FLOOD");
-
-	return v && *v ? strtol(v, NULL, 0) : 500000;
-}
+#define FLOOD_DEFAULT	500000
 #define FLOOD_SLACK	64		/* messages beyond the threshold's worth */
 /*
  * Slab growth allowed for the flood. What stays queued is about 417 messages
@@ -126,7 +121,8 @@ static long flood_sends(void)
 
 TEST_F(abuse, zero_length_flood_to_a_reader_that_never_reads_is_bounded)
 {
-	long ok = 0, enobufs = 0, slab0, slab1, most, flood = flood_sends();
+	long flood = env_long("RRDS_ABUSE_FLOOD", FLOOD_DEFAULT);
+	long ok = 0, enobufs = 0, slab0, slab1, most;
 	double start, elapsed, closing;
 	char none;
 

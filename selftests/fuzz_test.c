@@ -2633,13 +2633,6 @@ FIXTURE_TEARDOWN(fuzz)
 	munmap(self->sh, sizeof(*self->sh));
 }
 
-static long env_or(const char *name, long def)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? strtol(v, NULL, 0) : def;
-}
-
 /*
  * Reaps the workers until @limit: the number still running then (hung).
  * Each that exited other than with 0 counts in *@failed.
@@ -2681,8 +2674,8 @@ TEST_F_TIMEOUT(fuzz, random_calls_leave_the_module_sound,
 	       MAX_SECONDS + HANG_SLACK_S + 3 * SETTLE_S + EXCHANGE_S + 120)
 {
 	const struct fuzz_addrs *a = &variant->a;
-	uint64_t seed = env_or("RRDS_FUZZ_SEED", 0);
-	long seconds = env_or("RRDS_FUZZ_SECONDS", DEFAULT_SECONDS);
+	uint64_t seed = env_long("RRDS_FUZZ_SEED", 0);
+	long seconds = env_long("RRDS_FUZZ_SECONDS", DEFAULT_SECONDS);
 	struct flapper fl = { .down = -1 };
 	struct module_objects o = { -1, -1, -1 };
 	int hung, failed = 0, violations;

@@ -179,13 +179,6 @@ FIXTURE_TEARDOWN(ib)
 		stop_alloc_failures();
 }
 
-static long env_long(const char *name, long def)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? strtol(v, NULL, 0) : def;
-}
-
 /* Children: report on stderr and exit non-zero; the parent sees the status. */
 static char who[32] = "test";
 static double deadline;

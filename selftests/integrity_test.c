@@ -57,13 +57,6 @@
 #define RETRY_NAP_MS	2		/* ...and at least this long before retrying */
 #define REAP_GRACE_S	30		/* the parent's wait beyond the children's deadline */
 
-static long env_long(const char *name, long def)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? strtol(v, NULL, 0) : def;
-}
-
 /* Children: report on stderr and exit non-zero; the parent sees the status. */
 static char who[32];
 static double deadline;

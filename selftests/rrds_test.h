@@ -176,6 +176,14 @@ static inline void log_ib_links(void)
 	   "echo \"$s\" | sed 's/^/#   /';; esac; done", RRDS_DEBUGFS);
 }
 
+/* The number in environment variable @name (any base strtol reads), or @def when unset or empty. */
+static inline long env_long(const char *name, long def)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? strtol(v, NULL, 0) : def;
+}
+
 /* Moves the calling thread into network namespace @ns (/run/netns/@ns); 0 or -errno. */
 static inline int enter_ns(const char *ns)
 {
