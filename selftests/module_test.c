@@ -90,9 +90,9 @@ FIXTURE_SETUP(devices)
 	self->siw = rdma_driver_present("siw");
 	self->rows = pair_rows();
 	ASSERT_EQ(0, rrds_ensure_unloaded());
-	ASSERT_EQ(0, fixture("rxe-up"));
+	ASSERT_EQ(0, pair_up("rxe"));
 	if (self->siw)
-		ASSERT_EQ(0, fixture("siw-up"));
+		ASSERT_EQ(0, pair_up("siw"));
 	ASSERT_EQ(0, rrds_load());
 }
 
@@ -496,11 +496,11 @@ TEST_F(bare, hot_add_remove_while_loaded)
 	ASSERT_EQ(0, rrds_load());
 	ASSERT_EQ(0, device_rows());
 
-	ASSERT_EQ(0, fixture("rxe-up"));
+	ASSERT_EQ(0, pair_up("rxe"));
 	EXPECT_TRUE(device_listed("rxe_a"));
 	EXPECT_TRUE(device_listed("rxe_b"));
 	if (siw) {
-		ASSERT_EQ(0, fixture("siw-up"));
+		ASSERT_EQ(0, pair_up("siw"));
 		EXPECT_TRUE(device_listed("siw_a"));
 		EXPECT_TRUE(device_listed("siw_b"));
 	}
@@ -513,7 +513,7 @@ TEST_F(bare, hot_add_remove_while_loaded)
 	EXPECT_EQ(rows - 1, device_rows());
 
 	/* Re-adding it shows it again. */
-	ASSERT_EQ(0, fixture("rxe-up"));
+	ASSERT_EQ(0, pair_up("rxe"));
 	EXPECT_TRUE(device_listed("rxe_a"));
 	EXPECT_EQ(rows, device_rows());
 }
@@ -529,7 +529,7 @@ TEST_F(bare, idle_module_adds_nothing_to_the_load_average)
 {
 	int samples_with_d = 0, d;
 
-	ASSERT_EQ(0, fixture("rxe-up"));
+	ASSERT_EQ(0, pair_up("rxe"));
 	ASSERT_EQ(0, rrds_load());
 	sleep(2);
 	for (int i = 0; i < 20; i++) {

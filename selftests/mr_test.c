@@ -298,7 +298,7 @@ TEST_F(mr, device_removal_deregisters_and_frees_on_close)
 	close(fd);
 	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
 	/* Bring the pair back for the next test, and unload cleanly. */
-	ASSERT_EQ(0, fixture(variant->kind[0] == 'r' ? "rxe-up" : "siw-up"));
+	ASSERT_EQ(0, pair_up(variant->kind));
 	ASSERT_EQ(0, rrds_unload());
 }
 
@@ -341,7 +341,7 @@ TEST_F(mr, device_removal_while_a_registration_qp_is_set_up)
 	close(fd);
 	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
 	/* Added again at once: nothing of the old device is held. */
-	ASSERT_EQ(0, fixture(variant->kind[0] == 'r' ? "rxe-up" : "siw-up"));
+	ASSERT_EQ(0, pair_up(variant->kind));
 	ASSERT_EQ(0, rrds_unload());
 }
 
@@ -400,7 +400,7 @@ TEST_F(mr, device_removal_while_a_registration_qp_is_shut_down)
 	EXPECT_EQ(warnings0, pd_leak_warnings());
 	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
 	/* Added again at once: nothing of the old device is held. */
-	ASSERT_EQ(0, fixture(variant->kind[0] == 'r' ? "rxe-up" : "siw-up"));
+	ASSERT_EQ(0, pair_up(variant->kind));
 	ASSERT_EQ(0, rrds_unload());
 }
 

@@ -354,10 +354,6 @@ static inline int rrds_load(void)
 }
 
 /*
- * Brings the <kind> device pair up (fixtures.sh <kind>-up, idempotent) and
- * loads rrds if it is not loaded; 0 or -1.
- */
-/*
  * Whether a device of the pair <kind>_a / <kind>_b has its GSI QP in error:
  * rxe moves it there for good when a MAD goes out while its netdev is down,
  * and the device then makes no connection.
@@ -375,14 +371,55 @@ static inline bool gsi_broken(const char *kind)
 			SKIP(return, "this kernel has no %s driver", kind); \
 	} while (0)
 
-static inline int pair_up_loaded(const char *kind)
+/* Whether both devices of the pair <kind>_a / <kind>_b have port 1 ACTIVE. */
+static inline bool pair_active(const char *kind)
+{
+	for (char end = 'a'; end <= 'b'; end++) {
+		char path[96], state[32];
+
+		snprintf(path, sizeof(path), "/sys/class/infiniband/%s_%c/ports/1/state", kind,
+			 end);
+		if (read_file(path, state, sizeof(state)) < 0 || !strstr(state, "ACTIVE"))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Brings the <kind> device pair up (fixtures.sh <kind>-up, idempotent); 0 or
+ * -1. Both up already (the usual case): no script, which costs about 1.4 s
+ * in the test VM.
+ */
+static inline int pair_up(const char *kind)
 {
 	char up[16];
 
+	if (pair_active(kind))
+		return 0;
 	snprintf(up, sizeof(up), "%s-up", kind);
-	if (fixture(up))
+	return fixture(up) ? -1 : 0;
+}
+
+/* pair_up(), and loads rrds if it is not loaded; 0 or -1. */
+static inline int pair_up_loaded(const char *kind)
+{
+	if (pair_up(kind))
 		return -1;
 	return rrds_loaded() ? 0 : rrds_load();
+}
+
+/*
+ * Unloads @module if it is loaded and unused, as rmmod does, without the
+ * fork (a process costs 0.2 s and more in the test VM); 0 or -errno.
+ */
+static inline int unload_module(const char *module)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/sys/module/%s/refcnt", module);
+	if (access(path, F_OK))
+		return 0;
+	return syscall(SYS_delete_module, module, O_NONBLOCK) ? -errno : 0;
 }
 
 /* Unloads rrds; returns 0 or -errno. */

@@ -812,7 +812,7 @@ TEST_F(xrc, device_removal_sends_final_event)
 	EXPECT_EQ(0, targets(fd, t));
 	close(fd);
 	/* Bring the pair back for the next test, and unload cleanly. */
-	ASSERT_EQ(0, fixture(variant->kind[0] == 'r' ? "rxe-up" : "siw-up"));
+	ASSERT_EQ(0, pair_up(variant->kind));
 	ASSERT_EQ(0, rrds_unload());
 }
 
