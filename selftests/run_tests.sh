@@ -16,6 +16,13 @@
 # each name after $RRDS_RESULT_PREFIX: a second pass on more vCPUs).
 # A program gets $RRDS_PROGRAM_TIMEOUT seconds (default 1500) before it is
 # stopped; make fuzz raises it for its long runs.
+#
+# $RRDS_DEADLINE (seconds since the epoch) with $RRDS_ESTIMATES
+# ("PROGRAM:SECONDS ...", each program's time in a reference run) leaves out
+# a program that would not end by then: its estimate, scaled by how long the
+# programs before it took against theirs (never below 1), is compared with
+# the time left. It is reported skipped, as PROGRAM(left-out-for-time):
+# make check must end within CI's limit on a slower host too.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
@@ -79,15 +86,46 @@ timed_cases() { # program file
 	done
 }
 
+# The reference seconds of program $1 in $RRDS_ESTIMATES, or nothing.
+estimate_of() {
+	local e
+	for e in ${RRDS_ESTIMATES:-}; do
+		[ "${e%%:*}" != "$1" ] || { echo "${e#*:}"; return; }
+	done
+}
+
+# Whether program $1 fits before $RRDS_DEADLINE; says why not.
+fits_deadline() {
+	local est need left scale=100
+	[ -n "${RRDS_DEADLINE:-}" ] || return 0
+	est=$(estimate_of "$1")
+	[ -n "$est" ] || return 0
+	[ "$reference_done" = 0 ] || scale=$((spent_done * 100 / reference_done))
+	[ "$scale" -ge 100 ] || scale=100
+	need=$((est * scale / 100))
+	left=$((RRDS_DEADLINE - $(date +%s)))
+	[ "$need" -gt "$left" ] || return 0
+	echo "# $1 left out: about $need s needed, $left s left before the deadline"
+	return 1
+}
+
 passed=0
 failed=0
 skipped=0
 program_failed=0
+reference_done=0
+spent_done=0
 echo "TAP version 13"
 echo "1..${#tests[@]}"
 n=0
 for t in "${tests[@]}"; do
 	n=$((n + 1))
+	if ! fits_deadline "$t"; then
+		echo "$prefix$t(left-out-for-time) skip" >>"$results"
+		skipped=$((skipped + 1))
+		echo "ok $n selftests: rrds: $t # SKIP left out for time"
+		continue
+	fi
 	out=$(mktemp)
 	start=$(date +%s.%N)
 	excluded=()
@@ -98,6 +136,10 @@ for t in "${tests[@]}"; do
 		timed_cases "$t" "$out"
 	rc=${PIPESTATUS[0]}
 	secs=$(echo "$(date +%s.%N) - $start" | bc)
+	if [ -n "$(estimate_of "$t")" ]; then
+		reference_done=$((reference_done + $(estimate_of "$t")))
+		spent_done=$((spent_done + $(printf "%.0f" "$secs")))
+	fi
 	# Per-case results from the harness's own TAP lines.
 	awk '/^(not )?ok [0-9]+ / {
 		verdict = ($1 == "not") ? "not_ok" : (/# SKIP/ ? "skip" : "ok")
