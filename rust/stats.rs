@@ -150,6 +150,10 @@ counters! {
     // (an interface with no device of its own and not a VLAN); every other
     // lookup goes through the interface.
     IbAddressProbes => "ib_address_probes",
+    // IB links the watchdog reset because sends were outstanding and none
+    // completed for 8 s: a peer that stopped taking frames (RNR retries
+    // forever), or a device that lost the connection without telling.
+    IbLinkStalled => "ib_link_stalled",
 }
 
 const COUNT: usize = NAMES.len();

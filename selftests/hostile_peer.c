@@ -8,7 +8,7 @@
  *
  *   hostile_peer --addr A --peer B [--port P] [--claim C] [--tos T] [--credit N]
  *                [--timeout S] [--send KEY=VALUE,...]... [--recv N]
- *                [--expect-disconnect] [--hold] [--no-ack]
+ *                [--expect-disconnect] [--hold] [--no-ack] [--starve]
  *
  * --addr is this end's address (the namespace's RDMA address), --peer the
  * rrds end's; --port connects to rdma_cm port P instead of RDS's 18634 (a
@@ -32,6 +32,9 @@
  * count=N sends N messages like the frame, the sequence and seed one higher
  * each (one "sent" line for all). rrds's credits are not counted: on siw,
  * keep N within the credit rrds grants at connect.
+ *
+ * --starve posts no receive, so that every frame rrds sends meets a
+ * receiver-not-ready answer (on RoCE; siw fails the QP instead).
  *
  * Then, in this order: --recv N waits for N whole messages from rrds (acks
  * and congestion maps not counted; each message is acknowledged, unless
@@ -158,6 +161,7 @@ struct peer {
 static int timeout_s = 20;
 /* --no-ack: never acknowledge rrds's messages. */
 static bool no_ack;
+static bool starve;	/* --starve: no receive posted */
 /* How long a closed TCP connection may go unreported (llp_closed_unnoticed). */
 #define LLP_GRACE_S	3
 /* The source address the connect data names (--claim), if not this end's. */
@@ -485,7 +489,7 @@ static int make_qp(struct peer *p)
 		warnx("cannot register memory or create the QP: %s", strerror(errno));
 		return -1;
 	}
-	for (unsigned int i = 0; i < RECV_SLOTS; i++) {
+	for (unsigned int i = 0; i < (starve ? 0 : RECV_SLOTS); i++) {
 		if (post_receive(p, i)) {
 			warnx("cannot post receive %u", i);
 			return -1;
@@ -770,7 +774,7 @@ static void __attribute__((noreturn)) usage(void)
 	fprintf(stderr,
 		"usage: hostile_peer --addr A --peer B [--port P] [--claim C] [--tos T] [--credit N]\n"
 		"                    [--timeout S] [--send KEY=VALUE,...]... [--recv N]"
-		" [--expect-disconnect] [--hold] [--no-ack]\n"
+		" [--expect-disconnect] [--hold] [--no-ack] [--starve]\n"
 		"  send keys: seq ack len bytes frag sport dport flags credit seed records badrec"
 		" count csum=good|none|bad\n");
 	exit(2);
@@ -791,6 +795,7 @@ int main(int argc, char **argv)
 		{ "expect-disconnect", no_argument, NULL, 'd' },
 		{ "hold", no_argument, NULL, 'h' },
 		{ "no-ack", no_argument, NULL, 'n' },
+		{ "starve", no_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct frame frames[MAX_FRAMES] = { 0 };
@@ -850,6 +855,9 @@ int main(int argc, char **argv)
 			break;
 		case 'n':
 			no_ack = true;
+			break;
+		case 'S':
+			starve = true;
 			break;
 		default:
 			usage();

@@ -543,7 +543,12 @@ TEST_F(peer, peer_ignoring_congestion_meets_the_queue_limit)
 	ASSERT_LE(0, full);
 	ASSERT_EQ(0, hostile_start(&h, variant, "--send seq=1,len=8192,bytes=8192,seed=700," PORTS
 				   ",count=%d --hold", FLOOD));
-	ASSERT_EQ(0, hostile_line(&h, "sent ", line, sizeof(line), 3 * PEER_TIMEOUT_S));
+	ASSERT_EQ(0, hostile_line(&h, "sent ", line, sizeof(line), 3 * PEER_TIMEOUT_S)) {
+		/* Once in a CI run the link went down midway: say who took it. */
+		TH_LOG("conn_reset %lld, ib_link_stalled %lld", rds_counter("conn_reset"),
+		       rds_counter("ib_link_stalled"));
+		log_ib_links();
+	}
 	EXPECT_TRUE(WAIT_FOR(SETTLE_S,
 			     rds_counter("recv_drop_queue_full") - full == FLOOD - queued)) {
 		TH_LOG("recv_drop_queue_full grew by %lld, wanted %d",
@@ -555,6 +560,36 @@ TEST_F(peer, peer_ignoring_congestion_meets_the_queue_limit)
 	}
 	EXPECT_EQ(queued, n);
 	EXPECT_EQ(0, nothing_arrives(self->fd, 8192, 700 + queued));
+	EXPECT_EQ(0, hostile_finish(&h));
+}
+
+/*
+ * A peer that posts no receive answers every frame rrds sends with
+ * receiver-not-ready, which RoCE retries for ever: the watchdog resets the
+ * link once its sends have made no progress for 8 s (ib_link_stalled)
+ * instead of holding it, and the messages on it, for good. iWARP has no such
+ * answer: siw fails the peer's QP at the first frame, a link error.
+ */
+TEST_F(peer, peer_taking_no_frames_has_its_link_reset)
+{
+	long long stalled = rds_counter("ib_link_stalled"), resets = rds_counter("conn_reset");
+	struct sockaddr_in to = sin4(variant->remote, PEER_PORT);
+	char line[512], payload[100] = "waits for the next link";
+	struct hostile h;
+
+	ASSERT_LE(0, stalled);
+	ASSERT_TRUE(WAIT_FOR(SETTLE_S, links_up() == 0));
+	ASSERT_EQ(0, hostile_start(&h, variant, "--starve --expect-disconnect --hold"));
+	ASSERT_EQ(0, hostile_line(&h, "established", line, sizeof(line), PEER_EXIT_S));
+	ASSERT_EQ((ssize_t)sizeof(payload), sendto(self->fd, payload, sizeof(payload), 0,
+					  (struct sockaddr *)&to, sizeof(to)));
+	EXPECT_EQ(0, hostile_line(&h, "disconnected", line, sizeof(line),
+				  PEER_TIMEOUT_S + SETTLE_S)) {
+		log_ib_links();
+	}
+	EXPECT_TRUE(WAIT_FOR(SETTLE_S, rds_counter("conn_reset") > resets));
+	if (!strcmp(variant->kind, "rxe"))
+		EXPECT_EQ(stalled + 1, rds_counter("ib_link_stalled"));
 	EXPECT_EQ(0, hostile_finish(&h));
 }
 

@@ -134,6 +134,7 @@ impl IbPath {
                 (stalled, ack_failed, core::mem::take(&mut r.blocked))
             });
         if stalled {
+            stats::inc(Stat::IbLinkStalled);
             self.fail(None, DownReason::LinkError, "no send progress");
         } else if ack_failed {
             self.fail(None, DownReason::LinkError, "explicit ack not posted");
