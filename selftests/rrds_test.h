@@ -371,15 +371,46 @@ static inline bool gsi_broken(const char *kind)
 			SKIP(return, "this kernel has no %s driver", kind); \
 	} while (0)
 
-/* Whether both devices of the pair <kind>_a / <kind>_b have port 1 ACTIVE. */
+/*
+ * Whether RDMA device @dev has its uverbs device. A removal takes it away
+ * after every client added later (rrds among them) has let the device go,
+ * and well before the device's own sysfs directory: rdma(8) stops listing
+ * a device at the removal's start, sysfs at its end.
+ */
+static inline bool has_uverbs(const char *dev)
+{
+	DIR *d = opendir("/sys/class/infiniband_verbs");
+	struct dirent *e;
+	bool found = false;
+
+	if (!d)
+		return false;
+	while (!found && (e = readdir(d))) {
+		char path[300], name[64];
+
+		if (strncmp(e->d_name, "uverbs", 6))
+			continue;
+		snprintf(path, sizeof(path), "/sys/class/infiniband_verbs/%s/ibdev", e->d_name);
+		found = read_file(path, name, sizeof(name)) > 0 &&
+			!strncmp(name, dev, strlen(dev)) && name[strlen(dev)] == '\n';
+	}
+	closedir(d);
+	return found;
+}
+
+/*
+ * Whether both devices of the pair <kind>_a / <kind>_b are registered, not
+ * being removed, with port 1 ACTIVE.
+ */
 static inline bool pair_active(const char *kind)
 {
 	for (char end = 'a'; end <= 'b'; end++) {
-		char path[96], state[32];
+		char path[96], state[32], dev[32];
 
-		snprintf(path, sizeof(path), "/sys/class/infiniband/%s_%c/ports/1/state", kind,
-			 end);
-		if (read_file(path, state, sizeof(state)) < 0 || !strstr(state, "ACTIVE"))
+		snprintf(dev, sizeof(dev), "%s_%c", kind, end);
+		snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/state", dev);
+		if (read_file(path, state, sizeof(state)) < 0 || !strstr(state, "ACTIVE") ||
+		    !has_uverbs(dev))
 			return false;
 	}
 	return true;
