@@ -134,7 +134,9 @@ enum SlotQp<'a> {
 
 /// The MRs of one socket, by rkey, and the registration QP they use.
 pub(crate) struct SocketMrs {
-    owner: Arc<Owner>,
+    /// What the socket's MRs tell when they are invalid and released;
+    /// made by the first registration (most sockets never register).
+    owner: Option<Arc<Owner>>,
     keys: RBTree<u32, Arc<Mr>>,
     /// The keys of `keys`'s USE_ONCE MRs, shared with the receive path.
     use_once: Arc<UseOnce>,
@@ -144,13 +146,6 @@ pub(crate) struct SocketMrs {
 
 impl SocketMrs {
     pub(crate) fn new() -> Result<Self> {
-        let owner = Arc::pin_init(
-            pin_init!(Owner {
-                pending <- new_mutex!(0),
-                changed <- new_condvar!("rrds_mr_owner"),
-            }),
-            GFP_KERNEL,
-        )?;
         let use_once = Arc::pin_init(
             pin_init!(UseOnce {
                 keys <- new_spinlock!(UseOnceKeys::default()),
@@ -158,7 +153,7 @@ impl SocketMrs {
             GFP_KERNEL,
         )?;
         Ok(Self {
-            owner,
+            owner: None,
             keys: RBTree::new(),
             use_once,
             user: None,
@@ -251,9 +246,29 @@ impl SocketMrs {
     }
 
     fn wait_invalid(&self) -> Result {
+        // No owner: nothing was ever registered, so nothing is pending.
+        let Some(owner) = &self.owner else {
+            return Ok(());
+        };
         let mut timeo = msecs_to_jiffies(COMPLETION_TIMEOUT_MS) as isize;
-        let mut pending = self.owner.pending.lock();
-        wait_until(&self.owner.changed, &mut pending, &mut timeo, |p| *p == 0)
+        let mut pending = owner.pending.lock();
+        wait_until(&owner.changed, &mut pending, &mut timeo, |p| *p == 0)
+    }
+
+    /// The socket's [`Owner`], made on first use.
+    fn owner(&mut self) -> Result<Arc<Owner>> {
+        if let Some(owner) = &self.owner {
+            return Ok(owner.clone());
+        }
+        let owner = Arc::pin_init(
+            pin_init!(Owner {
+                pending <- new_mutex!(0),
+                changed <- new_condvar!("rrds_mr_owner"),
+            }),
+            GFP_KERNEL,
+        )?;
+        self.owner = Some(owner.clone());
+        Ok(owner)
     }
 
     /// The registration QP of `device` in `net`, connected if needed; the
@@ -531,10 +546,7 @@ impl<T: MrTable> Registrar<'_, T> {
         let mut retried = false;
         loop {
             let (qp, owner) = self.table.locked(|t| {
-                Ok::<_, Error>((
-                    t.registration_qp(self.net, &mrs, self.addr)?,
-                    t.owner.clone(),
-                ))
+                Ok::<_, Error>((t.registration_qp(self.net, &mrs, self.addr)?, t.owner()?))
             })??;
             let pinned = Pinned::pin(start - offset as u64, pages, true)?;
             let sg = MappedSg::map(
