@@ -2049,6 +2049,30 @@ static void dump_hang(struct __test_metadata *_metadata, struct fuzz_shared *s, 
 	   "wchan $(cat $t/wchan)\"; cat $t/stack; done 2>&1 | sed 's/^/# /' >&2", pid, pid);
 }
 
+/*
+ * The guest's CPU time so far in clock ticks (/proc/stat's first line): all
+ * of it, and the part neither idle nor waiting for I/O. 0 or -1.
+ */
+static int cpu_ticks(unsigned long long *busy, unsigned long long *all)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "re");
+	int n;
+
+	if (!f)
+		return -1;
+	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+		   &v[3], &v[4], &v[5], &v[6], &v[7]);
+	fclose(f);
+	if (n < 5)
+		return -1;
+	*all = 0;
+	for (int i = 0; i < 8; i++)
+		*all += v[i];
+	*busy = *all - v[3] - v[4];
+	return 0;
+}
+
 static void report(struct __test_metadata *_metadata, const struct fuzz_shared *s,
 		   double seconds)
 {
@@ -2681,6 +2705,7 @@ TEST_F_TIMEOUT(fuzz, random_calls_leave_the_module_sound,
 	int hung, failed = 0, violations;
 	long long stray0;
 	double start, end;
+	unsigned long long busy0, all0, busy1, all1;
 	bool stream_ok;
 
 	/*
@@ -2711,6 +2736,7 @@ TEST_F_TIMEOUT(fuzz, random_calls_leave_the_module_sound,
 	start = now();
 	end = start + seconds;
 	fl.next = start + 5;
+	ASSERT_EQ(0, cpu_ticks(&busy0, &all0));
 	self->netns_churner = fork();
 	ASSERT_LE(0, self->netns_churner);
 	if (self->netns_churner == 0)
@@ -2722,6 +2748,14 @@ TEST_F_TIMEOUT(fuzz, random_calls_leave_the_module_sound,
 			run_worker(self->sh, a, i / WORKERS, i % WORKERS, seed, end);
 	}
 	hung = reap_workers(_metadata, self, &fl, a, end, end + HANG_SLACK_S, &failed);
+	/*
+	 * How busy the vCPUs were while the workers ran: near 100 %, the
+	 * calls' rate is what the platform gives; well below, the workers
+	 * were waiting.
+	 */
+	if (!cpu_ticks(&busy1, &all1) && all1 > all0)
+		TH_LOG("workers ran %.0f s, the CPUs %.0f %% busy meanwhile", now() - start,
+		       100.0 * (busy1 - busy0) / (all1 - all0));
 	/* The workers may all have ended before the loop saw the end: the rest stop now. */
 	__atomic_store_n(&self->sh->stop, 1, __ATOMIC_RELAXED);
 	flap_up(&fl, a, self->sh);
