@@ -439,30 +439,35 @@ static inline int pair_up_loaded(const char *kind)
 	return rrds_loaded() ? 0 : rrds_load();
 }
 
+/* Unloads @module as rmmod does, without its fork; 0 or -errno. */
+static inline int delete_module(const char *module)
+{
+	return syscall(SYS_delete_module, module, O_NONBLOCK) ? -errno : 0;
+}
+
 /*
- * Unloads @module if it is loaded and unused, as rmmod does, without the
- * fork (a process costs 0.2 s and more in the test VM); 0 or -errno.
+ * Unloads @module if it is loaded as a module (built-in ones have no
+ * refcnt), without a fork: a process costs 0.2 s and more in the test VM.
+ * 0 or -errno.
  */
 static inline int unload_module(const char *module)
 {
 	char path[128];
 
 	snprintf(path, sizeof(path), "/sys/module/%s/refcnt", module);
-	if (access(path, F_OK))
-		return 0;
-	return syscall(SYS_delete_module, module, O_NONBLOCK) ? -errno : 0;
+	return access(path, F_OK) ? 0 : delete_module(module);
 }
 
 /* Unloads rrds; returns 0 or -errno. */
 static inline int rrds_unload(void)
 {
-	return syscall(SYS_delete_module, "rrds", O_NONBLOCK) ? -errno : 0;
+	return delete_module("rrds");
 }
 
 /* Fixture setup: a test starts with rrds not loaded, whatever the last one left. */
 static inline int rrds_ensure_unloaded(void)
 {
-	return rrds_loaded() ? rrds_unload() : 0;
+	return unload_module("rrds");
 }
 
 /* A fixture with no state whose setup makes sure rrds is loaded. */

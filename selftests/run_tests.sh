@@ -58,6 +58,13 @@ if [ ${#tests[@]} = 0 ]; then
 	tests+=("${with_devices[@]}")
 fi
 
+# Seconds since $1 (an $EPOCHREALTIME), to a tenth, by shell arithmetic: bc
+# would be a process per case.
+seconds_since() {
+	local tenths=$(((${EPOCHREALTIME/./} - ${1/./}) / 100000))
+	echo "$((tenths / 10)).$((tenths % 10))"
+}
+
 # Copies the program's output to FILE and, indented, to stdout, adding after
 # each case's TAP line how long the case took ("# time PROGRAM.CASE SECONDS"):
 # the suite has to fit CI's time limit, and these lines show where it goes.
@@ -78,9 +85,7 @@ timed_cases() { # program file
 			local name=${line#not }
 			name=${name#ok * }
 			name=${name%% *}
-			# In tenths, by shell arithmetic: bc would be a process per case.
-			local tenths=$(((${EPOCHREALTIME/./} - ${case_start/./}) / 100000))
-			printf '# time %s.%s %d.%d\n' "$1" "$name" $((tenths / 10)) $((tenths % 10))
+			printf '# time %s.%s %s\n' "$1" "$name" "$(seconds_since "$case_start")"
 			;;
 		esac
 	done
@@ -94,12 +99,11 @@ estimate_of() {
 	done
 }
 
-# Whether program $1 fits before $RRDS_DEADLINE; says why not.
+# Whether program $1, estimated at $2 seconds (may be empty), fits before
+# $RRDS_DEADLINE; says why not.
 fits_deadline() {
-	local est need left scale=100
-	[ -n "${RRDS_DEADLINE:-}" ] || return 0
-	est=$(estimate_of "$1")
-	[ -n "$est" ] || return 0
+	local est=$2 need left scale=100
+	[ -n "${RRDS_DEADLINE:-}" ] && [ -n "$est" ] || return 0
 	[ "$reference_done" = 0 ] || scale=$((spent_done * 100 / reference_done))
 	[ "$scale" -ge 100 ] || scale=100
 	need=$((est * scale / 100))
@@ -120,14 +124,15 @@ echo "1..${#tests[@]}"
 n=0
 for t in "${tests[@]}"; do
 	n=$((n + 1))
-	if ! fits_deadline "$t"; then
+	estimate=$(estimate_of "$t")
+	if ! fits_deadline "$t" "$estimate"; then
 		echo "$prefix$t(left-out-for-time) skip" >>"$results"
 		skipped=$((skipped + 1))
 		echo "ok $n selftests: rrds: $t # SKIP left out for time"
 		continue
 	fi
 	out=$(mktemp)
-	start=$(date +%s.%N)
+	start=$EPOCHREALTIME
 	excluded=()
 	for c in ${RRDS_SKIP_CASES:-}; do
 		[ "${c%%:*}" != "$t" ] || excluded+=(-T "${c#*:}")
@@ -135,10 +140,10 @@ for t in "${tests[@]}"; do
 	(cd "$here" && timeout "${RRDS_PROGRAM_TIMEOUT:-1500}" "$here/build/$t" "${excluded[@]}") 2>&1 |
 		timed_cases "$t" "$out"
 	rc=${PIPESTATUS[0]}
-	secs=$(echo "$(date +%s.%N) - $start" | bc)
-	if [ -n "$(estimate_of "$t")" ]; then
-		reference_done=$((reference_done + $(estimate_of "$t")))
-		spent_done=$((spent_done + $(printf "%.0f" "$secs")))
+	secs=$(seconds_since "$start")
+	if [ -n "$estimate" ]; then
+		reference_done=$((reference_done + estimate))
+		spent_done=$((spent_done + ${secs%.*}))
 	fi
 	# Per-case results from the harness's own TAP lines.
 	awk '/^(not )?ok [0-9]+ / {
