@@ -159,8 +159,8 @@ static inline double now(void)
 /*
  * Logs rrds's IB links, the rdma_cm ids and QPs, (iWARP) the TCP sockets on
  * RDS's port in each namespace, and the kernel stacks of the tasks inside
- * rrds, rdma_cm or ib_cm (a handler held up shows there): for a link that
- * hangs on.
+ * rrds, rdma_cm or ib_cm (a handler held up shows there) or unregistering a
+ * device: for a link or a device removal that hangs on.
  */
 static inline void log_ib_links(void)
 {
@@ -171,7 +171,7 @@ static inline void log_ib_links(void)
 	   "ip netns exec $ns ss -tanoi 'sport = :18634 or dport = :18634' | sed \"s/^/# tcp $ns: /\"; "
 	   "done; "
 	   "for t in /proc/[0-9]*/task/[0-9]*; do s=$(cat $t/stack 2>/dev/null); "
-	   "case \"$s\" in *rrds*|*rdma_*|*cma_*|*cm_*) "
+	   "case \"$s\" in *rrds*|*rdma_*|*cma_*|*cm_*|*ib_unregister*) "
 	   "echo \"# stack of ${t#/proc/} ($(cat $t/comm 2>/dev/null)):\"; "
 	   "echo \"$s\" | sed 's/^/#   /';; esac; done", RRDS_DEBUGFS);
 }
