@@ -30,3 +30,12 @@ pub(crate) fn max_conns_per_peer() -> usize {
 pub(crate) fn idle_timeout_secs_default() -> u32 {
     *module_parameters::idle_timeout_secs.value()
 }
+
+/// The exponent of IB links' RC ACK timeout (4.096 us x 2^N), at most 31;
+/// `None` for rdma_cm's default.
+pub(crate) fn ib_ack_timeout() -> Option<u8> {
+    match *module_parameters::ib_ack_timeout.value() {
+        0 => None,
+        n => Some(n.min(31) as u8),
+    }
+}

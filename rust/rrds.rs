@@ -70,6 +70,10 @@ module! {
             default: 32,
             description: "Connections per network namespace to one peer address (all TOS and local addresses)",
         },
+        ib_ack_timeout: u32 {
+            default: 0,
+            description: "IB links' RC ACK timeout, as the exponent N of 4.096 us x 2^N (20: 4.3 s) before an unacknowledged request is sent again; 0: rdma_cm's default (RoCE: 17, 0.5 s)",
+        },
     },
 }
 

@@ -493,6 +493,14 @@ impl<H: CmHandler> CmIdRef<H> {
         unsafe { bindings::rdma_set_service_type(self.raw(), i32::from(tos)) };
     }
 
+    /// The RC QP's local ACK timeout (`rdma_set_ack_timeout`): 4.096 us
+    /// times 2^`exponent` before a request unacknowledged is retransmitted.
+    /// Before the QP is connected (active) or accepted (passive).
+    pub(crate) fn set_ack_timeout(&self, exponent: u8) -> Result {
+        // SAFETY: A live id.
+        to_result(unsafe { bindings::rdma_set_ack_timeout(self.raw(), exponent) })
+    }
+
     pub(crate) fn resolve_route(&self, timeout_ms: u32) -> Result {
         // SAFETY: A live id with a resolved address.
         to_result(unsafe { bindings::rdma_resolve_route(self.raw(), timeout_ms as c_ulong) })

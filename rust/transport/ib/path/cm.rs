@@ -6,6 +6,17 @@
 // The rest of `IbPath`: path.rs's types and imports.
 use super::*;
 
+/// Gives `id`'s QP the ACK timeout of module parameter `ib_ack_timeout`,
+/// if set: rdma_cm's RoCE default (0.5 s) recovers a lost packet soon but is
+/// shorter than rxe's acks take on a loaded host (admin guide). On iWARP,
+/// TCP times retransmissions and this is moot.
+fn set_ack_timeout(id: &CmIdRef<Cm>) {
+    if let Some(exponent) = crate::limits::ib_ack_timeout() {
+        // Only an RC id is refused (EINVAL): every id here is RC.
+        let _ = id.set_ack_timeout(exponent);
+    }
+}
+
 impl IbPath {
     /// Applies the peer's connect data to the connection (no path lock
     /// held): if it `restarted`, what was handed to its earlier incarnation
@@ -176,6 +187,7 @@ impl IbPath {
             return Err(id);
         }
         id.set_context(self);
+        set_ack_timeout(&id);
         let mut link = Link {
             cm_id: id,
             cqs: None,
@@ -321,6 +333,7 @@ impl IbPath {
         // The connection's TOS becomes the traffic class (RoCE), the
         // service level (IB) or the TCP TOS (iWARP), as upstream.
         id.set_service_type(self.key.tos);
+        set_ack_timeout(id);
         if id.resolve_route(ROUTE_TIMEOUT_MS).is_err() {
             drop(c);
             self.fail(Some(id), DownReason::LinkError, "route resolution");
