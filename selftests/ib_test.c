@@ -2552,6 +2552,54 @@ TEST_F(ib, integrity_under_netem_loss_duplication_corruption)
 	EXPECT_EQ(0, netem(variant, ""));
 }
 
+/* A hardware counter of port 1 of @dev (rdma statistic); -1 if unreadable. */
+static long long port_counter(const char *dev, const char *name)
+{
+	char out[32];
+
+	if (sh_out(out, sizeof(out),
+		   "rdma statistic show link %s/1 | tr -s ' ' '\\n' | grep -A1 -x '%s' | tail -n 1",
+		   dev, name) || !*out)
+		return -1;
+	return atoll(out);
+}
+
+/*
+ * The 4x4 exchange, every message large, with an ACK timeout of 4 ms
+ * (module parameter ib_ack_timeout=10): rxe retransmits constantly. It can
+ * complete a request it is still resending (a duplicate ack of its last
+ * PSN comes in meanwhile) and goes on reading the request's buffers, so a
+ * link that freed a message at its completion had rxe read freed pages
+ * (KASAN, in rxe_mr_copy). Every message still arrives exactly once, and
+ * the kernel log stays clean.
+ */
+TEST_F(ib, early_retransmissions_keep_send_buffers_alive)
+{
+	const struct workload w = {
+		.senders = SENDERS, .receivers = RECEIVERS,
+		.msgs = env_long("RRDS_IB_RETRANSMIT_MSGS", 3000),
+		.small_k_max = 10, .large_one_in = env_long("RRDS_IB_RETRANSMIT_LARGE_ONE_IN", 1),
+		.max_k = 16, .deadline_s = env_long("RRDS_IB_RETRANSMIT_DEADLINE", 300),
+		.seed = env_long("RRDS_IB_INTEGRITY_SEED", 0) + 3,
+	};
+	char dev[16], params[32];
+	long long dup0;
+
+	if (strcmp(variant->kind, "rxe"))
+		SKIP(return, "siw's retransmissions are TCP's");
+	snprintf(dev, sizeof(dev), "%s_b", variant->kind);
+	dup0 = port_counter(dev, "duplicate_request");
+	ASSERT_LE(0, dup0);
+	snprintf(params, sizeof(params), "ib_ack_timeout=%ld",
+		 env_long("RRDS_IB_RETRANSMIT_ACK_TIMEOUT", 10));
+	ASSERT_EQ(0, reload_with(params));
+	integrity_4x4(_metadata, variant, &w, " with a short ACK timeout");
+	/* The case is moot unless requests were resent. */
+	EXPECT_LT(dup0, port_counter(dev, "duplicate_request"));
+	TH_LOG("%lld requests received twice", port_counter(dev, "duplicate_request") - dup0);
+	EXPECT_EQ(0, reload_with(""));
+}
+
 /*
  * The 4x4 exchange while allocations made by rrds fail at random, in every
  * context: system calls (sends and receives fail with ENOMEM and are

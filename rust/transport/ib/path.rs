@@ -69,6 +69,7 @@ use super::{
         Payload,
         RdmaSges,
         Rings,
+        SendDone,
         FLAG_CONG_BITMAP,
         FRAME_PAGES,
         RECV_SLOTS,

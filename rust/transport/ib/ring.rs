@@ -182,6 +182,17 @@ impl SendSlot {
     }
 }
 
+/// What a send completion gives back, to drop outside the ring lock.
+#[derive(Default)]
+pub(in crate::transport::ib) struct SendDone {
+    /// The completed request's message, and whether the request is its RDMA
+    /// operation's (`Some`), the last (`Some(true)`).
+    pub(in crate::transport::ib) completed: Option<(Arc<Message>, Option<bool>)>,
+    /// The message of the request that completed before it, let go with
+    /// the rest (only dropped).
+    pub(in crate::transport::ib) _released: Option<Arc<Message>>,
+}
+
 /// A message whose fragments are partly posted.
 struct Partial {
     header: Header,
@@ -255,6 +266,14 @@ pub(super) struct Rings {
     /// The last message whose posting `kick` finished on its own (after
     /// `xmit` had returned blocked): its next `xmit` is a no-op.
     finished: Option<(u64, *const Message)>,
+    /// The newest request completed, with its position in the send queue,
+    /// kept (buffers mapped, message held) until a later request completes
+    /// or the QP is drained: rxe can complete a request it is still
+    /// retransmitting (a duplicate ack of its last PSN while the
+    /// retransmission runs) and goes on reading its buffers. A later
+    /// completion means the requester has moved past it. On a link that
+    /// falls idle the watchdog posts an explicit ack to be that completion.
+    settling: Option<(usize, SendSlot)>,
 }
 
 // SAFETY: `device` is only passed to DMA calls, valid while the link exists.
@@ -298,6 +317,7 @@ impl Rings {
                 posted: 0,
             },
             partial: None,
+            settling: None,
             peer_packs: false,
             frame_len: PAGE_SIZE,
             pack: None,
@@ -371,6 +391,11 @@ impl Rings {
         // Unsignalled requests at the end of the ring, behind nothing that
         // will complete: an explicit ack frees their slots (and messages).
         if self.send_done != self.send_posted && self.signalled_pending == 0 {
+            self.ack_wanted = true;
+        }
+        // A completed request held for rxe on a link that sends nothing more:
+        // an ack's completion lets it go.
+        if self.settling.is_some() && self.send_done == self.send_posted {
             self.ack_wanted = true;
         }
         // Explicit acks count: a receive-only end posts nothing else. A tail

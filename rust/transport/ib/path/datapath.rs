@@ -184,10 +184,10 @@ impl IbPath {
                     }
                     (done, core::mem::take(&mut r.blocked))
                 }
-                _ => (None, false),
+                _ => (SendDone::default(), false),
             }
         };
-        if let Some((message, Some(last))) = &done {
+        if let Some((message, Some(last))) = &done.completed {
             if let Some(op) = message.rdma() {
                 op.completed(wc.status(), *last);
                 if *last && wc.is_success() && op.sends_nothing(message.len()) {
@@ -303,15 +303,19 @@ impl IbPath {
     pub(super) fn ack_completed(self: &Arc<Self>, wc: &WorkCompletion<'_>) {
         // Flushes included (see `send_completed`).
         let mut error = !wc.is_success();
-        {
+        let released = {
             let mut guard = self.rings.lock();
-            if let Some(r) = Option::as_mut(&mut *guard).filter(|r| r.qp.as_raw() == wc.qp()) {
-                r.ack_completed(wc.is_success());
-                if wc.is_success() && r.send_ack(self).is_err() {
-                    error = true;
-                }
+            let Some(r) = Option::as_mut(&mut *guard).filter(|r| r.qp.as_raw() == wc.qp()) else {
+                return;
+            };
+            let released = r.ack_completed(wc.is_success());
+            if wc.is_success() && r.send_ack(self).is_err() {
+                error = true;
             }
-        }
+            released
+        };
+        // Its last reference may unpin user pages: not under the ring lock.
+        drop(released);
         if error {
             self.fail_qp(wc.qp());
         }

@@ -41,12 +41,17 @@ impl Credits {
 
 impl Rings {
     /// The explicit ack completed: on success, every request posted before
-    /// it did too (RC completes in order), so their slots are free.
-    pub(in crate::transport::ib) fn ack_completed(&mut self, success: bool) {
+    /// it did too (RC completes in order), so their slots are free, the
+    /// held one's too (`settling`), whose message it returns for the caller
+    /// to drop outside the lock.
+    pub(in crate::transport::ib) fn ack_completed(
+        &mut self,
+        success: bool,
+    ) -> Option<Arc<Message>> {
         self.ack_in_flight = false;
         self.acks_done += 1;
         if !success {
-            return;
+            return None;
         }
         // Signalled requests before the ack completed earlier on this CQ, so
         // only unsignalled ones are left before `ack_covers`.
@@ -59,6 +64,15 @@ impl Rings {
             // Dropped under the ring lock: see `SendSlot::release`.
             drop(core::mem::take(&mut self.send_slots[i]).release());
         }
+        let covered = self
+            .settling
+            .as_ref()
+            .is_some_and(|(position, _)| *position < self.ack_covers);
+        if !covered {
+            return None;
+        }
+        let (_, slot) = self.settling.take()?;
+        slot.release().map(|(m, _)| m)
     }
 
     /// Whether an explicit ack (or credit update) should go out.

@@ -267,26 +267,26 @@ impl Rings {
 
     /// A send completed: frees its slot, and on success the unsignalled
     /// slots before it, which completed silently. Returns the completed
-    /// slot's contents, to be dropped by the caller outside the lock (a
-    /// message's last reference may go with it).
+    /// slot's message (with its RDMA role), and the message of the request
+    /// that completed before it, whose slot this completion frees (see
+    /// `settling`): both to be dropped by the caller outside the lock (a
+    /// message's last reference may go with them).
     ///
     /// A failed or flushed request completes whether it was signalled or not
     /// (rxe and siw both post its completion), so an error frees one slot:
     /// the oldest, which may be a request of the same operation that
     /// succeeded silently before the failed one. The operation's outcome is
     /// the error either way, and the link is torn down with the slots left.
-    pub(in crate::transport::ib) fn send_completed(
-        &mut self,
-        success: bool,
-    ) -> Option<(Arc<Message>, Option<bool>)> {
+    pub(in crate::transport::ib) fn send_completed(&mut self, success: bool) -> SendDone {
         loop {
             if self.send_done == self.send_posted {
-                return None;
+                return SendDone::default();
             }
             let i = self.send_done % SEND_SLOTS;
             self.send_done += 1;
             let slot = core::mem::take(&mut self.send_slots[i]);
             if success && slot.unsignalled {
+                // Before the completed request: the requester is past it.
                 // Dropped under the ring lock: see `SendSlot::release`.
                 drop(slot.release());
                 continue;
@@ -294,7 +294,16 @@ impl Rings {
             if !slot.unsignalled {
                 self.signalled_pending = self.signalled_pending.saturating_sub(1);
             }
-            return slot.release();
+            let completed = slot.message.clone().map(|m| (m, slot.rdma));
+            let released = self
+                .settling
+                .replace((self.send_done - 1, slot))
+                .and_then(|(_, slot)| slot.release())
+                .map(|(m, _)| m);
+            return SendDone {
+                completed,
+                _released: released,
+            };
         }
     }
 }
