@@ -48,7 +48,7 @@ SHELL := /bin/bash
 rust_sources = $(filter-out rust/bindings_generated.rs,$(wildcard rust/*.rs rust/*/*.rs rust/*/*/*.rs))
 kmake = $(CURDIR)/scripts/kdir-check $(kdir) && $(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM)
 
-.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench bench-ib bench-rdma bench-register bench-xrc interop setup fuzz \
+.PHONY: all modules clean clippy rustfmt rustfmt-check selftests check demo bench bench-ib bench-rdma bench-register bench-xrc bench-scale interop setup fuzz \
 	distro-module check-distro modules_install tools-install
 
 all: modules
@@ -131,6 +131,9 @@ bench-register:
 
 bench-xrc:
 	scripts/bench-xrc
+
+bench-scale:
+	scripts/bench-scale
 
 interop:
 	$(MAKE) modules selftests KDIR=$(test_kdir)
