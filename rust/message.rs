@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! RDS messages: the 48-byte wire header, its extension headers, fragments
-//! and the payload.
+//! RDS messages: the 48-byte wire header, its extension headers and the
+//! payload.
 //!
 //! The header keeps upstream's layout (net/rds/rds.h `struct rds_header`, all
 //! fields big-endian) so that rrds can talk to an in-tree RDS peer over IB.
 //! Every transport moves a header and a [`Message`]: the loopback transport
 //! encodes the header to its wire form and parses it back, the IB transport
-//! will send it once per [`FRAG_SIZE`] fragment.
+//! sends it with every frame (a page of payload, two towards an rrds peer).
 
 use kernel::{
     page::{
@@ -26,8 +26,6 @@ use crate::ffi::{
 /// Size of the wire header.
 pub(crate) const HEADER_LEN: usize = 48;
 pub(crate) use crate::limits::MAX_MSG_SIZE;
-/// Fragment size on the wire.
-pub(crate) const FRAG_SIZE: usize = 4096;
 /// Size of the extension area of the header.
 pub(crate) const EXTHDR_LEN: usize = 16;
 
@@ -262,17 +260,6 @@ fn checksum(w: &[u8; HEADER_LEN]) -> u16 {
         sum = (sum & 0xffff) + (sum >> 16);
     }
     !(sum as u16)
-}
-
-/// The fragments a payload of `len` bytes is sent in: `(offset, length)`
-/// pairs of at most [`FRAG_SIZE`] bytes; a 0-byte message is one empty
-/// fragment (a bare header), as upstream sends it.
-pub(crate) fn fragments(len: usize) -> impl Iterator<Item = (usize, usize)> {
-    let count = len.div_ceil(FRAG_SIZE).max(1);
-    (0..count).map(move |i| {
-        let offset = i * FRAG_SIZE;
-        (offset, (len - offset).min(FRAG_SIZE))
-    })
 }
 
 /// Pages held inline: a message up to this many pages needs no allocation
@@ -554,14 +541,5 @@ mod tests {
         assert!(exts.next() == Some(dest));
         assert!(exts.next() == Some(Extension::Npaths(8)));
         assert!(exts.next().is_none());
-    }
-
-    #[test]
-    fn messages_fragment_into_pages() {
-        assert!(fragments(0).eq([(0, 0)]));
-        assert!(fragments(1).eq([(0, 1)]));
-        assert!(fragments(PAGE_SIZE).eq([(0, PAGE_SIZE)]));
-        assert!(fragments(PAGE_SIZE + 1).eq([(0, PAGE_SIZE), (PAGE_SIZE, 1)]));
-        assert_eq!(fragments(3 * PAGE_SIZE).count(), 3);
     }
 }
