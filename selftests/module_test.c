@@ -437,7 +437,7 @@ TEST_F(bare, kunit_suites_pass)
 		const char *name;
 		int cases;
 	} suites[] = {
-		{ "rrds_wire", 4 },
+		{ "rrds_wire", 3 },
 		{ "rrds_connect_private", 4 },
 		{ "rrds_packed_frames", 2 },
 		{ "rrds_cong_bitmap", 1 },
