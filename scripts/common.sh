@@ -193,3 +193,37 @@ plot_bench() {
 	(cd "$out" && "$RRDS_TOP/tools/target/release/rrds" plot -o plot.svg "${files[@]}") ||
 		note "no plot: rrds plot failed"
 }
+
+# --- for the benchmarks' guest scripts (scripts/guest/bench-*-guest) ---
+
+# loaded MODULE: whether MODULE is loaded.
+loaded() {
+	[ -d "/sys/module/$1" ]
+}
+
+# unload MODULE...: rmmod each, retried for about 10 s: a module stays busy
+# until the connections of its last sockets are torn down.
+unload() {
+	local module i
+	for module in "$@"; do
+		loaded "$module" || continue
+		for i in $(seq 1 50); do
+			rmmod "$module" 2>/dev/null && break
+			sleep 0.2
+		done
+		loaded "$module" && rmmod "$module"
+	done
+	return 0
+}
+
+# wait_port_active DEV: waits (10 s at most) for port 1 of DEV to be ACTIVE.
+wait_port_active() {
+	local i
+	for i in $(seq 1 100); do
+		rdma link show "$1/1" 2>/dev/null | grep -q "state ACTIVE" && return 0
+		sleep 0.1
+	done
+	echo "${0##*/}: $1 port did not become ACTIVE" >&2
+	rdma link show >&2
+	return 1
+}

@@ -156,21 +156,13 @@ static void *sender(void *arg)
 	return NULL;
 }
 
-static uint64_t received(void)
+/* What every task's receiver counted: messages, or with @bytes their bytes. */
+static uint64_t counted(bool bytes)
 {
 	uint64_t n = 0;
 
 	for (int i = 0; i < tasks; i++)
-		n += __atomic_load_n(&task[i].received, __ATOMIC_RELAXED);
-	return n;
-}
-
-static uint64_t received_bytes(void)
-{
-	uint64_t n = 0;
-
-	for (int i = 0; i < tasks; i++)
-		n += __atomic_load_n(&task[i].bytes, __ATOMIC_RELAXED);
+		n += __atomic_load_n(bytes ? &task[i].bytes : &task[i].received, __ATOMIC_RELAXED);
 	return n;
 }
 
@@ -178,7 +170,7 @@ static uint64_t received_bytes(void)
 static double bring_up(void)
 {
 	static char buf[64];
-	uint64_t before = received();
+	uint64_t before = counted(false);
 	double start = now_s(), give_up;
 
 	for (int i = 0; i < sockets; i++)
@@ -186,7 +178,7 @@ static double bring_up(void)
 			if (errno != ENOBUFS && errno != EAGAIN && errno != ETIMEDOUT && errno != EINTR)
 				die("first send");
 	give_up = now_s() + 600;
-	while (received() - before < (uint64_t)sockets) {
+	while (counted(false) - before < (uint64_t)sockets) {
 		if (now_s() > give_up) {
 			errno = ETIMEDOUT;
 			die("connections coming up");
@@ -281,12 +273,12 @@ int main(int argc, char **argv)
 		if (pthread_create(&task[t].sender, NULL, sender, &task[t]))
 			die("pthread_create");
 	usleep(500 * 1000);
-	n0 = received();
-	b0 = received_bytes();
+	n0 = counted(false);
+	b0 = counted(true);
 	start = now_s();
 	usleep((useconds_t)(seconds * 1e6));
-	n1 = received();
-	b1 = received_bytes();
+	n1 = counted(false);
+	b1 = counted(true);
 	end = now_s();
 	stop = true;
 	for (int t = 0; t < tasks; t++) {
