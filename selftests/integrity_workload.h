@@ -208,8 +208,14 @@ static inline void check_from(struct receiver *rv, int s, const unsigned char *b
 		die("message %ld from sender %d: %zd bytes, want %zu", seq, s, n, p.size);
 	h = (struct msg_header){ .sender = s, .receiver = rv->id, .seq = seq, .size = p.size };
 	bad = payload_mismatch(buf, n, &h, HDR, content_seed(w, s, rv->id, seq));
-	if (bad >= 0)
-		die("message %ld from sender %d (%zd bytes) differs at byte %ld", seq, s, n, bad);
+	if (bad >= 0) {
+		char how[160];
+
+		payload_describe(how, sizeof(how), buf, n, &h, HDR, content_seed(w, s, rv->id, seq),
+				 bad);
+		die("message %ld from sender %d (%zd bytes) differs at byte %ld: %s", seq, s, n, bad,
+		    how);
+	}
 	rv->got[s]++;
 }
 

@@ -8,6 +8,8 @@
 #define RRDS_PAYLOAD_H
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* splitmix64: the finaliser, and the generator on top of it. */
@@ -77,6 +79,38 @@ static inline long payload_mismatch(const unsigned char *buf, size_t size, const
 				return hdr_len + i * 8 + j;
 	}
 	return -1;
+}
+
+/*
+ * For a report on a payload that differs first at @bad: how many bytes
+ * differ, the last, how many of them are zero, and 8 bytes got and wanted
+ * at @bad; in @out. A run of a packet's length at a packet boundary points
+ * at the wire, zeros at memory never written, scattered bytes at a copy.
+ */
+static inline void payload_describe(char *out, size_t len, const unsigned char *buf, size_t size,
+				    const void *hdr, size_t hdr_len, uint64_t seed, long bad)
+{
+	unsigned char *want = malloc(size ? size : 1);
+	size_t i, differ = 0, zero = 0, last = 0, at = (size_t)bad;
+	uint64_t got8 = 0, want8 = 0;
+
+	if (!want) {
+		snprintf(out, len, "(no memory to describe it)");
+		return;
+	}
+	payload_fill(want, size, hdr, hdr_len, seed);
+	for (i = 0; i < size; i++) {
+		if (buf[i] == want[i])
+			continue;
+		differ++;
+		zero += !buf[i];
+		last = i;
+	}
+	memcpy(&got8, buf + at, size - at < 8 ? size - at : 8);
+	memcpy(&want8, want + at, size - at < 8 ? size - at : 8);
+	free(want);
+	snprintf(out, len, "%zu bytes differ (%zu of them zero), the last at %zu; at %ld got %016llx, want %016llx",
+		 differ, zero, last, bad, (unsigned long long)got8, (unsigned long long)want8);
 }
 
 #endif /* RRDS_PAYLOAD_H */
