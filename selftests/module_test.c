@@ -442,6 +442,7 @@ TEST_F(bare, kunit_suites_pass)
 		{ "rrds_packed_frames", 2 },
 		{ "rrds_cong_bitmap", 1 },
 		{ "rrds_addr", 4 },
+		{ "rrds_send_settling", 2 },
 	};
 	char path[128], want[128], results[16384];
 	struct stat st;

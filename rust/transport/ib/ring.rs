@@ -21,6 +21,7 @@ mod pack;
 mod rdma;
 mod receive;
 mod send;
+mod settle;
 
 use acks::Credits;
 use headers::HeaderArea;
@@ -30,6 +31,8 @@ pub(super) use receive::{
     pages_filled,
     Payload, //
 };
+pub(super) use settle::Completed;
+use settle::Generations;
 
 use kernel::{
     page::{
@@ -188,9 +191,6 @@ pub(in crate::transport::ib) struct SendDone {
     /// The completed request's message, and whether the request is its RDMA
     /// operation's (`Some`), the last (`Some(true)`).
     pub(in crate::transport::ib) completed: Option<(Arc<Message>, Option<bool>)>,
-    /// The message of the request that completed before it, let go with
-    /// the rest (only dropped).
-    pub(in crate::transport::ib) _released: Option<Arc<Message>>,
 }
 
 /// A message whose fragments are partly posted.
@@ -266,14 +266,16 @@ pub(super) struct Rings {
     /// The last message whose posting `kick` finished on its own (after
     /// `xmit` had returned blocked): its next `xmit` is a no-op.
     finished: Option<(u64, *const Message)>,
-    /// The newest request completed, with its position in the send queue,
-    /// kept (buffers mapped, message held) until a later request completes
-    /// or the QP is drained: rxe can complete a request it is still
-    /// retransmitting (a duplicate ack of its last PSN while the
-    /// retransmission runs) and goes on reading its buffers. A later
-    /// completion means the requester has moved past it. On a link that
-    /// falls idle the watchdog posts an explicit ack to be that completion.
-    settling: Option<(usize, SendSlot)>,
+    /// Slots `send_released..send_done` completed and are kept, buffers
+    /// mapped and message held, until rxe cannot read them again (see
+    /// ring/settle.rs), in at most two generations.
+    send_released: usize,
+    generations: Generations,
+    /// Explicit acks posted: the in-flight one is number `acks_posted - 1`.
+    acks_posted: usize,
+    /// Released messages with an RDMA operation, for the completion handler
+    /// to drop outside the lock; `SEND_SLOTS` reserved up front.
+    released: KVec<Arc<Message>>,
 }
 
 // SAFETY: `device` is only passed to DMA calls, valid while the link exists.
@@ -317,7 +319,10 @@ impl Rings {
                 posted: 0,
             },
             partial: None,
-            settling: None,
+            send_released: 0,
+            generations: Generations::default(),
+            acks_posted: 0,
+            released: KVec::with_capacity(SEND_SLOTS, GFP_KERNEL)?,
             peer_packs: false,
             frame_len: PAGE_SIZE,
             pack: None,
@@ -365,7 +370,7 @@ impl Rings {
         write!(
             f,
             " up {} blocked {} send {}/{} recv {}/{} credits {} {}/{} ack {} wanted {} \
-             in_flight {} partial {} cong_pending {} stalled {} signalled {}",
+             in_flight {} partial {} cong_pending {} stalled {} signalled {} settling {}",
             u8::from(self.up),
             u8::from(self.blocked),
             self.send_done,
@@ -382,6 +387,7 @@ impl Rings {
             u8::from(self.cong_pending.is_some()),
             self.stalled_ticks,
             self.signalled_pending,
+            self.settling(),
         )
     }
 
@@ -393,9 +399,9 @@ impl Rings {
         if self.send_done != self.send_posted && self.signalled_pending == 0 {
             self.ack_wanted = true;
         }
-        // A completed request held for rxe on a link that sends nothing more:
-        // an ack's completion lets it go.
-        if self.settling.is_some() && self.send_done == self.send_posted {
+        // Completed requests held for rxe on a link that sends nothing more:
+        // an ack's completion lets them go.
+        if self.settling() != 0 && self.send_done == self.send_posted {
             self.ack_wanted = true;
         }
         // Explicit acks count: a receive-only end posts nothing else. A tail

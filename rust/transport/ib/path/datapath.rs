@@ -173,7 +173,7 @@ impl IbPath {
     }
 
     pub(super) fn send_completed(self: &Arc<Self>, wc: &WorkCompletion<'_>) {
-        let (done, blocked) = {
+        let (done, released, blocked) = {
             let mut guard = self.rings.lock();
             match Option::as_mut(&mut *guard) {
                 Some(r) if r.qp.as_raw() == wc.qp() => {
@@ -182,11 +182,12 @@ impl IbPath {
                     if wc.is_success() {
                         r.post_pack(self);
                     }
-                    (done, core::mem::take(&mut r.blocked))
+                    (done, r.take_released(), core::mem::take(&mut r.blocked))
                 }
-                _ => (SendDone::default(), false),
+                _ => (SendDone::default(), KVec::new(), false),
             }
         };
+        self.drop_released(released);
         if let Some((message, Some(last))) = &done.completed {
             if let Some(op) = message.rdma() {
                 op.completed(wc.status(), *last);
@@ -303,21 +304,39 @@ impl IbPath {
     pub(super) fn ack_completed(self: &Arc<Self>, wc: &WorkCompletion<'_>) {
         // Flushes included (see `send_completed`).
         let mut error = !wc.is_success();
-        let released = {
+        let (released, blocked) = {
             let mut guard = self.rings.lock();
             let Some(r) = Option::as_mut(&mut *guard).filter(|r| r.qp.as_raw() == wc.qp()) else {
                 return;
             };
-            let released = r.ack_completed(wc.is_success());
+            r.ack_completed(wc.is_success());
             if wc.is_success() && r.send_ack(self).is_err() {
                 error = true;
             }
-            released
+            (r.take_released(), core::mem::take(&mut r.blocked))
         };
-        // Its last reference may unpin user pages: not under the ring lock.
-        drop(released);
+        self.drop_released(released);
         if error {
             self.fail_qp(wc.qp());
+            return;
+        }
+        // Slots it released may be what a blocked send waits for.
+        if blocked {
+            if let Some(conn) = self.conn() {
+                self.resume(&*conn);
+            }
+        }
+    }
+
+    /// Drops messages a completion released (`Rings::take_released`) outside
+    /// the ring lock, and gives their vector back to the rings.
+    fn drop_released(&self, mut released: KVec<Arc<Message>>) {
+        if released.capacity() == 0 {
+            return;
+        }
+        released.clear();
+        if let Some(r) = Option::as_mut(&mut *self.rings.lock()) {
+            r.restore_released(released);
         }
     }
 }

@@ -41,17 +41,13 @@ impl Credits {
 
 impl Rings {
     /// The explicit ack completed: on success, every request posted before
-    /// it did too (RC completes in order), so their slots are free, the
-    /// held one's too (`settling`), whose message it returns for the caller
-    /// to drop outside the lock.
-    pub(in crate::transport::ib) fn ack_completed(
-        &mut self,
-        success: bool,
-    ) -> Option<Arc<Message>> {
+    /// it did too (RC completes in order), and the ack may release slots held
+    /// for rxe (ring/settle.rs).
+    pub(in crate::transport::ib) fn ack_completed(&mut self, success: bool) {
         self.ack_in_flight = false;
         self.acks_done += 1;
         if !success {
-            return None;
+            return;
         }
         // Signalled requests before the ack completed earlier on this CQ, so
         // only unsignalled ones are left before `ack_covers`.
@@ -61,18 +57,9 @@ impl Rings {
                 break;
             }
             self.send_done += 1;
-            // Dropped under the ring lock: see `SendSlot::release`.
-            drop(core::mem::take(&mut self.send_slots[i]).release());
         }
-        let covered = self
-            .settling
-            .as_ref()
-            .is_some_and(|(position, _)| *position < self.ack_covers);
-        if !covered {
-            return None;
-        }
-        let (_, slot) = self.settling.take()?;
-        slot.release().map(|(m, _)| m)
+        // Acks complete in the order they were posted, failed ones included.
+        self.settle(Completed::Ack(self.acks_done - 1));
     }
 
     /// Whether an explicit ack (or credit update) should go out.
@@ -104,6 +91,7 @@ impl Rings {
             return Err(e);
         }
         self.ack_in_flight = true;
+        self.acks_posted += 1;
         self.ack_wanted = false;
         self.ack_sent = self.last_received;
         self.ack_covers = self.send_posted;

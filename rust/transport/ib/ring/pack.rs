@@ -99,12 +99,15 @@ impl Rings {
     /// waits for a send slot or credit (or its post failed: a completion, a
     /// credit update or the watchdog tries again).
     pub(in crate::transport::ib) fn post_pack(&mut self, path: &IbPath) -> bool {
+        if self.pack.is_none() {
+            return true;
+        }
+        if !self.has_send_slot(path) {
+            return false;
+        }
         let Some(pack) = &self.pack else {
             return true;
         };
-        if !self.has_send_slot() {
-            return false;
-        }
         let (got, advertise) = self.credits.grab(1);
         if got == 0 {
             return false;

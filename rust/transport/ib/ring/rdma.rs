@@ -36,7 +36,7 @@ impl Rings {
             if count == 0 {
                 return true;
             }
-            if !self.has_send_slot() {
+            if !self.has_send_slot(path) {
                 return false;
             }
             let Some((len, remote)) = op.chunk_extent(first) else {

@@ -8,9 +8,18 @@
 use super::*;
 
 impl Rings {
-    /// Whether a send slot is free.
-    pub(super) fn has_send_slot(&self) -> bool {
-        self.send_posted - self.send_done < SEND_SLOTS
+    /// Whether a send slot is free. If completed slots held for rxe fill the
+    /// ring, asks for an explicit ack: its completion releases them.
+    pub(super) fn has_send_slot(&mut self, path: &IbPath) -> bool {
+        if self.send_posted - self.send_released < SEND_SLOTS {
+            return true;
+        }
+        if self.settling() != 0 {
+            self.ack_wanted = true;
+            // A completion or the watchdog tries again if this fails.
+            let _ = self.send_ack(path);
+        }
+        false
     }
 
     /// Posts what it can of `header`/`message` (after finishing a message it
@@ -168,7 +177,7 @@ impl Rings {
                 self.partial = None;
                 return true;
             }
-            if !self.has_send_slot() {
+            if !self.has_send_slot(path) {
                 return false;
             }
             let Some(p) = &self.partial else {
@@ -265,16 +274,15 @@ impl Rings {
         }
     }
 
-    /// A send completed: frees its slot, and on success the unsignalled
-    /// slots before it, which completed silently. Returns the completed
-    /// slot's message (with its RDMA role), and the message of the request
-    /// that completed before it, whose slot this completion frees (see
-    /// `settling`): both to be dropped by the caller outside the lock (a
-    /// message's last reference may go with them).
+    /// A send completed: it and the unsignalled slots before it, which
+    /// completed silently, are done; on success they are held until rxe
+    /// cannot read them again (ring/settle.rs). Returns the completed slot's
+    /// message (with its RDMA role), to be dropped by the caller outside
+    /// the lock.
     ///
     /// A failed or flushed request completes whether it was signalled or not
-    /// (rxe and siw both post its completion), so an error frees one slot:
-    /// the oldest, which may be a request of the same operation that
+    /// (rxe and siw both post its completion), so an error completes one
+    /// slot: the oldest, which may be a request of the same operation that
     /// succeeded silently before the failed one. The operation's outcome is
     /// the error either way, and the link is torn down with the slots left.
     pub(in crate::transport::ib) fn send_completed(&mut self, success: bool) -> SendDone {
@@ -284,26 +292,18 @@ impl Rings {
             }
             let i = self.send_done % SEND_SLOTS;
             self.send_done += 1;
-            let slot = core::mem::take(&mut self.send_slots[i]);
+            let slot = &self.send_slots[i];
             if success && slot.unsignalled {
-                // Before the completed request: the requester is past it.
-                // Dropped under the ring lock: see `SendSlot::release`.
-                drop(slot.release());
                 continue;
             }
             if !slot.unsignalled {
                 self.signalled_pending = self.signalled_pending.saturating_sub(1);
             }
             let completed = slot.message.clone().map(|m| (m, slot.rdma));
-            let released = self
-                .settling
-                .replace((self.send_done - 1, slot))
-                .and_then(|(_, slot)| slot.release())
-                .map(|(m, _)| m);
-            return SendDone {
-                completed,
-                _released: released,
-            };
+            if success {
+                self.settle(Completed::Send(self.send_done - 1));
+            }
+            return SendDone { completed };
         }
     }
 }
