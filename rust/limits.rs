@@ -31,6 +31,12 @@ pub(crate) fn idle_timeout_secs_default() -> u32 {
     *module_parameters::idle_timeout_secs.value()
 }
 
+/// Receive buffers an IB link posts at set-up: module parameter
+/// `ib_recv_ring_start`, within `min..=max`.
+pub(crate) fn ib_recv_ring_start(min: usize, max: usize) -> usize {
+    (*module_parameters::ib_recv_ring_start.value() as usize).clamp(min, max)
+}
+
 /// The exponent of IB links' RC ACK timeout (4.096 us x 2^N), at most 31;
 /// `None` for rdma_cm's default.
 pub(crate) fn ib_ack_timeout() -> Option<u8> {

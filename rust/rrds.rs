@@ -70,6 +70,10 @@ module! {
             default: 32,
             description: "Connections per network namespace to one peer address (all TOS and local addresses)",
         },
+        ib_recv_ring_start: u32 {
+            default: 32,
+            description: "Receive buffers (8 KiB each) an IB link posts at set-up, 16 to 256; the ring doubles, up to 256, each time the peer fills it within a second, and is whole from the start towards a peer without flow control",
+        },
         ib_ack_timeout: u32 {
             default: 0,
             description: "IB links' RC ACK timeout, as the exponent N of 4.096 us x 2^N (20: 4.3 s) before an unacknowledged request is sent again; 0: rdma_cm's default (RoCE: 17, 0.5 s)",

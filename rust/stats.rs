@@ -113,6 +113,9 @@ counters! {
     // (`FEATURE_LARGE_FRAMES`), sent and received.
     IbTxLargeFrames => "ib_tx_large_frames",
     IbRxLargeFrames => "ib_rx_large_frames",
+    // IB links' receive rings doubled: their peer filled them within a
+    // second (`ib_recv_ring_start`).
+    IbRxRingGrown => "ib_rx_ring_grown",
     // rdma_cm events of ids that belong to no path: listeners' and
     // address probes' (a device removal), or a link's whose context was
     // lost (a bug).

@@ -1337,6 +1337,78 @@ TEST_F(ib, idle_link_settles_unsignalled_sends)
 	EXPECT_EQ(0, pair_release(_metadata, &p, 1));
 }
 
+/*
+ * The receives of the IB link from @from to @to (debugfs rrds/ib_links):
+ * completed, posted, and the ring's size; false if there is no such link.
+ */
+static bool link_receives(const char *from, const char *to, long long *done, long long *posted,
+			  long long *ring)
+{
+	char buf[65536], head[96], *line, *end, *recv, *size;
+
+	if (read_file(RRDS_DEBUGFS "/ib_links", buf, sizeof(buf)) < 0)
+		return false;
+	snprintf(head, sizeof(head), "%s -> %s ", from, to);
+	line = strstr(buf, head);
+	if (!line)
+		return false;
+	end = strchr(line, '\n');
+	if (end)
+		*end = '\0';
+	recv = strstr(line, " recv ");
+	size = strstr(line, " ring ");
+	return recv && size && sscanf(recv, " recv %lld/%lld", done, posted) == 2 &&
+	       sscanf(size, " ring %lld", ring) == 1;
+}
+
+#define RING_START	32	/* module parameter ib_recv_ring_start's default */
+#define RING_MAX	256	/* RECV_SLOTS */
+#define RING_MESSAGES	1500
+#define RING_STREAM	10
+
+/* One frame each (FRAME_BYTES), too large to pack. */
+static size_t ring_size(int i)
+{
+	return 6000 + (size_t)(i * 131) % 2000;
+}
+
+/*
+ * A link posts ib_recv_ring_start receive buffers at set-up and grants
+ * its rrds peer as many credits (design.rst, "Rings and credits"): both ends of
+ * a pair that exchanged two messages hold 32. A peer that fills the ring
+ * within a second doubles it, up to 256: a stream of 1,500 one-frame
+ * messages grows the receiving end's ring from 32 to 256 (three
+ * doublings, ib_rx_ring_grown) and arrives intact.
+ */
+TEST_F(ib, receive_ring_starts_small_and_grows_with_traffic)
+{
+	struct pair p = { .v = variant };
+	long long done, posted, ring, grown = rds_counter("ib_rx_ring_grown");
+	static const struct numbered_stream ns = {
+		.count = RING_MESSAGES, .size = ring_size, .max = FRAME_BYTES,
+		.stream = RING_STREAM,
+	};
+
+	ASSERT_LE(0, grown);
+	pair_start(_metadata, &p);
+	ASSERT_TRUE(link_receives(variant->local, variant->remote, &done, &posted, &ring));
+	TH_LOG("after the exchange, a: recv %lld/%lld ring %lld", done, posted, ring);
+	EXPECT_EQ(RING_START, ring);
+	EXPECT_EQ(RING_START, posted - done);
+	ASSERT_TRUE(link_receives(variant->remote, variant->local, &done, &posted, &ring));
+	TH_LOG("after the exchange, b: recv %lld/%lld ring %lld", done, posted, ring);
+	EXPECT_EQ(RING_START, ring);
+	EXPECT_EQ(RING_START, posted - done);
+	EXPECT_EQ(0, pair_release(_metadata, &p, 0));
+	EXPECT_EQ(0, pair_release(_metadata, &p, 1));
+	EXPECT_EQ(grown, rds_counter("ib_rx_ring_grown"));
+
+	EXPECT_EQ(0, send_stream(_metadata, variant, &ns));
+	grown = rds_counter("ib_rx_ring_grown") - grown;
+	TH_LOG("%d messages: receive rings doubled %lld times", RING_MESSAGES, grown);
+	EXPECT_LE(3, grown);
+}
+
 TEST_F(ib, info_shows_infiniband_connections_in_both_namespaces)
 {
 	struct pair p = { .v = variant, .check_info = true };

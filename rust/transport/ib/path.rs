@@ -64,6 +64,7 @@ use super::{
         PORT_V6, //
     },
     ring::{
+        initial_receives,
         pages_filled,
         unpack,
         Payload,

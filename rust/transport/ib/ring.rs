@@ -83,8 +83,15 @@ pub(crate) const SEND_SLOTS: usize = 256;
 /// Most pages one RDMA WRITE or READ request gathers (rxe's `RXE_MAX_SGE`;
 /// in-tree RDS gathers at most 8).
 const MAX_RDMA_SGES: usize = 32;
-/// Receive buffers per link; also the initial credits a peer gets.
+/// Receive buffers per link at most; the ring starts with
+/// `ib_recv_ring_start` of them (towards a peer that does flow control) and
+/// grows (`RING_GROW_WITHIN_NS`).
 pub(crate) const RECV_SLOTS: usize = 256;
+/// The fewest receive buffers a link starts with: a credit update is due
+/// at `CREDIT_UPDATE_AT` buffers.
+const RECV_RING_MIN: usize = 16;
+/// A peer that fills the receive ring within this time doubles it.
+const RING_GROW_WITHIN_NS: u64 = 1_000_000_000;
 /// Largest credit grant one header carries (`RDS_MAX_ADV_CREDIT`).
 const MAX_ADV_CREDIT: u32 = 255;
 /// The most send credits a peer can give us: upstream keeps them in 16 bits.
@@ -125,6 +132,12 @@ const UNSIGNALLED_BELOW: usize = PACK_WHEN_OUTSTANDING - 2;
 /// peer that offered `FEATURE_LARGE_FRAMES` (upstream's fragment is one page).
 pub(super) const FRAME_PAGES: usize = 2;
 const HEADERS_PER_PAGE: usize = PAGE_SIZE / HEADER_LEN;
+
+/// The receive buffers a link posts at set-up, which its connect data
+/// grants the peer as credits.
+pub(super) fn initial_receives() -> usize {
+    crate::limits::ib_recv_ring_start(RECV_RING_MIN, RECV_SLOTS)
+}
 
 /// How many pages one RDMA request of a link gathers: WRITEs up to the
 /// device's `max_send_sge`, READs up to its `max_sge_rd` too (1 on siw).
@@ -224,6 +237,11 @@ pub(super) struct Rings {
     recv_slots: KVec<Option<[DmaPage; FRAME_PAGES]>>,
     recv_posted: usize,
     recv_done: usize,
+    /// Receive buffers the ring keeps posted: `ib_recv_ring_start` at first,
+    /// doubled up to `RECV_SLOTS` whenever the peer fills the ring within
+    /// `RING_GROW_WITHIN_NS` (`recv_done` and the time when it last did).
+    recv_target: usize,
+    ring_filled: (usize, u64),
     credits: Credits,
     partial: Option<Partial>,
     /// The peer takes packed frames (its connect data offered them).
@@ -313,6 +331,8 @@ impl Rings {
             recv_slots,
             recv_posted: 0,
             recv_done: 0,
+            recv_target: initial_receives(),
+            ring_filled: (0, crate::ffi::time::monotonic_ns()),
             credits: Credits {
                 enabled: false,
                 send: 0,
@@ -354,6 +374,11 @@ impl Rings {
         self.credits.enabled = peer_credit != 0;
         self.credits.send = peer_credit.min(MAX_SEND_CREDITS);
         self.up = true;
+        // A peer without flow control (upstream's default) sends whatever
+        // we have posted or not: it gets the whole ring (`grow_receives`).
+        if !self.credits.enabled {
+            self.recv_target = RECV_SLOTS;
+        }
     }
 
     /// The message this link posted fragments of on its own (`kick`), if
@@ -370,7 +395,8 @@ impl Rings {
         write!(
             f,
             " up {} blocked {} send {}/{} recv {}/{} credits {} {}/{} ack {} wanted {} \
-             in_flight {} partial {} cong_pending {} stalled {} signalled {} settling {}",
+             in_flight {} partial {} cong_pending {} stalled {} signalled {} settling {} \
+             ring {}",
             u8::from(self.up),
             u8::from(self.blocked),
             self.send_done,
@@ -388,6 +414,7 @@ impl Rings {
             self.stalled_ticks,
             self.signalled_pending,
             self.settling(),
+            self.recv_target,
         )
     }
 

@@ -90,7 +90,7 @@ impl IbPath {
             self.key.faddr,
             self.key.tos,
             ack_seq,
-            RECV_SLOTS as u32,
+            initial_receives() as u32,
             self.incarnation.load(Relaxed),
             FEATURE_PACKED | FEATURE_LARGE_FRAMES,
         );
@@ -409,6 +409,8 @@ impl IbPath {
                 peer.features & FEATURE_LARGE_FRAMES != 0,
             );
         }
+        // The whole ring at once for a peer without flow control (`start`).
+        self.grow_receives();
         c.state = State::Up;
         c.responder_waiting = None;
         c.backoff_ms = 0;

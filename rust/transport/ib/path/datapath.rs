@@ -251,6 +251,9 @@ impl IbPath {
         if not_started {
             self.receive_before_established();
         }
+        if received.grow {
+            self.grow_receives();
+        }
         let Some(conn) = self.conn() else {
             return;
         };
@@ -326,6 +329,33 @@ impl IbPath {
                 self.resume(&*conn);
             }
         }
+    }
+
+    /// Posts the buffers the receive ring grew by, allocated here with no
+    /// lock held. Process context (a completion handler or `link_up`).
+    pub(super) fn grow_receives(&self) {
+        let wanted = match Option::as_ref(&*self.rings.lock()) {
+            Some(r) => r.receive_pages_wanted(),
+            None => return,
+        };
+        let Ok(mut pages) = KVec::with_capacity(wanted, GFP_KERNEL) else {
+            return;
+        };
+        for _ in 0..wanted {
+            let Ok(page) = Page::alloc_page(GFP_KERNEL) else {
+                break;
+            };
+            if pages.push(page, GFP_KERNEL).is_err() {
+                break;
+            }
+        }
+        if let Some(r) = Option::as_mut(&mut *self.rings.lock()) {
+            r.post_more_receives(self, &mut pages);
+            // Granted at once if enough gathered; else with the next header.
+            let _ = r.send_ack(self);
+        }
+        // Pages left over (the ring was torn down meanwhile) go here, unlocked.
+        drop(pages);
     }
 
     /// Drops messages a completion released (`Rings::take_released`) outside

@@ -34,19 +34,75 @@ pub(in crate::transport::ib) struct Received {
     pub(in crate::transport::ib) error: bool,
     /// Credits came in: blocked sends may go on.
     pub(in crate::transport::ib) credits_added: bool,
+    /// The ring grew: post its new buffers (`IbPath::grow_receives`).
+    pub(in crate::transport::ib) grow: bool,
 }
 
 impl Rings {
-    /// Posts every receive buffer (before connect/accept, so the peer never
-    /// meets an empty queue). Process context.
+    /// Posts the ring's first receive buffers (before connect/accept, so the
+    /// peer never meets an empty queue). Process context.
     pub(in crate::transport::ib) fn post_all_receives(&mut self, path: &IbPath) -> Result {
-        while self.recv_posted - self.recv_done < RECV_SLOTS {
+        while self.recv_posted - self.recv_done < self.recv_target {
             let buffer = [self.new_buffer_page()?, self.new_buffer_page()?];
             self.post_receive(path, buffer)?;
         }
         // They are advertised by the connection's private data.
         self.credits.posted = 0;
         Ok(())
+    }
+
+    /// The receive buffers posted and not completed: before the link is
+    /// up, the credits its connect data grants.
+    pub(in crate::transport::ib) fn receives_posted(&self) -> usize {
+        self.recv_posted - self.recv_done
+    }
+
+    /// Buffers the ring lacks after growing: what `post_more_receives`
+    /// wants, as pages (`FRAME_PAGES` a buffer).
+    pub(in crate::transport::ib) fn receive_pages_wanted(&self) -> usize {
+        self.recv_target.saturating_sub(self.receives_posted()) * FRAME_PAGES
+    }
+
+    /// Posts buffers made of `pages` until the ring has its target; the ring
+    /// is then as large as what got posted (a short allocation or a failed
+    /// post leaves it smaller, and a later fill grows it again). The credits
+    /// go to the peer with the next header, or an explicit ack once
+    /// `CREDIT_UPDATE_AT` have gathered.
+    pub(in crate::transport::ib) fn post_more_receives(
+        &mut self,
+        path: &IbPath,
+        pages: &mut KVec<Page>,
+    ) {
+        while self.receives_posted() < self.recv_target && pages.len() >= FRAME_PAGES {
+            let (Some(second), Some(first)) = (pages.pop(), pages.pop()) else {
+                break;
+            };
+            let map = |p| DmaPage::map(self.device, p, DmaDirection::FromDevice);
+            let (Ok(first), Ok(second)) = (map(first), map(second)) else {
+                break;
+            };
+            if self.post_receive(path, [first, second]).is_err() {
+                break;
+            }
+        }
+        self.recv_target = self.receives_posted();
+    }
+
+    /// A peer that went through the whole ring within `RING_GROW_WITHIN_NS`
+    /// is busy: doubles the ring, up to `RECV_SLOTS`. Whether it grew.
+    fn grow_if_filled(&mut self) -> bool {
+        let (since, at) = self.ring_filled;
+        if self.recv_done - since < self.recv_target {
+            return false;
+        }
+        let now = crate::ffi::time::monotonic_ns();
+        self.ring_filled = (self.recv_done, now);
+        if now.saturating_sub(at) >= RING_GROW_WITHIN_NS || self.recv_target >= RECV_SLOTS {
+            return false;
+        }
+        self.recv_target = (self.recv_target * 2).min(RECV_SLOTS);
+        stats::inc(Stat::IbRxRingGrown);
+        true
     }
 
     fn new_buffer_page(&self) -> Result<DmaPage> {
@@ -89,6 +145,7 @@ impl Rings {
         let i = self.recv_done % RECV_SLOTS;
         self.recv_done += 1;
         let raw = self.recv_headers.read(i);
+        out.grow = self.grow_if_filled();
         let (filled, reposted) = self.repost_receive(path, i, byte_len, fresh);
         // One buffer short if not reposted; the credits the peer has account for it.
         out.error = !reposted;
