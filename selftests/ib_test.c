@@ -1285,6 +1285,26 @@ static int pair_release(struct __test_metadata *_metadata, struct pair *p, int s
 }
 
 /*
+ * The line of the IB link from @from to @to in debugfs rrds/ib_links, read
+ * into @buf and cut at its end; NULL if there is no such link.
+ */
+static char *link_line(char *buf, size_t size, const char *from, const char *to)
+{
+	char head[96], *line, *end;
+
+	if (read_file(RRDS_DEBUGFS "/ib_links", buf, size) < 0)
+		return NULL;
+	snprintf(head, sizeof(head), "%s -> %s ", from, to);
+	line = strstr(buf, head);
+	if (!line)
+		return NULL;
+	end = strchr(line, '\n');
+	if (end)
+		*end = '\0';
+	return line;
+}
+
+/*
  * The sends of the IB link from @from to @to (debugfs rrds/ib_links):
  * completed, posted, and signalled ones not yet completed; false if there
  * is no such link.
@@ -1292,19 +1312,10 @@ static int pair_release(struct __test_metadata *_metadata, struct pair *p, int s
 static bool link_sends(const char *from, const char *to, long long *done, long long *posted,
 		       long long *signalled)
 {
-	char buf[65536], head[96], *line, *end, *send, *sig;
+	char buf[65536], *line = link_line(buf, sizeof(buf), from, to);
+	char *send = line ? strstr(line, " send ") : NULL;
+	char *sig = line ? strstr(line, " signalled ") : NULL;
 
-	if (read_file(RRDS_DEBUGFS "/ib_links", buf, sizeof(buf)) < 0)
-		return false;
-	snprintf(head, sizeof(head), "%s -> %s ", from, to);
-	line = strstr(buf, head);
-	if (!line)
-		return false;
-	end = strchr(line, '\n');
-	if (end)
-		*end = '\0';
-	send = strstr(line, " send ");
-	sig = strstr(line, " signalled ");
 	return send && sig && sscanf(send, " send %lld/%lld", done, posted) == 2 &&
 	       sscanf(sig, " signalled %lld", signalled) == 1;
 }
@@ -1344,19 +1355,10 @@ TEST_F(ib, idle_link_settles_unsignalled_sends)
 static bool link_receives(const char *from, const char *to, long long *done, long long *posted,
 			  long long *ring)
 {
-	char buf[65536], head[96], *line, *end, *recv, *size;
+	char buf[65536], *line = link_line(buf, sizeof(buf), from, to);
+	char *recv = line ? strstr(line, " recv ") : NULL;
+	char *size = line ? strstr(line, " ring ") : NULL;
 
-	if (read_file(RRDS_DEBUGFS "/ib_links", buf, sizeof(buf)) < 0)
-		return false;
-	snprintf(head, sizeof(head), "%s -> %s ", from, to);
-	line = strstr(buf, head);
-	if (!line)
-		return false;
-	end = strchr(line, '\n');
-	if (end)
-		*end = '\0';
-	recv = strstr(line, " recv ");
-	size = strstr(line, " ring ");
 	return recv && size && sscanf(recv, " recv %lld/%lld", done, posted) == 2 &&
 	       sscanf(size, " ring %lld", ring) == 1;
 }
