@@ -185,16 +185,14 @@ struct SendSlot {
 }
 
 impl SendSlot {
-    /// Unmaps the slot's pages and hands back its message (with `rdma`), for
-    /// the caller to drop. Dropped under the ring lock only for a silently
-    /// completed request: its message is one without an RDMA operation (pages
-    /// only, nothing that sleeps) or one whose operation's last request,
-    /// signalled and later in the ring, still holds it.
-    fn release(self) -> Option<(Arc<Message>, Option<bool>)> {
+    /// Unmaps the slot's pages and hands back its message for the caller to
+    /// drop (outside the ring lock if it has an RDMA operation: see
+    /// `Rings::release_upto`).
+    fn release(self) -> Option<Arc<Message>> {
         drop(self.maps);
         drop(self.rdma_maps);
         drop(self.packed);
-        self.message.map(|m| (m, self.rdma))
+        self.message
     }
 }
 

@@ -112,7 +112,7 @@ impl Rings {
         while self.send_released < upto {
             let i = self.send_released % SEND_SLOTS;
             self.send_released += 1;
-            let Some((message, _)) = core::mem::take(&mut self.send_slots[i]).release() else {
+            let Some(message) = core::mem::take(&mut self.send_slots[i]).release() else {
                 continue;
             };
             if message.rdma().is_some() {
