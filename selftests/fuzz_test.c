@@ -1934,6 +1934,32 @@ static void *stream_send(void *arg)
 }
 
 /*
+ * The first few runs of messages sent into @ns that its readers never saw
+ * (@seen), on stderr: whether a loss is one message, a frame's worth or a
+ * link's worth tells where to look.
+ */
+static void report_missing(struct fuzz_shared *sh, int ns, uint64_t (*seen)[STREAM_MAX / 64])
+{
+	for (int s = 0; s < STREAM_SENDERS; s++) {
+		uint64_t sent = __atomic_load_n(&sh->stream[ns].sent[s], __ATOMIC_ACQUIRE);
+		int runs = 0;
+
+		for (uint64_t q = 0; q < sent && runs < 8; q++) {
+			uint64_t end = q;
+
+			if (seen[s][q / 64] & (1ull << (q % 64)))
+				continue;
+			while (end + 1 < sent && !(seen[s][(end + 1) / 64] & (1ull << ((end + 1) % 64))))
+				end++;
+			fprintf(stderr, "# %s: sender %d's messages %llu to %llu never arrived\n",
+				stream_name[ns], s, (unsigned long long)q, (unsigned long long)end);
+			runs++;
+			q = end;
+		}
+	}
+}
+
+/*
  * The readers of the stream into namespace @ns (@readers), or its senders
  * from the other one: a process that binds, says so, and runs its threads
  * until the parent releases it.
@@ -1973,6 +1999,8 @@ static void __attribute__((noreturn)) run_stream_end(struct fuzz_shared *sh,
 	/* Senders keep their sockets until released: closing drops what is unsent. */
 	while (!__atomic_load_n(&sh->stream_release, __ATOMIC_ACQUIRE))
 		poll(NULL, 0, 100);
+	if (readers)
+		report_missing(sh, ns, seen);
 	_exit(0);
 }
 
@@ -2017,7 +2045,25 @@ static int module_refcnt(void)
 	return read_file("/sys/module/rrds/refcnt", buf, sizeof(buf)) < 0 ? -1 : atoi(buf);
 }
 
-/* rrds's debugfs and the tail of the kernel log, into the test's log. */
+/* rrds's counters that are not 0 (RDS_INFO_COUNTERS), into the test's log. */
+static void dump_counters(void)
+{
+	struct rds_info_counter c[128];
+	socklen_t len = sizeof(c);
+	int fd = rds_socket();
+
+	if (fd < 0)
+		return;
+	fprintf(stderr, "# == counters\n");
+	if (getsockopt(fd, SOL_RDS, RDS_INFO_COUNTERS, c, &len) == sizeof(c[0]))
+		for (unsigned int i = 0; i < len / sizeof(c[0]); i++)
+			if (c[i].value)
+				fprintf(stderr, "# %.*s %llu\n", (int)sizeof(c[i].name),
+					(char *)c[i].name, (unsigned long long)c[i].value);
+	close(fd);
+}
+
+/* rrds's debugfs, its counters and the tail of the kernel log, into the test's log. */
 static void dump_module_state(void)
 {
 	static bool dumped;
@@ -2030,6 +2076,7 @@ static void dump_module_state(void)
 	   "cat " RRDS_DEBUGFS "/$f; done; echo '== rdma resource show qp'; "
 	   "rdma resource show qp; echo '== dmesg (tail)'; dmesg | tail -n 120; } 2>&1 | "
 	   "sed 's/^/# /' >&2");
+	dump_counters();
 }
 
 /* What the threads of worker @i were doing, and the kernel stacks of every task left. */
