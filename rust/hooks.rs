@@ -39,6 +39,10 @@ pub(crate) static REGQP_SHUT_DOWN_HOLD: Hold = Hold::new(30_000);
 /// A device's removal waits after its connections' links are down and before
 /// its PDs go, so that a test can close sockets in between (`device_remove_hold`).
 pub(crate) static DEVICE_REMOVE_HOLD: Hold = Hold::new(30_000);
+/// A transmitting thread waits after taking a message from its connection's
+/// queue and before handing it to the transport, so that a test can reset
+/// the link in between (`xmit_post_hold`).
+pub(crate) static XMIT_POST_HOLD: Hold = Hold::new(60_000);
 /// A forgotten connection's path waits, out of the connection table and not
 /// yet torn down, so that a test can remove its device in between (`forget_hold`).
 pub(crate) static FORGET_HOLD: Hold = Hold::new(30_000);
@@ -221,6 +225,8 @@ pub(crate) struct Files {
     device_remove_hold: debugfs::File<&'static Hold>,
     #[pin]
     forget_hold: debugfs::File<&'static Hold>,
+    #[pin]
+    xmit_post_hold: debugfs::File<&'static Hold>,
 }
 
 #[cfg(rrds_test_hooks)]
@@ -283,6 +289,12 @@ impl Files {
             forget_hold <- dir.read_write_callback_file(
                 c"forget_hold",
                 &FORGET_HOLD,
+                hold_show,
+                hold_store,
+            ),
+            xmit_post_hold <- dir.read_write_callback_file(
+                c"xmit_post_hold",
+                &XMIT_POST_HOLD,
                 hold_show,
                 hold_store,
             ),

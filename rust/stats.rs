@@ -157,6 +157,10 @@ counters! {
     // completed for 8 s: a peer that stopped taking frames (RNR retries
     // forever), or a device that lost the connection without telling.
     IbLinkStalled => "ib_link_stalled",
+    // Messages a transmitting thread had taken from the queue before its
+    // link failed, refused by the next link: they go again, in order, after
+    // those sent before them.
+    IbXmitAfterReset => "ib_xmit_after_reset",
 }
 
 const COUNT: usize = NAMES.len();

@@ -3611,6 +3611,156 @@ TEST_F(ib, send_racing_link_up_is_not_lost)
 	sh("echo 0 > " RRDS_DEBUGFS "/xmit_hold");
 }
 
+#define OVERTAKE_MSGS	20	/* posted on the link that is then cut */
+#define OVERTAKE_SIZE	256
+#define OVERTAKE_STREAM	5
+
+/*
+ * rrds-b's side of held_send_does_not_overtake_retransmissions: a hello,
+ * then messages 0 to OVERTAKE_MSGS, in order.
+ */
+static void __attribute__((noreturn)) run_overtake_receiver(const FIXTURE_VARIANT(ib) *v,
+							    int bound[2], int hello[2])
+{
+	unsigned char buf[OVERTAKE_SIZE + 1];
+	char what[40];
+	int fd, i;
+
+	fd = child_socket(v->remote, PAIR_PORT);
+	gate_pass(bound);
+	expect_byte(fd, 'h', v->local);
+	gate_pass(hello);
+	for (i = 0; i <= OVERTAKE_MSGS; i++) {
+		ssize_t n;
+
+		snprintf(what, sizeof(what), "message %d of %d", i, OVERTAKE_MSGS + 1);
+		n = recv_from(fd, buf, sizeof(buf), what, v->local, PAIR_PORT);
+		numbered_check(buf, n, OVERTAKE_SIZE, OVERTAKE_STREAM, i);
+	}
+	_exit(0);	/* passes `received` */
+}
+
+static void *send_last_numbered(void *arg)
+{
+	struct thread_sender *s = arg;
+	unsigned char buf[OVERTAKE_SIZE];
+
+	numbered_fill(buf, OVERTAKE_SIZE, OVERTAKE_STREAM, OVERTAKE_MSGS);
+	send_msg(s->fd, buf, OVERTAKE_SIZE, &s->to);
+	return NULL;
+}
+
+/*
+ * rrds-a's side: a hello, then OVERTAKE_MSGS messages once the link is cut,
+ * then the last one from a second thread (held in the kernel; the main
+ * thread, in pthread_join, runs an iWARP reconnect meanwhile). The socket
+ * stays open until rrds-b has everything: closing would drop what is queued.
+ */
+static void __attribute__((noreturn)) run_overtake_sender(const FIXTURE_VARIANT(ib) *v,
+							  int bound[2], int cut[2], int sent[2],
+							  int armed[2], int received[2])
+{
+	struct thread_sender s = { .to = sin4(v->remote, PAIR_PORT) };
+	unsigned char buf[OVERTAKE_SIZE];
+	int i;
+
+	s.fd = child_socket(v->local, PAIR_PORT);
+	gate_wait(bound, "rrds-b to bind");
+	send_msg(s.fd, "h", 1, &s.to);
+	gate_wait(cut, "the link to be cut");
+	for (i = 0; i < OVERTAKE_MSGS; i++) {
+		numbered_fill(buf, OVERTAKE_SIZE, OVERTAKE_STREAM, i);
+		send_msg(s.fd, buf, OVERTAKE_SIZE, &s.to);
+	}
+	gate_pass(sent);
+	gate_wait(armed, "xmit_post_hold to be armed");
+	run_in_thread(send_last_numbered, &s);
+	gate_wait(received, "rrds-b to take every message");
+	close(s.fd);
+	_exit(0);
+}
+
+/*
+ * A thread that has taken a message from its connection's queue, and not
+ * yet handed it to the transport, when the link fails: the reset puts the
+ * message back, flagged as a retransmission, behind those sent before it.
+ * If the thread then hands its copy to the next link, it goes first and
+ * unflagged; the peer takes it, and drops every earlier retransmitted one
+ * as already seen (a fuzz run over siw lost a window of messages each way
+ * so). debugfs xmit_post_hold keeps the thread there while the test cuts
+ * the link (netem drops everything) until it is declared dead, restores
+ * it, and waits for the next link: every message must still arrive, once,
+ * in order, the transport having refused the stale copy. Without the
+ * refusal, rrds-b gets message 20 first and never the others.
+ */
+TEST_F_TIMEOUT(ib, held_send_does_not_overtake_retransmissions, 300)
+{
+	long long resets = rds_counter("conn_reset");
+	long long refused = rds_counter("ib_xmit_after_reset");
+	int bound[2], hello[2], cut[2], sent[2], armed[2], received[2];
+	struct kid k[2] = { 0 };
+	bool held = false, reset = false, up = false;
+
+	/*
+	 * siw completes a SEND once TCP has taken it, so a link whose packets
+	 * netem drops never fails in time; the race is in the core's transmit
+	 * and the IB transport's xmit, the same for both.
+	 */
+	if (strcmp(variant->kind, "rxe"))
+		SKIP(return, "siw: netem cannot make the link fail (sends complete into TCP)");
+	gate_open(_metadata, bound);	/* held by rrds-b: bound */
+	gate_open(_metadata, hello);	/* held by rrds-b: the hello arrived */
+	gate_open(_metadata, cut);	/* held by the parent: netem drops everything */
+	gate_open(_metadata, sent);	/* held by rrds-a: the first messages went */
+	gate_open(_metadata, armed);	/* held by the parent: the hold is armed */
+	gate_open(_metadata, received);	/* held by rrds-b: everything arrived */
+	deadline = now() + 180;
+	if (!spawn_in(&k[0], NS_B, "rrds-b receiver")) {
+		gate_pass(cut);
+		gate_pass(sent);
+		gate_pass(armed);
+		run_overtake_receiver(variant, bound, hello);
+	}
+	ASSERT_LT(0, k[0].pid);
+	if (!spawn_in(&k[1], NS_A, "rrds-a sender")) {
+		gate_pass(bound);
+		gate_pass(hello);
+		gate_pass(cut);
+		gate_pass(armed);
+		gate_pass(received);
+		run_overtake_sender(variant, bound, cut, sent, armed, received);
+	}
+	ASSERT_LT(0, k[1].pid);
+	gate_pass(bound);
+	gate_pass(hello);
+	gate_pass(sent);
+	gate_pass(received);
+	if (gate_wait_until(hello, deadline) && WAIT_FOR(30, pair_links_up(variant))) {
+		self->netem = true;
+		EXPECT_EQ(0, netem(variant, "loss 100%"));
+		gate_pass(cut);
+		if (gate_wait_until(sent, deadline)) {
+			EXPECT_EQ(0, set_hold("xmit_post_hold", true));
+			gate_pass(armed);
+			held = WAIT_FOR(20, holding("xmit_post_hold"));
+		}
+		/* The watchdog gives up on the link (no send progress for 8 s). */
+		reset = held && WAIT_FOR(60, rds_counter("conn_reset") > resets);
+			EXPECT_EQ(0, netem(variant, ""));
+		self->netem = false;
+		up = reset && WAIT_FOR(90, pair_links_up(variant));
+	}
+	gate_pass(cut);
+	gate_pass(armed);
+	set_hold("xmit_post_hold", false);
+	EXPECT_EQ(0, reap(_metadata, k, 2, deadline + REAP_GRACE_S));
+	EXPECT_TRUE(held);
+	EXPECT_TRUE(reset);
+	EXPECT_TRUE(up);
+	/* The held copy met the next link and was refused. */
+	EXPECT_LT(refused, rds_counter("ib_xmit_after_reset"));
+}
+
 #define CYCLE_SIZE	64
 #define CYCLE_STREAM	3
 

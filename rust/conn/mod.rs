@@ -125,6 +125,10 @@ struct ConnState {
     /// transport may have become ready meanwhile, so it must try once more
     /// before it stops (upstream's `cp_send_gen` check).
     xmit_again: bool,
+    /// Times the transport lost the link ([`Connection::reset_for_retransmit`]):
+    /// a message taken from the queue before a reset must not go out after it,
+    /// ahead of the retransmissions (see [`Transport::xmit`]).
+    resets: u64,
 }
 
 /// One connection.
@@ -225,11 +229,13 @@ impl Connection {
             };
             let header = next.header;
             let message = next.message.clone();
+            let resets = st.resets;
             // It joins the retransmit list before it is handed over, as upstream.
             st.sent += 1;
             drop(st);
+            crate::hooks::XMIT_POST_HOLD.pause();
             let taken = self.transport.can_send(self)
-                && self.transport.xmit(self, &header, &message) == Xmit::Taken;
+                && self.transport.xmit(self, resets, &header, &message) == Xmit::Taken;
             if !taken && crate::hooks::XMIT_HOLD.take() {
                 self.hold_until_met();
             }
@@ -379,6 +385,7 @@ impl Connection {
             }
         }
         st.sent = 0;
+        st.resets = st.resets.wrapping_add(1);
     }
 
     /// The link failed: a message whose RDMA operation was posted (on that
@@ -551,6 +558,10 @@ impl Conn for Connection {
 
     fn reset_for_retransmit(&self, also: Option<u64>) {
         Connection::reset_for_retransmit(self, also)
+    }
+
+    fn resets(&self) -> u64 {
+        self.state.lock().resets
     }
 
     fn peer_restarted(&self) {

@@ -324,6 +324,7 @@ fn new_connection(
                 sent: 0,
                 transmitting: false,
                 xmit_again: false,
+                resets: 0,
             }),
         }),
         GFP_KERNEL,

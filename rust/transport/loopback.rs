@@ -57,7 +57,8 @@ impl Transport for Loopback {
         !crate::hooks::LOOPBACK_HOLD.is_set()
     }
 
-    fn xmit(&self, conn: &dyn Conn, header: &Header, message: &Arc<Message>) -> Xmit {
+    // A loopback connection is never reset: `resets` cannot change.
+    fn xmit(&self, conn: &dyn Conn, _resets: u64, header: &Header, message: &Arc<Message>) -> Xmit {
         let wire = header.to_wire();
         // The receiving side of a loopback connection is the same connection:
         // from its local address to its remote one.

@@ -66,6 +66,8 @@ pub(crate) trait Conn: Send + Sync {
     /// The link went: what it had not had acknowledged (and `also`) is sent
     /// again on the next.
     fn reset_for_retransmit(&self, also: Option<u64>);
+    /// How many times [`Self::reset_for_retransmit`] has run.
+    fn resets(&self) -> u64;
     /// The peer lost its state: what it was handed goes.
     fn peer_restarted(&self);
     fn link_changed(&self, change: LinkChange);
@@ -270,5 +272,12 @@ pub(crate) trait Transport: Sync {
     /// Sends one message. Called by one thread at a time per connection, in
     /// sequence order, in process context. The transport reports delivery
     /// with [`Conn::drop_acked`].
-    fn xmit(&self, conn: &dyn Conn, header: &Header, message: &Arc<Message>) -> Xmit;
+    ///
+    /// `resets` is [`Conn::resets`] as of when the message left the queue. A
+    /// transport whose link can go must refuse (`Blocked`) a message whose
+    /// connection was reset since, checking under the lock its reset is
+    /// ordered with: the message was put back, flagged, to go after those
+    /// sent before it, and sent now it would overtake them; a peer taking
+    /// it first would drop them as old retransmissions.
+    fn xmit(&self, conn: &dyn Conn, resets: u64, header: &Header, message: &Arc<Message>) -> Xmit;
 }

@@ -129,9 +129,9 @@ impl Transport for Ib {
         conn.path().ib().is_some_and(|p| p.ready())
     }
 
-    fn xmit(&self, conn: &dyn Conn, header: &Header, message: &Arc<Message>) -> Xmit {
+    fn xmit(&self, conn: &dyn Conn, resets: u64, header: &Header, message: &Arc<Message>) -> Xmit {
         match conn.path().ib() {
-            Some(path) => path.xmit(header, message),
+            Some(path) => path.xmit(conn, resets, header, message),
             None => Xmit::Blocked,
         }
     }

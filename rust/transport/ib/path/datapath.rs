@@ -22,11 +22,24 @@ unsafe impl CompletionHandler for IbPath {
 
 impl IbPath {
     /// Posts what it can of a message (see `Transport::xmit`).
-    pub(crate) fn xmit(&self, header: &Header, message: &Arc<Message>) -> Xmit {
+    pub(crate) fn xmit(
+        &self,
+        conn: &dyn Conn,
+        resets: u64,
+        header: &Header,
+        message: &Arc<Message>,
+    ) -> Xmit {
         let mut guard = self.rings.lock();
         let Some(rings) = Option::as_mut(&mut *guard) else {
             return Xmit::Blocked;
         };
+        // A retirement takes the rings, then resets the connection, with the
+        // path's control lock held, which building the next link's rings
+        // needs: rings found here after a reset are a later link's.
+        if conn.resets() != resets {
+            stats::inc(Stat::IbXmitAfterReset);
+            return Xmit::Blocked;
+        }
         if rings.xmit(self, header, message) {
             Xmit::Taken
         } else {
