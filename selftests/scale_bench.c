@@ -24,7 +24,9 @@
  *     its share of the sending sockets in turn (round robin), to its own
  *     receiving socket, whose thread counts them; the rate is what arrived in
  *     SECONDS after a short warm-up.
- * Prints one line of key=value pairs.
+ * Prints one line of key=value pairs; progress goes to standard error
+ * (sockets bound, first sends made, arrivals every 10 s while connections
+ * come up), so a slow or stuck set-up shows where it is.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -173,15 +175,24 @@ static double bring_up(void)
 	uint64_t before = counted(false);
 	double start = now_s(), give_up;
 
+	double report = start + 10;
+	uint64_t arrived;
+
 	for (int i = 0; i < sockets; i++)
 		while (sendto(tx[i], buf, sizeof(buf), 0, (struct sockaddr *)&to[i], sizeof(to[i])) < 0)
 			if (errno != ENOBUFS && errno != EAGAIN && errno != ETIMEDOUT && errno != EINTR)
 				die("first send");
+	fprintf(stderr, "scale_bench: %d first sends made in %.1f s\n", sockets, now_s() - start);
 	give_up = now_s() + 600;
-	while (counted(false) - before < (uint64_t)sockets) {
+	while ((arrived = counted(false) - before) < (uint64_t)sockets) {
 		if (now_s() > give_up) {
 			errno = ETIMEDOUT;
 			die("connections coming up");
+		}
+		if (now_s() > report) {
+			fprintf(stderr, "scale_bench: %llu of %d arrived after %.0f s\n",
+				(unsigned long long)arrived, sockets, now_s() - start);
+			report += 10;
 		}
 		usleep(1000);
 	}
@@ -236,9 +247,15 @@ int main(int argc, char **argv)
 		if (task[t].epoll < 0)
 			die("epoll_create1");
 	}
+	start = now_s();
 	for (int i = 0; i < sockets; i++) {
 		struct epoll_event e = { .events = EPOLLIN };
 		char ip[INET_ADDRSTRLEN];
+
+		if (now_s() > start + 10) {
+			fprintf(stderr, "scale_bench: %d of %d socket pairs bound\n", i, sockets);
+			start = now_s();
+		}
 
 		nth_address(first_local, i % connections, ip);
 		tx[i] = bound_socket(ip, 0);
@@ -260,6 +277,7 @@ int main(int argc, char **argv)
 		if (pthread_create(&task[t].receiver, NULL, receiver, &task[t]))
 			die("pthread_create");
 
+	fprintf(stderr, "scale_bench: %d socket pairs bound\n", sockets);
 	sleep(1);
 	kib0 = kernel_kib();
 	slab0 = meminfo("Slab");
