@@ -14,6 +14,7 @@ mod monitor;
 mod table;
 
 use core::sync::atomic::{
+    AtomicU64,
     AtomicUsize,
     Ordering::Relaxed, //
 };
@@ -125,10 +126,6 @@ struct ConnState {
     /// transport may have become ready meanwhile, so it must try once more
     /// before it stops (upstream's `cp_send_gen` check).
     xmit_again: bool,
-    /// Times the transport lost the link ([`Connection::reset_for_retransmit`]):
-    /// a message taken from the queue before a reset must not go out after it,
-    /// ahead of the retransmissions (see [`Transport::xmit`]).
-    resets: u64,
 }
 
 /// One connection.
@@ -142,6 +139,13 @@ pub(crate) struct Connection {
     pub(crate) path: Path,
     /// Pongs queued and not yet acknowledged (see [`MAX_QUEUED_PONGS`]).
     pongs: AtomicUsize,
+    /// Times the transport lost the link ([`Connection::reset_for_retransmit`],
+    /// which counts under the queue lock): a message taken from the queue
+    /// before a reset must not go out after it, ahead of the retransmissions
+    /// (see [`Transport::xmit`]). An atomic, so that the transport's check
+    /// costs no lock; the locks that order a reset before the next link's
+    /// rings make the count visible there.
+    resets: AtomicU64,
     #[pin]
     state: SpinLock<ConnState>,
 }
@@ -229,7 +233,7 @@ impl Connection {
             };
             let header = next.header;
             let message = next.message.clone();
-            let resets = st.resets;
+            let resets = self.resets.load(Relaxed);
             // It joins the retransmit list before it is handed over, as upstream.
             st.sent += 1;
             drop(st);
@@ -385,7 +389,7 @@ impl Connection {
             }
         }
         st.sent = 0;
-        st.resets = st.resets.wrapping_add(1);
+        self.resets.fetch_add(1, Relaxed);
     }
 
     /// The link failed: a message whose RDMA operation was posted (on that
@@ -561,7 +565,7 @@ impl Conn for Connection {
     }
 
     fn resets(&self) -> u64 {
-        self.state.lock().resets
+        self.resets.load(Relaxed)
     }
 
     fn peer_restarted(&self) {

@@ -4,7 +4,10 @@
 //! many a namespace and a peer may have, users counted, and the sequence
 //! state a forgotten IB connection leaves for the next one with its key.
 
-use core::sync::atomic::AtomicUsize;
+use core::sync::atomic::{
+    AtomicU64,
+    AtomicUsize, //
+};
 use kernel::{
     new_spinlock,
     prelude::*,
@@ -316,6 +319,7 @@ fn new_connection(
             fcong: conn_fcong,
             path,
             pongs: AtomicUsize::new(0),
+            resets: AtomicU64::new(0),
             state <- new_spinlock!(ConnState {
                 // The first sequence number is 1 (upstream's `cp_next_tx_seq`).
                 next_tx_seq: 1,
@@ -324,7 +328,6 @@ fn new_connection(
                 sent: 0,
                 transmitting: false,
                 xmit_again: false,
-                resets: 0,
             }),
         }),
         GFP_KERNEL,
