@@ -2048,19 +2048,14 @@ static int module_refcnt(void)
 /* rrds's counters that are not 0 (RDS_INFO_COUNTERS), into the test's log. */
 static void dump_counters(void)
 {
-	struct rds_info_counter c[128];
-	socklen_t len = sizeof(c);
-	int fd = rds_socket();
+	struct rds_info_counter c[RDS_COUNTERS_MAX];
+	int n = rds_counters(c);
 
-	if (fd < 0)
-		return;
 	fprintf(stderr, "# == counters\n");
-	if (getsockopt(fd, SOL_RDS, RDS_INFO_COUNTERS, c, &len) == sizeof(c[0]))
-		for (unsigned int i = 0; i < len / sizeof(c[0]); i++)
-			if (c[i].value)
-				fprintf(stderr, "# %.*s %llu\n", (int)sizeof(c[i].name),
-					(char *)c[i].name, (unsigned long long)c[i].value);
-	close(fd);
+	for (int i = 0; i < n; i++)
+		if (c[i].value)
+			fprintf(stderr, "# %.*s %llu\n", (int)sizeof(c[i].name), (char *)c[i].name,
+				(unsigned long long)c[i].value);
 }
 
 /* rrds's debugfs, its counters and the tail of the kernel log, into the test's log. */

@@ -66,21 +66,29 @@ static inline int local_port(int fd)
 	return ntohs(a.sin_port);
 }
 
-/* A global counter by name (RDS_INFO_COUNTERS); -1 if missing. */
-static inline long long rds_counter(const char *name)
+#define RDS_COUNTERS_MAX	128
+
+/* Every global counter (RDS_INFO_COUNTERS) into @c; how many, or -1. */
+static inline int rds_counters(struct rds_info_counter c[RDS_COUNTERS_MAX])
 {
-	struct rds_info_counter c[128];
-	socklen_t len = sizeof(c);
+	socklen_t len = RDS_COUNTERS_MAX * sizeof(c[0]);
 	int fd = rds_socket(), each;
-	long long value = -1;
 
 	if (fd < 0)
 		return -1;
 	each = getsockopt(fd, SOL_RDS, RDS_INFO_COUNTERS, c, &len);
 	close(fd);
-	if (each != sizeof(c[0]))
-		return -1;
-	for (unsigned int i = 0; i < len / sizeof(c[0]); i++)
+	return each == sizeof(c[0]) ? (int)(len / sizeof(c[0])) : -1;
+}
+
+/* A global counter by name (RDS_INFO_COUNTERS); -1 if missing. */
+static inline long long rds_counter(const char *name)
+{
+	struct rds_info_counter c[RDS_COUNTERS_MAX];
+	int n = rds_counters(c);
+	long long value = -1;
+
+	for (int i = 0; i < n; i++)
 		if (!strncmp((char *)c[i].name, name, sizeof(c[i].name)))
 			value = c[i].value;
 	return value;
