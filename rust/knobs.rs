@@ -4,7 +4,10 @@
 //! the namespace (or when rrds loads) from the module parameters' values
 //! (`crate::limits`), then set by the namespace's administrator.
 
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    rbtree::RBTree, //
+};
 
 use crate::ffi::net::{
     NetRef,
@@ -14,14 +17,15 @@ use crate::ffi::net::{
 /// Per-namespace knobs: `/proc/sys/net/rrds/*` of each namespace, made
 /// when the namespace is (or when rrds loads) from the module parameters.
 struct NetKnobs {
-    net: NetRef,
     idle_timeout_secs: Pin<KBox<NetUintSysctl>>,
 }
 
 kernel::sync::global_lock! {
     // SAFETY: Initialised by `init()` in module init, before the pernet
     // operations are registered.
-    unsafe(uninit) static NET_KNOBS: Mutex<KVec<NetKnobs>> = KVec::new();
+    // By namespace (each link's watchdog tick reads its own); `None` until
+    // the first (`RBTree::new` is not const).
+    unsafe(uninit) static NET_KNOBS: Mutex<Option<RBTree<NetRef, NetKnobs>>> = None;
 }
 
 /// Initialises the table of namespaces' knobs. Call once, in module init.
@@ -31,7 +35,8 @@ pub(crate) fn init(m: &crate::ffi::global::ModuleInit) {
 
 /// Frees the table's buffer. Call once, at unload, after the pernet operations.
 pub(crate) fn release_table() {
-    crate::tables::free_table(&mut NET_KNOBS.lock());
+    let knobs = NET_KNOBS.lock().take();
+    drop(knobs);
 }
 
 /// `net` was created: its sysctls, from the module parameters.
@@ -42,25 +47,19 @@ pub(crate) fn net_init(net: NetRef) -> Result {
         c"idle_timeout_secs",
         crate::limits::idle_timeout_secs_default(),
     )?;
-    NET_KNOBS.lock().push(
-        NetKnobs {
-            net,
-            idle_timeout_secs,
-        },
-        GFP_KERNEL,
-    )?;
+    NET_KNOBS
+        .lock()
+        .get_or_insert_with(RBTree::new)
+        .try_create_and_insert(net, NetKnobs { idle_timeout_secs }, GFP_KERNEL)?;
     Ok(())
 }
 
 /// `net` is going: its sysctls go (unregistered outside the table's lock).
 pub(crate) fn net_exit(net: NetRef) {
-    let gone = {
-        let mut knobs = NET_KNOBS.lock();
-        knobs
-            .iter()
-            .position(|k| k.net == net)
-            .and_then(|i| knobs.remove(i).ok())
-    };
+    let gone = NET_KNOBS
+        .lock()
+        .as_mut()
+        .and_then(|knobs| knobs.remove(&net));
     drop(gone);
 }
 
@@ -70,8 +69,8 @@ pub(crate) fn net_exit(net: NetRef) {
 pub(crate) fn idle_timeout_secs(net: NetRef) -> u32 {
     NET_KNOBS
         .lock()
-        .iter()
-        .find(|k| k.net == net)
+        .as_ref()
+        .and_then(|knobs| knobs.get(&net))
         .map_or(crate::limits::idle_timeout_secs_default(), |k| {
             k.idle_timeout_secs.get()
         })

@@ -5,7 +5,40 @@
 //! the initial namespace (`HostListeners`); closed while their device is
 //! being removed and made again once a device serves the address.
 
+use kernel::rbtree::{
+    Cursor,
+    CursorMut,
+    RBTree, //
+};
+
 use super::*;
+
+/// Where a listener listens: a local address of a namespace. Ordered by
+/// namespace first, so a namespace's listeners are one range of the table.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct ListenerKey {
+    net: NetRef,
+    addr: [u8; 16],
+}
+
+impl ListenerKey {
+    fn new(net: NetRef, ep: &Endpoint) -> Self {
+        Self { net, addr: ep.addr }
+    }
+
+    /// No address of `net` orders before this key.
+    fn first_of(net: NetRef) -> Self {
+        Self { net, addr: [0; 16] }
+    }
+
+    fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            addr: self.addr,
+            port: 0,
+            scope: 0,
+        }
+    }
+}
 
 /// A listener on one local address of a namespace, and how many rrds
 /// sockets are bound to that address. Listening on each bound address
@@ -13,8 +46,6 @@ use super::*;
 /// shared between them (an iWARP listener takes the TCP port on every
 /// device it covers).
 struct Listener {
-    net: NetRef,
-    addr: [u8; 16],
     bound: usize,
     /// An address of the initial namespace, served whether or not a socket
     /// is bound to it (`serve_host_addresses`).
@@ -30,9 +61,50 @@ struct Listener {
     relisten_queued: bool,
 }
 
+/// The listeners, by namespace and address: a bind, a close and the
+/// watchdog's tick find theirs without a scan of every namespace's.
+type Listeners = RBTree<ListenerKey, Listener>;
+
 kernel::sync::global_lock! {
     // SAFETY: Initialised by `init()` in module init, before PF_RDS is registered.
-    unsafe(uninit) static LISTENERS: Mutex<KVec<Listener>> = KVec::new();
+    // `None` until the first listener (`RBTree::new` is not const).
+    unsafe(uninit) static LISTENERS: Mutex<Option<Listeners>> = None;
+}
+
+/// Whether `net` has a listener.
+fn has_listener_in(listeners: &Listeners, net: NetRef) -> bool {
+    listeners
+        .cursor_lower_bound(&ListenerKey::first_of(net))
+        .is_some_and(|c: Cursor<'_, _, _>| c.current().0.net == net)
+}
+
+/// Removes the listeners of `net` (of every namespace: `None`) for which
+/// `keep` returns false.
+fn retain(
+    listeners: &mut Listeners,
+    net: Option<NetRef>,
+    mut keep: impl FnMut(&ListenerKey, &mut Listener) -> bool,
+) {
+    let mut cursor = match net {
+        Some(net) => listeners.cursor_lower_bound_mut(&ListenerKey::first_of(net)),
+        None => listeners.cursor_front_mut(),
+    };
+    while let Some(mut c) = cursor {
+        let (key, l) = c.current_mut();
+        if net.is_some_and(|net| key.net != net) {
+            break;
+        }
+        if keep(key, l) {
+            cursor = c.move_next();
+            continue;
+        }
+        let key = *key;
+        // Destroyed under the lock: listener handlers never take it.
+        let (next, removed) = c.remove_current();
+        drop(removed);
+        // `remove_current` moves back when it removed the last node.
+        cursor = next.filter(|c: &CursorMut<'_, _, _>| *c.current().0 > key);
+    }
 }
 
 /// Initialises the listener tables. Call once, in module init.
@@ -43,7 +115,8 @@ pub(super) fn init(m: &crate::ffi::global::ModuleInit) {
 
 /// Frees the listener tables' buffers. Call once, at unload, after the last device.
 pub(super) fn release() {
-    crate::tables::free_table(&mut LISTENERS.lock());
+    let listeners = LISTENERS.lock().take();
+    drop(listeners);
     crate::tables::free_table(&mut NOT_RDMA.lock().addrs);
 }
 
@@ -65,11 +138,10 @@ fn listen(net: NetRef, ep: &Endpoint) -> Result<CmId<Cm>> {
 /// is the first. Process context.
 pub(crate) fn net_get(net: NetRef, ep: &Endpoint) -> Result {
     let binder = ARef::from(&**kernel::current!());
-    let mut listeners = LISTENERS.lock();
-    if let Some(l) = listeners
-        .iter_mut()
-        .find(|l| l.net == net && l.addr == ep.addr)
-    {
+    let key = ListenerKey::new(net, ep);
+    let mut guard = LISTENERS.lock();
+    let listeners = guard.get_or_insert_with(RBTree::new);
+    if let Some(l) = listeners.get_mut(&key) {
         if l.id.is_none() {
             // Its device went: try again, from the namespace's own task.
             l.id = listen(net, ep).ok();
@@ -79,10 +151,9 @@ pub(crate) fn net_get(net: NetRef, ep: &Endpoint) -> Result {
         return Ok(());
     }
     let id = listen(net, ep)?;
-    listeners.push(
+    listeners.try_create_and_insert(
+        key,
         Listener {
-            net,
-            addr: ep.addr,
             bound: 1,
             host: false,
             id: Some(id),
@@ -98,16 +169,17 @@ pub(crate) fn net_get(net: NetRef, ep: &Endpoint) -> Result {
 /// the last in the namespace takes every IB connection of it down too.
 /// Process context.
 pub(crate) fn net_put(net: NetRef, ep: &Endpoint) {
+    let key = ListenerKey::new(net, ep);
     let last_in_net = {
-        let mut listeners = LISTENERS.lock();
-        let Some(i) = listeners
-            .iter()
-            .position(|l| l.net == net && l.addr == ep.addr)
-        else {
+        let mut guard = LISTENERS.lock();
+        let Some(listeners) = guard.as_mut() else {
             return;
         };
-        listeners[i].bound -= 1;
-        if listeners[i].bound > 0 || listeners[i].host {
+        let Some(l) = listeners.get_mut(&key) else {
+            return;
+        };
+        l.bound -= 1;
+        if l.bound > 0 || l.host {
             return;
         }
         // Destroyed (waiting for its handler) before the sweep below, so no
@@ -115,8 +187,8 @@ pub(crate) fn net_put(net: NetRef, ep: &Endpoint) {
         // or a bind to the address meanwhile would find no listener and fail to
         // listen on the port this one still holds (EADDRINUSE). Listener
         // handlers never take the table lock.
-        drop(listeners.remove(i));
-        !listeners.iter().any(|l| l.net == net)
+        drop(listeners.remove(&key));
+        !has_listener_in(listeners, net)
     };
     if last_in_net {
         forget_links(net);
@@ -138,9 +210,23 @@ static DEVICE_GENERATION: kernel::sync::atomic::Atomic<u32> = kernel::sync::atom
 /// address can take a moment to reach its GID table after the device is
 /// added).
 struct NotRdma {
+    /// Sorted, for a binary search per address and tick.
     addrs: KVec<[u8; 16]>,
     generation: u32,
     scans: u32,
+}
+
+impl NotRdma {
+    /// Adds `addr`, in order, if there is room.
+    fn remember(&mut self, addr: [u8; 16]) {
+        if let Err(at) = self.addrs.binary_search(&addr) {
+            if self.addrs.len() < crate::ffi::net::MAX_ADDRESSES
+                && self.addrs.reserve(1, GFP_KERNEL).is_ok()
+            {
+                let _ = self.addrs.insert_within_capacity(at, addr);
+            }
+        }
+    }
 }
 
 /// Scans (seconds) an address found not to be an RDMA address is left alone.
@@ -160,46 +246,40 @@ kernel::sync::global_lock! {
 /// within about a second). Process context.
 pub(super) fn serve_host_addresses() {
     let net = NetRef::init_net();
-    let Ok(addrs) = crate::ffi::net::addresses(net) else {
+    let Ok(mut addrs) = crate::ffi::net::addresses(net) else {
         return;
     };
+    addrs.sort_unstable();
     // Addresses gone: their listeners go unless a socket is bound there.
     let none_left = {
-        let mut listeners = LISTENERS.lock();
-        let had = listeners.iter().any(|l| l.net == net);
-        for l in listeners
-            .iter_mut()
-            .filter(|l| l.host && !addrs.contains(&l.addr))
-        {
-            l.host = false;
-        }
-        listeners.retain(|l| l.net != net || l.host || l.bound > 0);
-        had && !listeners.iter().any(|l| l.net == net)
+        let mut guard = LISTENERS.lock();
+        let listeners = guard.get_or_insert_with(RBTree::new);
+        let had = has_listener_in(listeners, net);
+        retain(listeners, Some(net), |key, l| {
+            l.host &= addrs.binary_search(&key.addr).is_ok();
+            l.host || l.bound > 0
+        });
+        had && !has_listener_in(listeners, net)
     };
     if none_left {
         forget_links(net);
     }
     forget_not_rdma_when_due();
     for addr in addrs.iter() {
+        let key = ListenerKey { net, addr: *addr };
         let served = LISTENERS
             .lock()
-            .iter()
-            .any(|l| l.net == net && l.addr == *addr && l.host && l.id.is_some());
-        if served || NOT_RDMA.lock().addrs.contains(addr) {
+            .as_ref()
+            .and_then(|listeners| listeners.get(&key))
+            .is_some_and(|l| l.host && l.id.is_some());
+        if served || NOT_RDMA.lock().addrs.binary_search(addr).is_ok() {
             continue;
         }
-        let ep = Endpoint {
-            addr: *addr,
-            port: 0,
-            scope: 0,
-        };
+        let ep = key.endpoint();
         match is_rdma_address(net, &ep) {
             Ok(true) => {}
             Ok(false) => {
-                let mut not_rdma = NOT_RDMA.lock();
-                if not_rdma.addrs.len() < crate::ffi::net::MAX_ADDRESSES {
-                    let _ = not_rdma.addrs.push(*addr, GFP_KERNEL);
-                }
+                NOT_RDMA.lock().remember(*addr);
                 continue;
             }
             Err(_) => continue,
@@ -226,15 +306,14 @@ fn forget_not_rdma_when_due() {
 /// Listens on `ep`, an RDMA address of the initial namespace `net`, as a
 /// host address. Returns `false` if host listeners have stopped (unload).
 fn serve_host_address(net: NetRef, ep: &Endpoint) -> bool {
-    let mut listeners = LISTENERS.lock();
+    let key = ListenerKey::new(net, ep);
+    let mut guard = LISTENERS.lock();
     // Under the lock: `HostListeners::drop` takes it after setting the flag.
     if HOST_STOPPED.load(kernel::sync::atomic::Relaxed) {
         return false;
     }
-    if let Some(l) = listeners
-        .iter_mut()
-        .find(|l| l.net == net && l.addr == ep.addr)
-    {
+    let listeners = guard.get_or_insert_with(RBTree::new);
+    if let Some(l) = listeners.get_mut(&key) {
         l.host = true;
         if l.id.is_none() {
             l.id = listen(net, ep).ok();
@@ -245,10 +324,9 @@ fn serve_host_address(net: NetRef, ep: &Endpoint) -> bool {
     let Ok(id) = listen(net, ep) else {
         return true;
     };
-    let _ = listeners.push(
+    let _ = listeners.try_create_and_insert(
+        key,
         Listener {
-            net,
-            addr: ep.addr,
             bound: 0,
             host: true,
             id: Some(id),
@@ -274,13 +352,14 @@ impl HostListeners {
 
 impl Drop for HostListeners {
     fn drop(&mut self) {
-        let mut listeners = LISTENERS.lock();
+        let mut guard = LISTENERS.lock();
         HOST_STOPPED.store(true, kernel::sync::atomic::Relaxed);
-        for l in listeners.iter_mut() {
-            l.host = false;
+        if let Some(listeners) = guard.as_mut() {
+            retain(listeners, None, |_, l| {
+                l.host = false;
+                l.bound > 0
+            });
         }
-        // Destroyed under the lock: listener handlers never take it.
-        listeners.retain(|l| l.bound > 0);
     }
 }
 
@@ -352,8 +431,11 @@ pub(super) fn close_listeners(doomed: impl Fn(&CmId<Cm>) -> bool) -> usize {
     let mut closed = KVec::new();
     let mut count = 0;
     {
-        let mut listeners = LISTENERS.lock();
-        for l in listeners.iter_mut() {
+        let mut guard = LISTENERS.lock();
+        for l in guard
+            .iter_mut()
+            .flat_map(|listeners| listeners.values_mut())
+        {
             if l.id.as_ref().is_some_and(&doomed) {
                 if let Some(id) = l.id.take() {
                     count += 1;
@@ -380,23 +462,26 @@ pub(crate) fn device_added() {
 fn relisten() {
     for _ in 0..RELISTEN_TRIES {
         let mut missing = false;
-        for l in LISTENERS.lock().iter_mut().filter(|l| l.id.is_none()) {
-            let ep = Endpoint {
-                addr: l.addr,
-                port: 0,
-                scope: 0,
-            };
-            match listen(l.net, &ep) {
+        let mut guard = LISTENERS.lock();
+        let missing_ids = guard
+            .iter_mut()
+            .flat_map(|listeners| listeners.iter_mut())
+            .filter(|(_, l)| l.id.is_none());
+        for (key, l) in missing_ids {
+            let ep = key.endpoint();
+            match listen(key.net, &ep) {
                 Ok(id) => l.id = Some(id),
                 Err(_) => {
                     missing = true;
                     // siw: the address exists only in the listener's namespace.
                     if let Some(task) = l.binder.as_ref().filter(|_| !l.relisten_queued) {
-                        l.relisten_queued = run_in_task(task, Relisten { net: l.net, ep }).is_ok();
+                        let work = Relisten { net: key.net, ep };
+                        l.relisten_queued = run_in_task(task, work).is_ok();
                     }
                 }
             }
         }
+        drop(guard);
         if !missing {
             return;
         }
@@ -412,11 +497,9 @@ struct Relisten {
 
 impl TaskWork for Relisten {
     fn run(self) {
-        let mut listeners = LISTENERS.lock();
-        if let Some(l) = listeners
-            .iter_mut()
-            .find(|l| l.net == self.net && l.addr == self.ep.addr)
-        {
+        let key = ListenerKey::new(self.net, &self.ep);
+        let mut guard = LISTENERS.lock();
+        if let Some(l) = guard.as_mut().and_then(|listeners| listeners.get_mut(&key)) {
             l.relisten_queued = false;
             if l.id.is_none() {
                 l.id = listen(self.net, &self.ep).ok();
@@ -426,10 +509,11 @@ impl TaskWork for Relisten {
 
     fn cancel(self) {
         // The next bind in the namespace listens again (`net_get`).
+        let key = ListenerKey::new(self.net, &self.ep);
         if let Some(l) = LISTENERS
             .lock()
-            .iter_mut()
-            .find(|l| l.net == self.net && l.addr == self.ep.addr)
+            .as_mut()
+            .and_then(|listeners| listeners.get_mut(&key))
         {
             l.relisten_queued = false;
         }
