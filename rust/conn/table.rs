@@ -233,14 +233,8 @@ fn forget_resumes(net: NetRef) {
     let Some(kept) = guard.as_mut() else {
         return;
     };
-    let mut cursor = kept.cursor_lower_bound_mut(&ConnKey::first_to(net, [0; 16]));
-    while let Some(c) = cursor {
-        if c.current().0.net != net {
-            break;
-        }
-        // The next node, or the previous (of another namespace) if none.
-        cursor = c.remove_current().0;
-    }
+    let first = ConnKey::first_to(net, [0; 16]);
+    crate::tables::retain_range(kept, Some(&first), |k| k.net == net, |_, _| false);
 }
 
 /// The connection for `key`, created on first use; the caller is a user

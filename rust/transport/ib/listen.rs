@@ -7,7 +7,6 @@
 
 use kernel::rbtree::{
     Cursor,
-    CursorMut,
     RBTree, //
 };
 
@@ -79,32 +78,16 @@ fn has_listener_in(listeners: &Listeners, net: NetRef) -> bool {
 }
 
 /// Removes the listeners of `net` (of every namespace: `None`) for which
-/// `keep` returns false.
+/// `keep` returns false; destroyed under the lock, which listener handlers
+/// never take.
 fn retain(
     listeners: &mut Listeners,
     net: Option<NetRef>,
-    mut keep: impl FnMut(&ListenerKey, &mut Listener) -> bool,
+    keep: impl FnMut(&ListenerKey, &mut Listener) -> bool,
 ) {
-    let mut cursor = match net {
-        Some(net) => listeners.cursor_lower_bound_mut(&ListenerKey::first_of(net)),
-        None => listeners.cursor_front_mut(),
-    };
-    while let Some(mut c) = cursor {
-        let (key, l) = c.current_mut();
-        if net.is_some_and(|net| key.net != net) {
-            break;
-        }
-        if keep(key, l) {
-            cursor = c.move_next();
-            continue;
-        }
-        let key = *key;
-        // Destroyed under the lock: listener handlers never take it.
-        let (next, removed) = c.remove_current();
-        drop(removed);
-        // `remove_current` moves back when it removed the last node.
-        cursor = next.filter(|c: &CursorMut<'_, _, _>| *c.current().0 > key);
-    }
+    let first = net.map(ListenerKey::first_of);
+    let within = |key: &ListenerKey| net.is_none_or(|net| key.net == net);
+    crate::tables::retain_range(listeners, first.as_ref(), within, keep);
 }
 
 /// Initialises the listener tables. Call once, in module init.
