@@ -47,3 +47,36 @@ pub(crate) fn retain_range<K: Ord + Copy, V>(
         cursor = next.filter(|c: &CursorMut<'_, K, V>| *c.current().0 > key);
     }
 }
+
+/// Sorts `v` in place (heapsort: O(n log n), no allocation). core's slice
+/// sorts end in a panic objtool does not know never returns, so it warns
+/// that they fall through into the next function.
+pub(crate) fn sort<T: Ord>(v: &mut [T]) {
+    let len = v.len();
+    for root in (0..len / 2).rev() {
+        sift_down(v, root, len);
+    }
+    for end in (1..len).rev() {
+        v.swap(0, end);
+        sift_down(v, 0, end);
+    }
+}
+
+/// Moves `v[root]` down the max-heap in `v[..len]` until its children are
+/// no greater.
+fn sift_down<T: Ord>(v: &mut [T], mut root: usize, len: usize) {
+    loop {
+        let mut child = 2 * root + 1;
+        if child >= len {
+            return;
+        }
+        if child + 1 < len && v[child] < v[child + 1] {
+            child += 1;
+        }
+        if v[root] >= v[child] {
+            return;
+        }
+        v.swap(root, child);
+        root = child;
+    }
+}

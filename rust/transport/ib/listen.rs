@@ -232,7 +232,7 @@ pub(super) fn serve_host_addresses() {
     let Ok(mut addrs) = crate::ffi::net::addresses(net) else {
         return;
     };
-    addrs.sort_unstable();
+    crate::tables::sort(&mut addrs);
     // Addresses gone: their listeners go unless a socket is bound there.
     let none_left = {
         let mut guard = LISTENERS.lock();
