@@ -443,6 +443,7 @@ TEST_F(bare, kunit_suites_pass)
 		{ "rrds_cong_bitmap", 1 },
 		{ "rrds_addr", 4 },
 		{ "rrds_send_settling", 2 },
+		{ "rrds_tables", 1 },
 	};
 	char path[128], want[128], results[16384];
 	struct stat st;
