@@ -72,6 +72,56 @@ RRDS_SPLAT_RE+='unreferenced object|refcount_t:|rust_kernel: panicked|'
 RRDS_SPLAT_RE+='(ASSERTION|EXPECTATION) FAILED at'
 RRDS_SPLAT_NOT_RE='KernelAddressSanitizer initialized|kmemleak: Kernel memory leak detector'
 
+# without_known_driver_reports LOG KNOWN: LOG (a kernel log) without two
+# reports of drivers' own defects, not rrds's (Documentation/testing.rst,
+# "Kernel log"); each dropped report's first line is added to KNOWN.
+#
+# siw's lock order: a lockdep "SOFTIRQ-safe -> SOFTIRQ-unsafe" report, up
+# to its stack backtrace, when the unsafe acquisition is one of siw's socket
+# callbacks (siw_qp_llp_data_ready, siw_cm_llp_data_ready,
+# siw_cm_llp_state_change) taking sk_callback_lock with a plain read_lock,
+# softirqs on. Lockdep turns itself off after that report, so once one is
+# dropped, so is the "INFO: lockdep is turned off." that a later lock dump
+# (sysrq d) prints: any other lockdep report had to come before it, and is
+# counted.
+#
+# rxe's receive race: the WARNING in rxe_sched_task (rxe_task.c) that a
+# QP's count is 0, up to its end-of-trace line, when the trace is rxe's
+# packet receive path (rxe_udp_encap_recv, rxe_loopback): a packet for a QP
+# being destroyed. On the test kernel KASAN still reports any use of the
+# freed QP.
+without_known_driver_reports() {
+	awk -v known="$2" '
+	function keep(dropped_it) {
+		if (!dropped_it) for (i = 1; i <= n; i++) print buf[i]
+		else print FILENAME ": " buf[1] >>known
+	}
+	/WARNING: SOFTIRQ-safe -> SOFTIRQ-unsafe lock order detected/ { inblk = 1; n = 0; siw = 0 }
+	inblk == 1 {
+		buf[++n] = $0
+		if ($0 ~ /siw_(qp_llp_data_ready|cm_llp_data_ready|cm_llp_state_change)/) siw = 1
+		if ($0 ~ /stack backtrace:/) {
+			keep(siw)
+			dropped = dropped || siw
+			inblk = 0
+		}
+		next
+	}
+	/WARNING: drivers\/infiniband\/sw\/rxe\/rxe_task\.c:[0-9]+ at rxe_sched_task/ { inblk = 2; n = 0; rx = 0 }
+	inblk == 2 {
+		buf[++n] = $0
+		if ($0 ~ /rxe_udp_encap_recv|rxe_loopback/) rx = 1
+		if ($0 ~ /---\[ end trace/ || n > 120) {
+			keep(rx && n <= 120)
+			inblk = 0
+		}
+		next
+	}
+	dropped && /INFO: lockdep is turned off\./ { next }
+	{ print }
+	END { if (inblk) for (i = 1; i <= n; i++) print buf[i] }' "$1"
+}
+
 # check_bench_options GUEST_OPTION... -- ARG...: ARG, the `rrds bench`
 # options scripts/bench and scripts/bench-ib hand to the guest, checked
 # before any work (else a mistake shows only after a kernel build and a
