@@ -26,6 +26,11 @@ pub(crate) static LOOPBACK_HOLD: Knob = Knob::new();
 /// The next transmit attempt the transport refuses waits until another
 /// `xmit` call finds it (`xmit_hold`, one shot).
 pub(crate) static XMIT_HOLD: Knob = Knob::new();
+/// An emulated XRC target keeps the receive buffers that complete instead
+/// of posting them again, as a target whose CPU lags behind its initiator
+/// would; the next completion after clearing it posts them all
+/// (`xrc_repost_hold`).
+pub(crate) static XRC_REPOST_HOLD: Knob = Knob::new();
 /// The next registration-QP connect fails with `ETIMEDOUT`, as one whose
 /// connection manager is gone would (`regqp_connect_fail`, one shot).
 pub(crate) static REGQP_CONNECT_FAIL: Knob = Knob::new();
@@ -227,6 +232,8 @@ pub(crate) struct Files {
     forget_hold: debugfs::File<&'static Hold>,
     #[pin]
     xmit_post_hold: debugfs::File<&'static Hold>,
+    #[pin]
+    xrc_repost_hold: debugfs::File<&'static Knob>,
 }
 
 #[cfg(rrds_test_hooks)]
@@ -297,6 +304,12 @@ impl Files {
                 &XMIT_POST_HOLD,
                 hold_show,
                 hold_store,
+            ),
+            xrc_repost_hold <- dir.read_write_callback_file(
+                c"xrc_repost_hold",
+                &XRC_REPOST_HOLD,
+                knob_show,
+                knob_store,
             ),
         }? Error)
     }

@@ -36,14 +36,15 @@ pub(crate) const QPS_RTR: u32 = bindings::ib_qp_state_IB_QPS_RTR;
 pub(crate) const QPS_RTS: u32 = bindings::ib_qp_state_IB_QPS_RTS;
 pub(crate) const QPS_ERR: u32 = bindings::ib_qp_state_IB_QPS_ERR;
 
-/// What a QP's async events are delivered to.
+/// What the async events of a QP, or of an SRQ, are delivered to.
 ///
 /// Drivers call this in any context, hard interrupts included, possibly on
 /// several CPUs at once: it must not sleep.
 ///
 /// # Safety
 ///
-/// Every [`OwnedQp<Self>`] is dropped before the `Self` it was created with.
+/// Every [`OwnedQp<Self>`], and every [`SharedReceiveQueue`] created with a
+/// `Self`, is dropped before that `Self`.
 pub(crate) unsafe trait QpEventHandler: Sync + 'static {
     fn qp_event(&self, event: u32);
 }
@@ -63,8 +64,17 @@ unsafe impl Send for SharedReceiveQueue {}
 unsafe impl Sync for SharedReceiveQueue {}
 
 impl SharedReceiveQueue {
-    pub(crate) fn create(pd: &ProtectionDomain, max_wr: u32) -> Result<Self> {
+    /// An SRQ in `pd` whose events (`IB_EVENT_SRQ_LIMIT_REACHED`,
+    /// `IB_EVENT_SRQ_ERR`) go to `context`, which outlives it
+    /// (`QpEventHandler`'s safety requirement).
+    pub(crate) fn create<H: QpEventHandler>(
+        pd: &ProtectionDomain,
+        max_wr: u32,
+        context: &Arc<H>,
+    ) -> Result<Self> {
         let mut attr = bindings::ib_srq_init_attr {
+            event_handler: Some(event_trampoline::<H>),
+            srq_context: Arc::as_ptr(context).cast_mut().cast(),
             attr: bindings::ib_srq_attr {
                 max_wr,
                 max_sge: 1,
@@ -73,10 +83,31 @@ impl SharedReceiveQueue {
             srq_type: bindings::ib_srq_type_IB_SRQT_BASIC,
             ..Default::default()
         };
-        // SAFETY: `pd` is live; `attr` is a valid attribute block ib_core copies.
+        // SAFETY: `pd` is live; `attr` is a valid attribute block ib_core copies;
+        // the caller keeps `context` valid.
         let srq = from_err_ptr(unsafe { bindings::rrds_ib_create_srq(pd.as_raw(), &mut attr) })?;
         // INVARIANT: created just above.
         NonNull::new(srq).map(Self).ok_or(ENOMEM)
+    }
+
+    /// Arms the SRQ's limit: the driver raises `IB_EVENT_SRQ_LIMIT_REACHED`
+    /// once, when fewer than `limit` receives are left posted, and disarms.
+    /// Arming an armed SRQ only sets the limit again.
+    ///
+    /// Errors: the driver's; `EINVAL` if fewer than `limit` are posted now.
+    pub(crate) fn arm_limit(&self, limit: u32) -> Result {
+        let mut attr = bindings::ib_srq_attr {
+            srq_limit: limit,
+            ..Default::default()
+        };
+        // SAFETY: The SRQ is live (type invariant); `attr` is valid for the call.
+        to_result(unsafe {
+            bindings::ib_modify_srq(
+                self.0.as_ptr(),
+                &mut attr,
+                bindings::ib_srq_attr_mask_IB_SRQ_LIMIT,
+            )
+        })
     }
 
     /// Posts one receive into `sges`, completing to `cqe`. The memory the
@@ -285,7 +316,8 @@ impl<H: QpEventHandler> Drop for OwnedQp<H> {
 
 /// # Safety
 ///
-/// Called by ib_core only, for a QP created by [`OwnedQp::create`] with `H`.
+/// Called by ib_core only, for a QP created by [`OwnedQp::create`] with `H`
+/// or an SRQ created by [`SharedReceiveQueue::create`] with `H`.
 unsafe extern "C" fn event_trampoline<H: QpEventHandler>(
     event: *mut bindings::ib_event,
     context: *mut c_void,

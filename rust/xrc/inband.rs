@@ -16,6 +16,9 @@ const CM_VERSION: u8 = bindings::RRDS_XRC_CM_VERSION as u8;
 const LISTEN_BACKLOG: i32 = 16;
 /// Receive buffers (a page each) posted on an emulated target's SRQ.
 const RECV_BUFFERS: usize = 16;
+/// The SRQ's limit: the device raises `SRQ_LIMIT_REACHED` when fewer than
+/// this many receives are left posted.
+const SRQ_LIMIT: u32 = RECV_BUFFERS as u32 / 4;
 /// The work item id of a target's reaper (`teardown` is 0).
 pub(super) const REAP_WORK: u64 = 1;
 /// An emulated target's CQ: its receives, and the send queue's drain marker.
@@ -328,11 +331,17 @@ impl Target {
 
 /// The receives posted on an emulated target's SRQ, and what they took.
 ///
+/// The SRQ's limit is armed at [`SRQ_LIMIT`] once its receives are posted,
+/// and armed again each time as many receives as it takes to reach it have
+/// completed: the driver disarms it when it raises the event, and arming an
+/// armed SRQ changes nothing.
+///
 /// # Invariants
 ///
 /// Field order: the SRQ is destroyed (discarding what is still posted)
 /// before the buffers are unmapped; the QPs on the SRQ and their CQ go
-/// before the receiver (`Resources`' field order).
+/// before the receiver (`Resources`' field order). The SRQ's events go to
+/// the target, which owns the receiver.
 #[pin_data]
 pub(super) struct Receiver {
     srq: SharedReceiveQueue,
@@ -340,12 +349,23 @@ pub(super) struct Receiver {
     lkey: u32,
     cqes: [Cqe<Receiver>; RECV_BUFFERS],
     bytes: Atomic<u64>,
+    /// Receives posted and not completed.
+    posted: Atomic<u32>,
+    /// Receives completed since the limit was last armed.
+    since_armed: Atomic<u32>,
+    /// Buffers `XRC_REPOST_HOLD` kept from being posted again (a bit each).
+    held: Atomic<u32>,
 }
 
 impl Receiver {
-    /// An SRQ in `pd` with [`RECV_BUFFERS`] page-sized receives posted.
-    pub(super) fn new(device: DeviceRef, pd: &ProtectionDomain) -> Result<Arc<Self>> {
-        let srq = SharedReceiveQueue::create(pd, RECV_BUFFERS as u32)?;
+    /// An SRQ in `pd` with [`RECV_BUFFERS`] page-sized receives posted and its
+    /// limit armed; its events go to `target`.
+    pub(super) fn new(
+        device: DeviceRef,
+        pd: &ProtectionDomain,
+        target: &Arc<Target>,
+    ) -> Result<Arc<Self>> {
+        let srq = SharedReceiveQueue::create(pd, RECV_BUFFERS as u32, target)?;
         let mut buffers = KVec::with_capacity(RECV_BUFFERS, GFP_KERNEL)?;
         for _ in 0..RECV_BUFFERS {
             let page = Page::alloc_page(GFP_KERNEL)?;
@@ -361,12 +381,16 @@ impl Receiver {
                 lkey: pd.local_dma_lkey(),
                 cqes: core::array::from_fn(|i| Cqe::new(this, i as u32)),
                 bytes: Atomic::new(0),
+                posted: Atomic::new(0),
+                since_armed: Atomic::new(0),
+                held: Atomic::new(0),
             }),
             GFP_KERNEL,
         )?;
         for i in 0..RECV_BUFFERS {
             receiver.post(i)?;
         }
+        receiver.srq.arm_limit(SRQ_LIMIT)?;
         Ok(receiver)
     }
 
@@ -385,7 +409,36 @@ impl Receiver {
             return Err(EINVAL);
         };
         let mut sge = [sge(buffer.addr(), PAGE_SIZE, self.lkey)];
-        self.srq.post_recv(cqe, &mut sge)
+        self.srq.post_recv(cqe, &mut sge)?;
+        self.posted.add(1, Relaxed);
+        Ok(())
+    }
+
+    /// Gives buffer `tag` back to the SRQ (with those the test hook kept,
+    /// unless it still holds), then arms the limit again if it may have fired.
+    fn repost(&self, tag: u32) {
+        // Completions of the target's CQ run one at a time: `held` has no
+        // other writer meanwhile.
+        let held = self.held.load(Relaxed) | 1 << tag;
+        if crate::hooks::XRC_REPOST_HOLD.is_set() {
+            self.held.store(held, Relaxed);
+            return;
+        }
+        self.held.store(0, Relaxed);
+        for i in (0..RECV_BUFFERS).filter(|i| held & 1 << i != 0) {
+            if self.post(i).is_err() {
+                pr_debug!("xrc: a target's receive could not be posted again\n");
+            }
+        }
+        // The event needs this many completions since the last arming; arming
+        // needs at least the limit posted (EINVAL otherwise: the next
+        // completion tries again).
+        if self.since_armed.load(Relaxed) > RECV_BUFFERS as u32 - SRQ_LIMIT
+            && self.posted.load(Relaxed) >= SRQ_LIMIT
+            && self.srq.arm_limit(SRQ_LIMIT).is_ok()
+        {
+            self.since_armed.store(0, Relaxed);
+        }
     }
 }
 
@@ -398,8 +451,8 @@ unsafe impl CompletionHandler for Receiver {
         if wc.is_success() {
             this.bytes.add(wc.byte_len() as u64, Relaxed);
         }
-        if this.post(tag as usize).is_err() {
-            pr_debug!("xrc: a target's receive could not be posted again\n");
-        }
+        this.posted.fetch_sub(1, Relaxed);
+        this.since_armed.add(1, Relaxed);
+        this.repost(tag);
     }
 }

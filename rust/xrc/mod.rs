@@ -126,6 +126,8 @@ pub(crate) trait EventSink: Send + Sync {
 const QUEUE_LEN: usize = bindings::RRDS_XRC_EVENT_QUEUE_LEN as usize;
 
 const EV_LAST_WQE_REACHED: u32 = bindings::RRDS_XRC_EV_QP_LAST_WQE_REACHED;
+const EV_SRQ_ERR: u32 = bindings::RRDS_XRC_EV_SRQ_ERR;
+const EV_SRQ_LIMIT_REACHED: u32 = bindings::RRDS_XRC_EV_SRQ_LIMIT_REACHED;
 const EV_TARGET_GONE: u32 = bindings::RRDS_XRC_EV_TARGET_GONE;
 const FLAG_SYNTHESIZED: u32 = bindings::RRDS_XRC_EVENT_SYNTHESIZED;
 const FLAG_FINAL: u32 = bindings::RRDS_XRC_EVENT_FINAL;
@@ -141,6 +143,8 @@ const _: () = {
     assert!(bindings::RRDS_XRC_EV_PATH_MIG == bindings::ib_event_type_IB_EVENT_PATH_MIG);
     assert!(bindings::RRDS_XRC_EV_PATH_MIG_ERR == bindings::ib_event_type_IB_EVENT_PATH_MIG_ERR);
     assert!(EV_LAST_WQE_REACHED == bindings::ib_event_type_IB_EVENT_QP_LAST_WQE_REACHED);
+    assert!(EV_SRQ_ERR == bindings::ib_event_type_IB_EVENT_SRQ_ERR);
+    assert!(EV_SRQ_LIMIT_REACHED == bindings::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED);
     assert!(core::mem::size_of::<bindings::rrds_xrc_event>() == 16);
     assert!(core::mem::size_of::<bindings::rrds_info_xrc_target>() == 112);
     assert!(core::mem::size_of::<bindings::rrds_xrc_connect_private>() == 12);
@@ -372,7 +376,10 @@ pub(crate) fn inject(net: NetRef, device: &RdmaDevice, args: &bindings::rrds_xrc
             let known = matches!(
                 args.event,
                 bindings::RRDS_XRC_EV_QP_FATAL
-                    ..=bindings::RRDS_XRC_EV_PATH_MIG_ERR | EV_LAST_WQE_REACHED
+                    ..=bindings::RRDS_XRC_EV_PATH_MIG_ERR
+                        | EV_SRQ_ERR
+                        | EV_SRQ_LIMIT_REACHED
+                        | EV_LAST_WQE_REACHED
             );
             if !known {
                 return Err(EINVAL);

@@ -182,7 +182,7 @@ impl Target {
         let resources = match self.backend {
             Backend::Emulated => {
                 let cq = CompletionQueue::alloc(raw, RECV_CQ_ENTRIES)?;
-                let receiver = Receiver::new(raw, pd)?;
+                let receiver = Receiver::new(raw, pd, self)?;
                 let kind = TargetKind::RcOnSrq {
                     srq: receiver.srq(),
                     cq: &cq,

@@ -63,6 +63,14 @@ struct rrds_xrc_inject {
 #define RRDS_XRC_EV_SQ_DRAINED		5
 #define RRDS_XRC_EV_PATH_MIG		6
 #define RRDS_XRC_EV_PATH_MIG_ERR	7
+/* An emulated target's SRQ (its receives) has an error. */
+#define RRDS_XRC_EV_SRQ_ERR		14
+/*
+ * Fewer than a quarter of an emulated target's receives are posted: its
+ * initiator sends faster than the target's buffers come back (rrds arms the
+ * SRQ's limit again once they have).
+ */
+#define RRDS_XRC_EV_SRQ_LIMIT_REACHED	15
 #define RRDS_XRC_EV_QP_LAST_WQE_REACHED	16
 /* The target is gone under the registration (device removed, module unloaded). */
 #define RRDS_XRC_EV_TARGET_GONE		0x100

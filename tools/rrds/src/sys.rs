@@ -192,6 +192,10 @@ pub const RRDS_XRC_EV_SQ_DRAINED: u32 = 5;
 pub const RRDS_XRC_EV_PATH_MIG: u32 = 6;
 /// `RRDS_XRC_EV_PATH_MIG_ERR` of `<linux/rrds.h>`.
 pub const RRDS_XRC_EV_PATH_MIG_ERR: u32 = 7;
+/// `RRDS_XRC_EV_SRQ_ERR` of `<linux/rrds.h>`.
+pub const RRDS_XRC_EV_SRQ_ERR: u32 = 14;
+/// `RRDS_XRC_EV_SRQ_LIMIT_REACHED` of `<linux/rrds.h>`.
+pub const RRDS_XRC_EV_SRQ_LIMIT_REACHED: u32 = 15;
 /// `RRDS_XRC_EV_QP_LAST_WQE_REACHED` of `<linux/rrds.h>`.
 pub const RRDS_XRC_EV_QP_LAST_WQE_REACHED: u32 = 16;
 /// `RRDS_XRC_EV_TARGET_GONE` of `<linux/rrds.h>`.

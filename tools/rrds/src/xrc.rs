@@ -95,6 +95,12 @@ pub enum EventKind {
     PathMig,
     /// `IB_EVENT_PATH_MIG_ERR`: moving to the alternate path failed.
     PathMigErr,
+    /// `IB_EVENT_SRQ_ERR`: the target's shared receive queue failed
+    /// (emulated targets).
+    SrqErr,
+    /// `IB_EVENT_SRQ_LIMIT_REACHED`: fewer than a quarter of the target's
+    /// receives are posted (emulated targets): its initiator outpaces it.
+    SrqLimitReached,
     /// `IB_EVENT_QP_LAST_WQE_REACHED`: the QP, in the error state, will
     /// take no more receives from its shared queue.
     LastWqeReached,
@@ -105,7 +111,7 @@ pub enum EventKind {
 }
 
 /// Event names as `rrds xrc` prints and parses them.
-const EVENT_NAMES: [(EventKind, &str); 9] = [
+const EVENT_NAMES: [(EventKind, &str); 11] = [
     (EventKind::QpFatal, "qp_fatal"),
     (EventKind::QpReqErr, "qp_req_err"),
     (EventKind::QpAccessErr, "qp_access_err"),
@@ -113,6 +119,8 @@ const EVENT_NAMES: [(EventKind, &str); 9] = [
     (EventKind::SqDrained, "sq_drained"),
     (EventKind::PathMig, "path_mig"),
     (EventKind::PathMigErr, "path_mig_err"),
+    (EventKind::SrqErr, "srq_err"),
+    (EventKind::SrqLimitReached, "srq_limit_reached"),
     (EventKind::LastWqeReached, "last_wqe_reached"),
     (EventKind::TargetGone, "target_gone"),
 ];
@@ -128,6 +136,8 @@ impl EventKind {
             sys::RRDS_XRC_EV_SQ_DRAINED => Self::SqDrained,
             sys::RRDS_XRC_EV_PATH_MIG => Self::PathMig,
             sys::RRDS_XRC_EV_PATH_MIG_ERR => Self::PathMigErr,
+            sys::RRDS_XRC_EV_SRQ_ERR => Self::SrqErr,
+            sys::RRDS_XRC_EV_SRQ_LIMIT_REACHED => Self::SrqLimitReached,
             sys::RRDS_XRC_EV_QP_LAST_WQE_REACHED => Self::LastWqeReached,
             sys::RRDS_XRC_EV_TARGET_GONE => Self::TargetGone,
             other => Self::Other(other),
@@ -144,6 +154,8 @@ impl EventKind {
             Self::SqDrained => sys::RRDS_XRC_EV_SQ_DRAINED,
             Self::PathMig => sys::RRDS_XRC_EV_PATH_MIG,
             Self::PathMigErr => sys::RRDS_XRC_EV_PATH_MIG_ERR,
+            Self::SrqErr => sys::RRDS_XRC_EV_SRQ_ERR,
+            Self::SrqLimitReached => sys::RRDS_XRC_EV_SRQ_LIMIT_REACHED,
             Self::LastWqeReached => sys::RRDS_XRC_EV_QP_LAST_WQE_REACHED,
             Self::TargetGone => sys::RRDS_XRC_EV_TARGET_GONE,
             Self::Other(raw) => raw,
@@ -459,6 +471,9 @@ mod tests {
         assert_eq!(e.kind, EventKind::LastWqeReached);
         assert!(!e.synthesized && !e.last && e.lost == 0);
         assert_eq!(e.to_string(), "qp_num=17 event=last_wqe_reached");
+        let e = XrcEvent::decode(&event_bytes(17, 15, 0, 0)).unwrap();
+        assert_eq!(e.kind, EventKind::SrqLimitReached);
+        assert_eq!(e.to_string(), "qp_num=17 event=srq_limit_reached");
         let e = XrcEvent::decode(&event_bytes(17, 0x100, 3, 0)).unwrap();
         assert_eq!(e.kind, EventKind::TargetGone);
         assert!(e.synthesized && e.last);

@@ -62,7 +62,8 @@ pub enum XrcCommand {
         /// The target's QP number.
         qp_num: u32,
         /// Event to synthesize (qp_fatal, qp_req_err, qp_access_err,
-        /// comm_est, sq_drained, path_mig, path_mig_err, last_wqe_reached);
+        /// comm_est, sq_drained, path_mig, path_mig_err, srq_err,
+        /// srq_limit_reached, last_wqe_reached);
         /// without it, the QP is moved to the error state.
         #[arg(long, value_parser = parse_event)]
         event: Option<EventKind>,
