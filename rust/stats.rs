@@ -161,6 +161,10 @@ counters! {
     // link failed, refused by the next link: they go again, in order, after
     // those sent before them.
     IbXmitAfterReset => "ib_xmit_after_reset",
+    // iWARP connects whose connector (the task that sent last) had exited
+    // or left the namespace, handed instead to a task that sent a message
+    // still queued on the connection.
+    IbConnectorFromQueue => "ib_connector_from_queue",
 }
 
 const COUNT: usize = NAMES.len();

@@ -3348,16 +3348,18 @@ static void __attribute__((noreturn)) run_orphan_receiver(const FIXTURE_VARIANT(
 	run_hello_then_receive(v, bound, ORPHAN_MSGS, ORPHAN_SIZE, ORPHAN_STREAM);
 }
 
+/* rrds-b's side of a case of queue_while_down(). */
+typedef void (*down_sender_fn)(const FIXTURE_VARIANT(ib) *v, int bound[2], int connected[2],
+			       int down[2], int sent[2], int release[2]);
+
 /*
- * The side that was connected to gets its queued messages across on its
- * own. rrds-a connects and then only receives; rrds-b's device goes, and
- * while it is gone a thread of rrds-b queues messages and exits. rrds-a has
- * nothing to send, so only rrds-b can reconnect. Over iWARP that connect
- * must run in a live task of rrds-b's namespace (design.rst, iWARP): the
- * thread that sent is gone, the process's main thread, waiting on a pipe,
- * is there.
+ * The parent of the cases in which only rrds-b can reconnect: rrds-a says
+ * hello and then only receives; once rrds-b's device is gone, @sender (in
+ * rrds-b) queues the messages, passes the sent gate and waits for release;
+ * the device comes back and rrds-a must receive them.
  */
-TEST_F(ib, reconnects_for_a_thread_that_exited)
+static void queue_while_down(struct __test_metadata *_metadata, const FIXTURE_VARIANT(ib) *variant,
+			     down_sender_fn sender)
 {
 	int bound[2], connected[2], down[2], sent[2], release[2];
 	struct kid k[2] = { 0 };
@@ -3366,14 +3368,14 @@ TEST_F(ib, reconnects_for_a_thread_that_exited)
 	gate_open(_metadata, bound);	/* held by both: bound */
 	gate_open(_metadata, connected);	/* held by rrds-b: rrds-a's message arrived */
 	gate_open(_metadata, down);	/* held by the parent: rrds-b's device is gone */
-	gate_open(_metadata, sent);	/* held by rrds-b: its thread queued and exited */
+	gate_open(_metadata, sent);	/* held by rrds-b: its messages are queued */
 	gate_open(_metadata, release);	/* held by the parent: rrds-b may close */
 	deadline = now() + 90;
 	if (!spawn_in(&k[0], NS_A, "rrds-a receiver"))
 		run_orphan_receiver(variant, bound, connected, down, sent, release);
 	ASSERT_LT(0, k[0].pid);
 	if (!spawn_in(&k[1], NS_B, "rrds-b sender"))
-		run_orphan_sender(variant, bound, connected, down, sent, release);
+		sender(variant, bound, connected, down, sent, release);
 	ASSERT_LT(0, k[1].pid);
 	gate_pass(bound);
 	gate_pass(sent);
@@ -3393,6 +3395,96 @@ TEST_F(ib, reconnects_for_a_thread_that_exited)
 	EXPECT_EQ(0, reap(_metadata, &k[1], 1, now() + REAP_GRACE_S));
 	EXPECT_TRUE(up);
 	EXPECT_TRUE(queued);
+}
+
+/*
+ * The side that was connected to gets its queued messages across on its
+ * own. rrds-a connects and then only receives; rrds-b's device goes, and
+ * while it is gone a thread of rrds-b queues messages and exits. rrds-a has
+ * nothing to send, so only rrds-b can reconnect. Over iWARP that connect
+ * must run in a live task of rrds-b's namespace (design.rst, iWARP): the
+ * thread that sent is gone, the process's main thread, waiting on a pipe,
+ * is there.
+ */
+TEST_F(ib, reconnects_for_a_thread_that_exited)
+{
+	queue_while_down(_metadata, variant, run_orphan_sender);
+}
+
+/*
+ * rrds-b's side of reconnects_for_queued_messages_when_the_last_sender_exited:
+ * queues its messages while the link is down, then a process of its own
+ * sends on the same connection last and exits.
+ */
+static void __attribute__((noreturn)) run_outlived_sender(const FIXTURE_VARIANT(ib) *v,
+							  int bound[2], int connected[2],
+							  int down[2], int sent[2], int release[2])
+{
+	struct thread_sender s = { .to = sin4(v->local, PAIR_PORT) };
+	unsigned char buf[ORPHAN_SIZE];
+	int go[2], status;
+	pid_t last;
+
+	gate_pass(down);
+	gate_pass(release);
+	s.fd = child_socket(v->remote, PAIR_PORT);
+	if (pipe(go))
+		die("pipe: %s", strerror(errno));
+	/* The last sender, bound now: no bind succeeds while the device is gone. */
+	last = fork();
+	if (last < 0)
+		die("fork: %s", strerror(errno));
+	if (last == 0) {
+		int fd;
+		char c;
+
+		/* Not a holder of the case's gates, nor of rrds-b's first socket. */
+		close_range(3, go[0] - 1, 0);
+		close_range(go[0] + 1, ~0U, 0);
+		fd = child_socket(v->remote, 0);
+		if (read(go[0], &c, 1) != 1)
+			_exit(1);
+		send_msg(fd, "x", 1, &s.to);
+		/* Its message goes with its socket: the link is down. */
+		close(fd);
+		_exit(0);
+	}
+	close(go[0]);
+	gate_wait(bound, "rrds-a to bind");
+	expect_byte(s.fd, 'a', v->local);
+	gate_wait(connected, "the parent");
+	gate_wait(down, "rrds-b's device to go");
+	for (int i = 0; i < ORPHAN_MSGS; i++) {
+		numbered_fill(buf, ORPHAN_SIZE, ORPHAN_STREAM, i);
+		send_msg(s.fd, buf, ORPHAN_SIZE, &s.to);
+	}
+	if (write(go[1], "g", 1) != 1)
+		die("write: %s", strerror(errno));
+	if (waitpid(last, &status, 0) != last || !WIFEXITED(status) || WEXITSTATUS(status))
+		die("the last sender failed (status %#x)", status);
+	gate_pass(sent);
+	gate_wait_release(release);
+	close(s.fd);
+	_exit(0);
+}
+
+/*
+ * Over iWARP a reconnect runs in the task that last sent on the connection
+ * (design.rst, iWARP). When that task has exited, one whose message is
+ * still queued takes its place: rrds-b queues messages while its device is
+ * gone, another process of rrds-b then sends last on the same connection
+ * and exits, and rrds-a only receives. Once the device is back, rrds-b's
+ * messages must arrive (before, the connects failed for ever: nobody was
+ * left to run them until someone sent again).
+ */
+TEST_F(ib, reconnects_for_queued_messages_when_the_last_sender_exited)
+{
+	long long from_queue0 = rds_counter("ib_connector_from_queue");
+
+	if (strcmp(variant->kind, "siw"))
+		SKIP(return, "only iWARP connects run as task work");
+	queue_while_down(_metadata, variant, run_outlived_sender);
+	EXPECT_LT(from_queue0, rds_counter("ib_connector_from_queue"));
 }
 
 /* rrds-b's side of closing_while_down_keeps_the_device: two messages. */

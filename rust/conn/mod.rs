@@ -21,9 +21,11 @@ use core::sync::atomic::{
 use kernel::{
     prelude::*,
     sync::{
+        aref::ARef,
         Arc,
         SpinLock, //
     },
+    task::Task,
 };
 
 use crate::{
@@ -78,6 +80,9 @@ pub(crate) const MAX_QUEUED_PONGS: usize = 64;
 pub(crate) trait SendOwner: Send + Sync {
     /// `len` bytes of the owner's are acknowledged or dropped. Process context.
     fn send_completed(&self, len: usize);
+    /// The user task that last sent through the owner, if one is known: it
+    /// can connect for the owner's queued messages (iWARP).
+    fn sender(&self) -> Option<ARef<Task>>;
 }
 
 /// A message on a connection's queue.
@@ -586,6 +591,29 @@ impl Conn for Connection {
 
     fn has_unsent(&self) -> bool {
         Connection::has_unsent(self)
+    }
+
+    /// The senders of the first few owners are taken under the lock and
+    /// checked outside it (`usable` may take the task's lock).
+    fn queued_sender(&self, usable: &dyn Fn(&Task) -> bool) -> Option<ARef<Task>> {
+        let mut found: [Option<ARef<Task>>; 4] = Default::default();
+        let st = self.state.lock();
+        let mut last: Option<&Arc<dyn SendOwner>> = None;
+        let mut slots = found.iter_mut().peekable();
+        for owner in st.queue.iter().filter_map(|out| out.owner.as_ref()) {
+            if slots.peek().is_none() {
+                break;
+            }
+            if last.is_none_or(|last| !Arc::ptr_eq(last, owner)) {
+                last = Some(owner);
+                if let (Some(task), Some(slot)) = (owner.sender(), slots.peek_mut()) {
+                    **slot = Some(task);
+                    slots.next();
+                }
+            }
+        }
+        drop(st);
+        found.into_iter().flatten().find(|task| usable(task))
     }
 
     fn snapshot(&self) -> ConnSnapshot {

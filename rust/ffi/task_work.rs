@@ -10,7 +10,16 @@
 
 use core::ptr::addr_of_mut;
 use kernel::{
+    new_spinlock,
     prelude::*,
+    sync::{
+        aref::ARef,
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        SpinLock,
+    },
     task::Task, //
 };
 
@@ -108,4 +117,75 @@ pub(crate) fn user_task_in(task: &Task, net: NetRef) -> bool {
     // read under its lock. `net` is only compared with the task's namespace pointer
     // (`net_eq`), never dereferenced, so it need not be live.
     unsafe { bindings::rrds_task_user_in_net(task.as_ptr().cast(), net.as_ptr()) }
+}
+
+/// A user task of a namespace that task work acting there can run in: the
+/// one that last acted through its owner (a path's sends, a socket's).
+#[pin_data]
+pub(crate) struct TaskSlot {
+    #[pin]
+    task: SpinLock<Option<ARef<Task>>>,
+    /// The address of `task`'s task (0: none), so that the same task acting
+    /// again need not take the lock. Written under `task`'s lock.
+    addr: Atomic<usize>,
+}
+
+impl TaskSlot {
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            task <- new_spinlock!(None),
+            addr: Atomic::new(0),
+        })
+    }
+
+    /// Records the current thread's group leader, which normally lives as
+    /// long as its process and so its sockets, or the thread itself if the
+    /// leader is not a live user task of `net` (a thread may `setns` alone);
+    /// kernel threads are not recorded. Costs one atomic load while the same
+    /// task acts again. Process context.
+    pub(crate) fn note_current(&self, net: NetRef) {
+        let task = kernel::current!();
+        let leader = task.group_leader();
+        let known = self.addr.load(Relaxed);
+        if known == task.as_ptr() as usize
+            || (known == leader.as_ptr() as usize && !exiting(leader))
+        {
+            return;
+        }
+        let chosen: &Task = if user_task_in(leader, net) {
+            leader
+        } else if user_task_in(task, net) {
+            task
+        } else {
+            return;
+        };
+        self.set(ARef::from(chosen));
+    }
+
+    /// Records `task`.
+    pub(crate) fn set(&self, task: ARef<Task>) {
+        let mut slot = self.task.lock();
+        self.addr.store(task.as_ptr() as usize, Relaxed);
+        let old = slot.replace(task);
+        drop(slot);
+        drop(old);
+    }
+
+    /// The recorded task, if any.
+    pub(crate) fn get(&self) -> Option<ARef<Task>> {
+        self.task.lock().clone()
+    }
+
+    /// Forgets the recorded task if its address is still `addr`.
+    pub(crate) fn clear_if(&self, addr: usize) {
+        let mut slot = self.task.lock();
+        let old = if self.addr.load(Relaxed) == addr {
+            self.addr.store(0, Relaxed);
+            slot.take()
+        } else {
+            None
+        };
+        drop(slot);
+        drop(old);
+    }
 }

@@ -24,6 +24,7 @@ use kernel::{
         RBTreeNodeReservation, //
     },
     sync::{
+        aref::ARef,
         atomic::{
             Atomic,
             Relaxed, //
@@ -34,6 +35,7 @@ use kernel::{
         Mutex,
         SpinLock, //
     },
+    task::Task,
     uaccess::UserSlice,
 };
 
@@ -68,6 +70,7 @@ use crate::{
             SocketFamily, //
         },
         poll::PollQueue,
+        task_work::TaskSlot,
     },
     fifo::Fifo,
     message::{
@@ -277,6 +280,11 @@ pub(crate) struct RdsSock {
     mrs: Mutex<SocketMrs>,
     /// The keys of the USE_ONCE MRs in `mrs`, which the receive path marks used.
     use_once: Arc<mr::UseOnce>,
+    /// The user task that last sent through the socket: one that can
+    /// connect for its queued messages over iWARP when the task that last
+    /// sent on their connection has gone (`conn::SendOwner::sender`).
+    #[pin]
+    last_sender: TaskSlot,
     /// Creation number, the socket's key in `SOCKETS`.
     id: u64,
 }

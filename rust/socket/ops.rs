@@ -45,6 +45,7 @@ impl SocketFamily for RdsFamily {
                 xrc_pending: Atomic::new(0),
                 mrs <- new_mutex!(mrs),
                 use_once,
+                last_sender <- TaskSlot::new(),
                 id,
             }),
             GFP_KERNEL,

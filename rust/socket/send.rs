@@ -211,6 +211,7 @@ pub(super) fn sendmsg(
     };
     add_rdma_extensions(&mut header, &message, cookie.as_ref());
     admit(&state, sk.sndbuf() / 2, len, &mut timeo, &mut header)?;
+    state.last_sender.note_current(state.net);
     if let Err(e) = conn.queue(header, message, Some(Arc::<RdsSock>::from(state))) {
         state.send_completed(charge(len));
         return Err(e);

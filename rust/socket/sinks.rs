@@ -23,6 +23,10 @@ impl conn::SendOwner for RdsSock {
             self.wake_all();
         }
     }
+
+    fn sender(&self) -> Option<ARef<Task>> {
+        self.last_sender.get()
+    }
 }
 
 impl crate::rdma::RdmaStatusSink for RdsSock {

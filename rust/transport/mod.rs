@@ -8,9 +8,11 @@ pub(crate) mod loopback;
 use kernel::{
     prelude::*,
     sync::{
+        aref::ARef,
         Arc,
         SetOnce, //
     },
+    task::Task,
 };
 
 use crate::{
@@ -77,6 +79,9 @@ pub(crate) trait Conn: Send + Sync {
     fn has_queued(&self) -> bool;
     /// Whether messages wait to be handed to the transport.
     fn has_unsent(&self) -> bool;
+    /// A task that sent a message still queued (acknowledged or not), for
+    /// which `usable` holds: the oldest such message's first. Process context.
+    fn queued_sender(&self, usable: &dyn Fn(&Task) -> bool) -> Option<ARef<Task>>;
     fn snapshot(&self) -> ConnSnapshot;
 }
 

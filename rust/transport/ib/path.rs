@@ -30,7 +30,6 @@ use kernel::{
     page::Page,
     prelude::*,
     sync::{
-        aref::ARef,
         atomic::{
             Atomic,
             Relaxed, //
@@ -113,6 +112,7 @@ use crate::{
         task_work::{
             self,
             run_in_task,
+            TaskSlot,
             TaskWork, //
         },
         workqueue,
@@ -344,12 +344,10 @@ pub(crate) struct IbPath {
     /// paths waiting to reconnect hold no worker.
     #[pin]
     retry: DelayedWork<IbPath, RETRY_WORK>,
-    /// Whom iWARP connects run in (see `note_connector`, `ffi/task_work.rs`).
+    /// Whom iWARP connects run in: the task that last sent (see
+    /// `connect_from_task`, `ffi/task_work.rs`).
     #[pin]
-    connector: SpinLock<Option<ARef<Task>>>,
-    /// The address of `connector`'s task (0: none), so that a send by the
-    /// same task need not take the lock. Written under `connector`'s lock.
-    connector_addr: Atomic<usize>,
+    connector: TaskSlot,
     send_cqe: Cqe<IbPath>,
     recv_cqe: Cqe<IbPath>,
     ack_cqe: Cqe<IbPath>,
@@ -419,8 +417,7 @@ impl IbPath {
                 teardown <- new_mutex!(()),
                 work <- new_work!("rrds_ib_path"),
                 retry <- new_delayed_work!("rrds_ib_path_retry"),
-                connector <- new_spinlock!(None),
-                connector_addr: Atomic::new(0),
+                connector <- TaskSlot::new(),
                 send_cqe: Cqe::new(this, TAG_SEND),
                 recv_cqe: Cqe::new(this, TAG_RECV),
                 ack_cqe: Cqe::new(this, TAG_ACK),
@@ -485,7 +482,7 @@ impl IbPath {
 
     /// Whether sends can be posted; if the path is down, starts connecting.
     pub(crate) fn ready(self: &Arc<Self>) -> bool {
-        self.note_connector();
+        self.connector.note_current(self.key.net);
         if self.rings.lock().as_ref().is_some_and(|r| r.up) {
             return true;
         }

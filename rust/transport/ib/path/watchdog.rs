@@ -83,38 +83,6 @@ impl TaskWork for IwarpConnect {
 }
 
 impl IbPath {
-    /// Records who iWARP connects run in (see `connect_from_task`): the
-    /// sending thread's group leader, which normally lives as long as its
-    /// process and so its sockets, or the thread itself if the leader is not
-    /// a live task of the connection's namespace (a thread may `setns` alone);
-    /// kernel threads cannot connect iWARP. Every send counts, not only one
-    /// that finds the link down: the side that was connected to may have sent
-    /// only while the link was up, and it must reconnect to get what the link
-    /// lost across.
-    pub(super) fn note_connector(&self) {
-        let task = kernel::current!();
-        let leader = task.group_leader();
-        let known = self.connector_addr.load(Relaxed);
-        if known == task.as_ptr() as usize
-            || (known == leader.as_ptr() as usize && !task_work::exiting(leader))
-        {
-            return;
-        }
-        let net = self.key.net;
-        let chosen: &Task = if task_work::user_task_in(leader, net) {
-            leader
-        } else if task_work::user_task_in(task, net) {
-            task
-        } else {
-            return;
-        };
-        let mut connector = self.connector.lock();
-        let old = connector.replace(ARef::from(chosen));
-        self.connector_addr.store(chosen.as_ptr() as usize, Relaxed);
-        drop(connector);
-        drop(old);
-    }
-
     /// A watchdog tick (once a second): a link whose sends make no progress
     /// for `ticks` is reset, in case a device loses an RC connection without
     /// a completion or an event.
@@ -227,16 +195,7 @@ impl IbPath {
         };
         stats::inc(Stat::IbTaskConnectsOverdue);
         // Unless another task sent meanwhile and is the connector already.
-        let old = {
-            let mut connector = self.connector.lock();
-            if self.connector_addr.load(Relaxed) == task {
-                self.connector_addr.store(0, Relaxed);
-                connector.take()
-            } else {
-                None
-            }
-        };
-        drop(old);
+        self.connector.clear_if(task);
         self.fail_id(
             id,
             DownReason::LinkError,
@@ -245,13 +204,26 @@ impl IbPath {
     }
 
     /// Hands the connect of `id` to the connector task (iWARP); returns
-    /// the task's address.
+    /// the task's address. The connector is the task that last sent on the
+    /// connection; if it has exited or left the namespace (a process that
+    /// sent last and went), a task that sent a message still queued takes
+    /// its place: else nobody would reconnect for those messages until
+    /// someone sent again.
     pub(super) fn connect_from_task(self: &Arc<Self>, id: &CmIdRef<Cm>) -> Result<usize> {
-        let task = self
-            .connector
-            .lock()
-            .clone()
-            .ok_or_else(crate::errno::enotconn)?;
+        let net = self.key.net;
+        let usable = |task: &Task| task_work::user_task_in(task, net);
+        let task = match self.connector.get().filter(|task| usable(task)) {
+            Some(task) => task,
+            None => {
+                let task = self
+                    .conn()
+                    .and_then(|conn| conn.queued_sender(&usable))
+                    .ok_or_else(crate::errno::enotconn)?;
+                stats::inc(Stat::IbConnectorFromQueue);
+                self.connector.set(task.clone());
+                task
+            }
+        };
         let address = task.as_ptr() as usize;
         run_in_task(
             &task,
