@@ -597,20 +597,19 @@ impl Conn for Connection {
     /// checked outside it (`usable` may take the task's lock).
     fn queued_sender(&self, usable: &dyn Fn(&Task) -> bool) -> Option<ARef<Task>> {
         let mut found: [Option<ARef<Task>>; 4] = Default::default();
+        let mut n = 0;
         let st = self.state.lock();
         let mut last: Option<&Arc<dyn SendOwner>> = None;
-        let mut slots = found.iter_mut().peekable();
         for owner in st.queue.iter().filter_map(|out| out.owner.as_ref()) {
-            if slots.peek().is_none() {
+            let Some(slot) = found.get_mut(n) else {
                 break;
+            };
+            if last.is_some_and(|last| Arc::ptr_eq(last, owner)) {
+                continue;
             }
-            if last.is_none_or(|last| !Arc::ptr_eq(last, owner)) {
-                last = Some(owner);
-                if let (Some(task), Some(slot)) = (owner.sender(), slots.peek_mut()) {
-                    **slot = Some(task);
-                    slots.next();
-                }
-            }
+            last = Some(owner);
+            *slot = owner.sender();
+            n += usize::from(slot.is_some());
         }
         drop(st);
         found.into_iter().flatten().find(|task| usable(task))
