@@ -1363,6 +1363,7 @@ static bool link_receives(const char *from, const char *to, long long *done, lon
 	       sscanf(size, " ring %lld", ring) == 1;
 }
 
+#define RING_HOLD_PORT	6700	/* a socket each side keeps the links up with */
 #define RING_START	32	/* module parameter ib_recv_ring_start's default */
 #define RING_MAX	256	/* RECV_SLOTS */
 #define RING_MESSAGES	1500
@@ -1375,12 +1376,34 @@ static size_t ring_size(int i)
 }
 
 /*
+ * A socket bound to @ip:@port in namespace @ns, made by the calling thread,
+ * which goes back to its own namespace; -1 on failure.
+ */
+static int bound_socket_in(const char *ns, const char *ip, int port)
+{
+	int own = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), fd = -1;
+
+	if (own < 0)
+		return -1;
+	if (!enter_ns(ns))
+		fd = bound_socket(ip, port);
+	if (setns(own, CLONE_NEWNET) && fd >= 0) {
+		close(fd);
+		fd = -1;
+	}
+	close(own);
+	return fd;
+}
+
+/*
  * A link posts ib_recv_ring_start receive buffers at set-up and grants
  * its rrds peer as many credits (design.rst, "Rings and credits"): both ends of
  * a pair that exchanged two messages hold 32. A peer that fills the ring
  * within a second doubles it, up to 256: a stream of 1,500 one-frame
- * messages grows the receiving end's ring from 32 to 256 (three
- * doublings, ib_rx_ring_grown) and arrives intact.
+ * messages grows the receiving end's ring by as many doublings as its
+ * rate allows (from 32 to 256 at 256 frames a second or more, counted by
+ * ib_rx_ring_grown), every buffer of the grown ring posted, and arrives
+ * intact.
  */
 TEST_F(ib, receive_ring_starts_small_and_grows_with_traffic)
 {
@@ -1390,7 +1413,12 @@ TEST_F(ib, receive_ring_starts_small_and_grows_with_traffic)
 		.count = RING_MESSAGES, .size = ring_size, .max = FRAME_BYTES,
 		.stream = RING_STREAM,
 	};
+	/* The links outlive the stream's sockets, to be read after it. */
+	int hold_a = bound_socket_in(NS_A, variant->local, RING_HOLD_PORT);
+	int hold_b = bound_socket_in(NS_B, variant->remote, RING_HOLD_PORT);
 
+	ASSERT_LE(0, hold_a);
+	ASSERT_LE(0, hold_b);
 	ASSERT_LE(0, grown);
 	pair_start(_metadata, &p);
 	ASSERT_TRUE(link_receives(variant->local, variant->remote, &done, &posted, &ring));
@@ -1407,8 +1435,22 @@ TEST_F(ib, receive_ring_starts_small_and_grows_with_traffic)
 
 	EXPECT_EQ(0, send_stream(_metadata, variant, &ns));
 	grown = rds_counter("ib_rx_ring_grown") - grown;
-	TH_LOG("%d messages: receive rings doubled %lld times", RING_MESSAGES, grown);
-	EXPECT_LE(3, grown);
+	ASSERT_TRUE(link_receives(variant->remote, variant->local, &done, &posted, &ring));
+	TH_LOG("%d messages: receive rings doubled %lld times; b: recv %lld/%lld ring %lld",
+	       RING_MESSAGES, grown, done, posted, ring);
+	/*
+	 * How far the receiving end's ring grows depends on the rate: on two
+	 * vCPUs the stream brings 256 frames a second and more (three
+	 * doublings), on four under TCG sometimes less than 128. Grown it
+	 * must be, by whole doublings, with every buffer posted.
+	 */
+	EXPECT_LE(RING_START * 2, ring);
+	EXPECT_GE(RING_MAX, ring);
+	EXPECT_EQ(0, ring & (ring - 1));
+	EXPECT_EQ(ring, posted - done);
+	EXPECT_LE(1, grown);
+	close(hold_a);
+	close(hold_b);
 }
 
 TEST_F(ib, info_shows_infiniband_connections_in_both_namespaces)
