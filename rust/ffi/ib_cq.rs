@@ -26,6 +26,7 @@ use kernel::{
 use super::{
     bindings,
     ib_device::DeviceRef,
+    ib_mr::PinnedPage,
     page::PageBytes, //
 };
 
@@ -168,11 +169,16 @@ impl WorkCompletion<'_> {
         self.0.byte_len as usize
     }
 
-    /// The QP the request was posted on (identity only).
-    pub(crate) fn qp(&self) -> *mut bindings::ib_qp {
-        self.0.qp
+    /// The QP the request was posted on.
+    pub(crate) fn qp(&self) -> QpKey {
+        QpKey(self.0.qp as usize)
     }
 }
+
+/// A QP's identity, to tell which QP a completion came from. Compared,
+/// never followed: the QP may be gone by then.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QpKey(usize);
 
 /// A completion queue polled by ib_core.
 ///
@@ -350,19 +356,20 @@ impl DmaMapping {
     ///
     /// # Safety
     ///
-    /// `page` must be a valid page that stays allocated while the mapping exists.
+    /// `page` must stay pinned while the mapping exists, beyond its borrow.
     pub(crate) unsafe fn map_pinned(
         device: DeviceRef,
-        page: *mut bindings::page,
+        page: PinnedPage<'_>,
         offset: usize,
         len: usize,
         direction: DmaDirection,
     ) -> Result<Self> {
         let device = device.as_ptr();
         let direction = direction.raw();
-        // SAFETY: `device` is registered; `page` is valid (the caller's guarantee).
+        // SAFETY: `device` is registered; `page` is pinned (type invariant) as long as
+        // the mapping exists (the caller's guarantee).
         let addr = unsafe {
-            bindings::rrds_ib_dma_map_page(device, page, offset as c_ulong, len, direction)
+            bindings::rrds_ib_dma_map_page(device, page.as_ptr(), offset as c_ulong, len, direction)
         };
         // SAFETY: `addr` was just returned by a mapping on `device`.
         if unsafe { bindings::rrds_ib_dma_mapping_error(device, addr) } != 0 {
@@ -428,6 +435,10 @@ impl QpRef {
 
     pub(crate) fn as_raw(&self) -> *mut bindings::ib_qp {
         self.0.as_ptr()
+    }
+
+    pub(crate) fn key(&self) -> QpKey {
+        QpKey(self.0.as_ptr() as usize)
     }
 
     /// The QP's number, as `rdma resource` shows it (`lqpn`).

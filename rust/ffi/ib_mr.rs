@@ -4,9 +4,12 @@
 //! maps them for one device, fast-registration MRs (`IB_MR_TYPE_MEM_REG`),
 //! and the `IB_WR_REG_MR` / `IB_WR_LOCAL_INV` / RDMA work requests.
 
-use core::ptr::{
-    self,
-    NonNull, //
+use core::{
+    marker::PhantomData,
+    ptr::{
+        self,
+        NonNull, //
+    },
 };
 use kernel::{
     alloc::KVVec,
@@ -118,8 +121,24 @@ impl PinnedPages {
     }
 
     /// Page `i`, pinned while `self` lives.
-    pub(crate) fn page(&self, i: usize) -> Option<*mut bindings::page> {
-        self.pages.get(i).copied()
+    pub(crate) fn page(&self, i: usize) -> Option<PinnedPage<'_>> {
+        let page = NonNull::new(*self.pages.get(i)?)?;
+        // INVARIANT: An entry of `pages`, pinned until `self` drops.
+        Some(PinnedPage(page, PhantomData))
+    }
+}
+
+/// A page of a [`PinnedPages`], borrowed from it.
+///
+/// # Invariants
+///
+/// `self.0` is pinned for `'a`.
+#[derive(Clone, Copy)]
+pub(crate) struct PinnedPage<'a>(NonNull<bindings::page>, PhantomData<&'a PinnedPages>);
+
+impl PinnedPage<'_> {
+    pub(crate) fn as_ptr(self) -> *mut bindings::page {
+        self.0.as_ptr()
     }
 }
 

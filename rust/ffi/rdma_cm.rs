@@ -29,6 +29,7 @@ use kernel::{
 
 use super::{
     bindings,
+    ib_cq::CompletionQueue,
     ib_device::DeviceRef,
     ib_pd::ProtectionDomain,
     net::NetRef, //
@@ -293,6 +294,16 @@ fn rds_addr(storage: &bindings::__kernel_sockaddr_storage) -> Option<[u8; 16]> {
     Endpoint::parse(raw, Purpose::Bind).ok().map(|ep| ep.addr)
 }
 
+/// The queues of an RC QP an id creates: work requests and scatter
+/// entries per request, each way.
+#[derive(Clone, Copy)]
+pub(crate) struct QpCaps {
+    pub(crate) send_wr: u32,
+    pub(crate) recv_wr: u32,
+    pub(crate) send_sge: u32,
+    pub(crate) recv_sge: u32,
+}
+
 /// An rdma_cm id's identity, to recognise the id later. The id may be gone
 /// by then, so a key is compared, never followed (but see [`Self::id`]).
 #[derive(Clone, Copy, PartialEq, Eq, Default)]
@@ -506,15 +517,34 @@ impl<H: CmHandler> CmIdRef<H> {
         to_result(unsafe { bindings::rdma_resolve_route(self.raw(), timeout_ms as c_ulong) })
     }
 
-    /// Creates the id's RC QP on `pd`; it is destroyed with the id.
+    /// Creates the id's RC QP on `pd`, completing to `send_cq` and
+    /// `recv_cq`, every send signalled unless its request says otherwise.
+    /// The QP is destroyed with the id, which the caller destroys before
+    /// the CQs.
     pub(crate) fn create_qp(
         &self,
         pd: &ProtectionDomain,
-        attr: &mut bindings::ib_qp_init_attr,
+        send_cq: &CompletionQueue,
+        recv_cq: &CompletionQueue,
+        caps: QpCaps,
     ) -> Result {
+        let mut attr = bindings::ib_qp_init_attr {
+            send_cq: send_cq.as_raw(),
+            recv_cq: recv_cq.as_raw(),
+            cap: bindings::ib_qp_cap {
+                max_send_wr: caps.send_wr,
+                max_recv_wr: caps.recv_wr,
+                max_send_sge: caps.send_sge,
+                max_recv_sge: caps.recv_sge,
+                ..Default::default()
+            },
+            sq_sig_type: bindings::ib_sig_type_IB_SIGNAL_REQ_WR,
+            qp_type: bindings::ib_qp_type_IB_QPT_RC,
+            ..Default::default()
+        };
         // SAFETY: A live id bound to `pd`'s device; `attr` is a valid attribute block
-        // whose CQs live until the QP is destroyed (the caller's invariant).
-        to_result(unsafe { bindings::rdma_create_qp(self.raw(), pd.as_raw(), attr) })
+        // whose CQs live until the QP is destroyed (the caller destroys the id first).
+        to_result(unsafe { bindings::rdma_create_qp(self.raw(), pd.as_raw(), &mut attr) })
     }
 
     /// Connects; only from the id's own event handler (`ROUTE_RESOLVED`),

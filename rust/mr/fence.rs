@@ -150,7 +150,7 @@ pub(crate) fn qp_removed(device: &Arc<MrDevice>, qp: QpRef) {
     let round_done = {
         let mut d = device.state.lock();
         let fence = &mut d.fence;
-        let Some(i) = fence.qps.iter().position(|q| q.qp.as_raw() == qp.as_raw()) else {
+        let Some(i) = fence.qps.iter().position(|q| q.qp.key() == qp.key()) else {
             return;
         };
         let done = match fence.qps.remove(i) {
@@ -336,7 +336,7 @@ unsafe impl CompletionHandler for MrDevice {
             let listed = fence
                 .qps
                 .iter_mut()
-                .find(|q| q.marker && q.qp.as_raw() == wc.qp())
+                .find(|q| q.marker && q.qp.key() == wc.qp())
                 .map(|q| q.marker = false)
                 .is_some();
             if listed {

@@ -103,6 +103,7 @@ use crate::{
         ib_mr::{
             FastRegMr,
             MappedSg,
+            PinnedPage,
             PinnedPages,
             ACCESS_REMOTE_ATOMIC,
             ACCESS_REMOTE_READ,
@@ -193,7 +194,7 @@ impl Pinned {
     }
 
     /// Page `i`, pinned while `self` lives.
-    pub(crate) fn page(&self, i: usize) -> Option<*mut bindings::page> {
+    pub(crate) fn page(&self, i: usize) -> Option<PinnedPage<'_>> {
         self.0.page(i)
     }
 }

@@ -33,7 +33,6 @@ use crate::{
     addr::Endpoint,
     device::DomainUse,
     ffi::{
-        bindings,
         ib_cq::{
             CompletionQueue,
             QpRef, //
@@ -48,6 +47,7 @@ use crate::{
             CmIdKey,
             CmIdRef,
             ConnParam,
+            QpCaps,
             SockAddr, //
         },
     },
@@ -199,8 +199,8 @@ impl RegQp {
             self.domain.device().handle(),
             SEND_DEPTH + 2,
         )?);
-        let mut attr = qp_attr(cq, SEND_DEPTH);
-        self.domain.with_pd(|pd| active.create_qp(pd, &mut attr))?;
+        self.domain
+            .with_pd(|pd| active.create_qp(pd, cq, cq, qp_caps(SEND_DEPTH)))?;
         // The selftests' hold: the listener open and the QP made.
         crate::hooks::REGQP_LISTEN_HOLD.pause_showing(port.into());
         {
@@ -336,21 +336,13 @@ fn conn_param(private_data: &[u8]) -> ConnParam<'_> {
     }
 }
 
-fn qp_attr(cq: &CompletionQueue, send_depth: u32) -> bindings::ib_qp_init_attr {
-    bindings::ib_qp_init_attr {
-        send_cq: cq.as_raw(),
-        recv_cq: cq.as_raw(),
-        cap: bindings::ib_qp_cap {
-            max_send_wr: send_depth,
-            // ib_drain_qp posts one receive.
-            max_recv_wr: 1,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            ..Default::default()
-        },
-        sq_sig_type: bindings::ib_sig_type_IB_SIGNAL_REQ_WR,
-        qp_type: bindings::ib_qp_type_IB_QPT_RC,
-        ..Default::default()
+fn qp_caps(send_depth: u32) -> QpCaps {
+    QpCaps {
+        send_wr: send_depth,
+        // ib_drain_qp posts one receive.
+        recv_wr: 1,
+        send_sge: 1,
+        recv_sge: 1,
     }
 }
 
@@ -382,10 +374,9 @@ unsafe impl CmHandler for RegCm {
         let Ok(cq) = CompletionQueue::alloc(owner.domain.device().handle(), 2) else {
             return Err(id);
         };
-        let mut attr = qp_attr(&cq, 1);
         let accepted = owner
             .domain
-            .with_pd(|pd| id.create_qp(pd, &mut attr))
+            .with_pd(|pd| id.create_qp(pd, &cq, &cq, qp_caps(1)))
             .and_then(|()| id.accept(&conn_param(&[])));
         if accepted.is_err() {
             // rdma_cm destroys the id (and its QP) when we hand it back; the CQ after.

@@ -47,6 +47,7 @@ use crate::{
     ffi::{
         bindings,
         ib_device::DeviceRef,
+        ib_mr::PinnedPage,
         net::ne_u64,
         workqueue, //
     },
@@ -431,7 +432,7 @@ impl RdmaOp {
 
     /// Chunk `i`: its page, offset and length. `None` for a chunk that is a
     /// registered sink (its pages are the sink MR's: see `chunk_sink`).
-    pub(crate) fn chunk(&self, i: usize) -> Option<(*mut bindings::page, usize, usize)> {
+    pub(crate) fn chunk(&self, i: usize) -> Option<(PinnedPage<'_>, usize, usize)> {
         let c = self.chunks.get(i)?;
         let page = self.pages.get(c.vec)?.page(c.page)?;
         Some((page, c.offset, c.len))

@@ -86,11 +86,11 @@ use crate::{
         RdmaDevice, //
     },
     ffi::{
-        bindings,
         ib_cq::{
             CompletionHandler,
             CompletionQueue,
             Cqe,
+            QpKey,
             QpRef,
             WorkCompletion, //
         },
@@ -107,6 +107,7 @@ use crate::{
             CmIdKey,
             CmIdRef,
             ConnParam,
+            QpCaps,
             SockAddr, //
         },
         task_work::{

@@ -42,25 +42,17 @@ impl IbPath {
         let send_cq = CompletionQueue::alloc(raw, (SEND_SLOTS + 3) as u32)?;
         let recv_cq = CompletionQueue::alloc(raw, (RECV_SLOTS + 1) as u32)?;
         let rdma_sges = RdmaSges::for_device(device.caps());
-        let mut attr = bindings::ib_qp_init_attr {
-            send_cq: send_cq.as_raw(),
-            recv_cq: recv_cq.as_raw(),
-            cap: bindings::ib_qp_cap {
-                // Data slots, the ack, an MR fence marker and the drain marker.
-                max_send_wr: (SEND_SLOTS + 3) as u32,
-                max_recv_wr: (RECV_SLOTS + 1) as u32,
-                max_send_sge: rdma_sges.qp_send_sges(),
-                // A header and `FRAME_PAGES` pages.
-                max_recv_sge: 1 + FRAME_PAGES as u32,
-                ..Default::default()
-            },
-            sq_sig_type: bindings::ib_sig_type_IB_SIGNAL_REQ_WR,
-            qp_type: bindings::ib_qp_type_IB_QPT_RC,
-            ..Default::default()
+        let caps = QpCaps {
+            // Data slots, the ack, an MR fence marker and the drain marker.
+            send_wr: (SEND_SLOTS + 3) as u32,
+            recv_wr: (RECV_SLOTS + 1) as u32,
+            send_sge: rdma_sges.qp_send_sges(),
+            // A header and `FRAME_PAGES` pages.
+            recv_sge: 1 + FRAME_PAGES as u32,
         };
         let domain = device.domain(self.key.net, DomainUser::Link)?;
         let lkey = domain.with_pd(|pd| {
-            link.cm_id.create_qp(pd, &mut attr)?;
+            link.cm_id.create_qp(pd, &send_cq, &recv_cq, caps)?;
             Ok(pd.local_dma_lkey())
         })?;
         link.cqs = Some((send_cq, recv_cq));

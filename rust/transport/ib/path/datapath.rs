@@ -189,7 +189,7 @@ impl IbPath {
         let (done, released, blocked) = {
             let mut guard = self.rings.lock();
             match Option::as_mut(&mut *guard) {
-                Some(r) if r.qp.as_raw() == wc.qp() => {
+                Some(r) if r.qp.key() == wc.qp() => {
                     let done = r.send_completed(wc.is_success());
                     // What was packed while this send was outstanding goes now.
                     if wc.is_success() {
@@ -232,7 +232,7 @@ impl IbPath {
     /// one (see `send_completed`).
     fn recv_failed(self: &Arc<Self>, wc: &WorkCompletion<'_>) {
         if let Some(r) = Option::as_mut(&mut *self.rings.lock()) {
-            if r.qp.as_raw() == wc.qp() {
+            if r.qp.key() == wc.qp() {
                 r.receive_failed();
             }
         }
@@ -254,7 +254,7 @@ impl IbPath {
         }
         let (received, generation, not_started) = {
             let mut guard = self.rings.lock();
-            let Some(r) = Option::as_mut(&mut *guard).filter(|r| r.qp.as_raw() == wc.qp()) else {
+            let Some(r) = Option::as_mut(&mut *guard).filter(|r| r.qp.key() == wc.qp()) else {
                 return;
             };
             let not_started = !r.up;
@@ -322,7 +322,7 @@ impl IbPath {
         let mut error = !wc.is_success();
         let (released, blocked) = {
             let mut guard = self.rings.lock();
-            let Some(r) = Option::as_mut(&mut *guard).filter(|r| r.qp.as_raw() == wc.qp()) else {
+            let Some(r) = Option::as_mut(&mut *guard).filter(|r| r.qp.key() == wc.qp()) else {
                 return;
             };
             r.ack_completed(wc.is_success());

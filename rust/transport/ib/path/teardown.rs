@@ -245,12 +245,8 @@ impl IbPath {
     }
 
     /// The link whose QP is `qp` failed (a completion error).
-    pub(super) fn fail_qp(self: &Arc<Self>, qp: *mut bindings::ib_qp) {
-        let mine = self
-            .rings
-            .lock()
-            .as_ref()
-            .is_some_and(|r| r.qp.as_raw() == qp);
+    pub(super) fn fail_qp(self: &Arc<Self>, qp: QpKey) {
+        let mine = self.rings.lock().as_ref().is_some_and(|r| r.qp.key() == qp);
         if mine {
             self.fail(None, DownReason::LinkError, "completion error");
         }
