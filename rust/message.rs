@@ -304,7 +304,7 @@ impl Message {
     pub(crate) fn from_user(
         msg: &mut MsgHdr,
         len: usize,
-        rdma: Option<crate::rdma::RdmaOp>,
+        rdma: Option<KBox<crate::rdma::RdmaOp>>,
     ) -> Result<Arc<Self>> {
         if len > MAX_MSG_SIZE {
             return Err(EMSGSIZE);
@@ -327,10 +327,6 @@ impl Message {
             }
             left -= chunk;
         }
-        let rdma = match rdma {
-            Some(op) => Some(KBox::new(op, GFP_KERNEL_ACCOUNT)?),
-            None => None,
-        };
         // INVARIANT: `count` pages, inline first, in order.
         Ok(Arc::new(
             Message {
