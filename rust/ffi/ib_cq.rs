@@ -212,7 +212,7 @@ impl CompletionQueue {
         NonNull::new(cq).map(Self).ok_or(ENOMEM)
     }
 
-    pub(crate) fn as_raw(&self) -> *mut bindings::ib_cq {
+    pub(super) fn as_raw(&self) -> *mut bindings::ib_cq {
         self.0.as_ptr()
     }
 }
@@ -433,7 +433,7 @@ impl QpRef {
         NonNull::new(qp).map(Self)
     }
 
-    pub(crate) fn as_raw(&self) -> *mut bindings::ib_qp {
+    pub(super) fn as_raw(&self) -> *mut bindings::ib_qp {
         self.0.as_ptr()
     }
 

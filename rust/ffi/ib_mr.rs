@@ -137,7 +137,7 @@ impl PinnedPages {
 pub(crate) struct PinnedPage<'a>(NonNull<bindings::page>, PhantomData<&'a PinnedPages>);
 
 impl PinnedPage<'_> {
-    pub(crate) fn as_ptr(self) -> *mut bindings::page {
+    pub(super) fn as_ptr(self) -> *mut bindings::page {
         self.0.as_ptr()
     }
 }
