@@ -102,16 +102,19 @@ pub(crate) enum DomainUser {
     FenceKey,
     /// An XRC target QP.
     XrcTarget,
+    /// A kernel-side XRC initiator's QP.
+    XrcInitiator,
 }
 
 impl DomainUser {
-    const ALL: [DomainUser; 6] = [
+    const ALL: [DomainUser; 7] = [
         DomainUser::Link,
         DomainUser::RegQp,
         DomainUser::Mr,
         DomainUser::FenceQp,
         DomainUser::FenceKey,
         DomainUser::XrcTarget,
+        DomainUser::XrcInitiator,
     ];
 }
 

@@ -17,6 +17,10 @@ pub(crate) fn xrc_max_targets_per_net() -> u64 {
     u64::from(*module_parameters::xrc_max_targets_per_net.value())
 }
 
+pub(crate) fn xrc_max_initiators_per_user() -> u64 {
+    u64::from(*module_parameters::xrc_max_initiators_per_user.value())
+}
+
 pub(crate) fn max_conns_per_net() -> usize {
     *module_parameters::max_conns_per_net.value() as usize
 }

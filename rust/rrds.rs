@@ -58,6 +58,10 @@ module! {
             default: 256,
             description: "Live XRC target QPs per network namespace",
         },
+        xrc_max_initiators_per_user: u32 {
+            default: 64,
+            description: "Kernel-side XRC initiators one user (euid) may connect, all namespaces together",
+        },
         max_conns_per_net: u32 {
             default: 8192,
             description: "Connections per network namespace, IB and loopback",
@@ -174,10 +178,11 @@ impl IbClientOps for DeviceClient {
 /// check that nothing accumulates.
 fn show_objects(f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
     f.write_fmt(fmt!(
-        "connections {}\ncongestion_maps {}\nxrc_targets {}\n",
+        "connections {}\ncongestion_maps {}\nxrc_targets {}\nxrc_initiators {}\n",
         conn::count(),
         cong::count(),
-        xrc::count()
+        xrc::count(),
+        xrc::initiator_count()
     ))
 }
 

@@ -6,6 +6,7 @@
  * registered process exactly once and in order, device removal ends every
  * registration with a final event, and nothing is left behind.
  */
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
@@ -916,6 +917,69 @@ static struct rrds_info_xrc_target record_of(int fd, uint32_t qp_num)
 }
 
 /*
+ * Registrants for an in-band case: the test's socket holds the target's
+ * first registration, two children the others; each child reports
+ * the events it got (fan_child).
+ */
+static void two_registrants(struct __test_metadata *_metadata, const FIXTURE_VARIANT(xrc) *v,
+			    uint32_t qp_num, int want, int report[2][2], pid_t kids[2])
+{
+	uint32_t ready;
+
+	for (int i = 0; i < 2; i++) {
+		ASSERT_EQ(0, pipe(report[i]));
+		kids[i] = spawn();
+		ASSERT_LE(0, kids[i]);
+		if (kids[i] == 0)
+			fan_child(v->local, qp_num, false, want, report[i][1]);
+		ASSERT_TRUE(recv_u32(report[i][0], &ready));
+	}
+}
+
+/* Each registrant got @want LAST_WQE_REACHED events, none synthesized. */
+static void registrants_saw_error(struct __test_metadata *_metadata, uint32_t qp_num, int want,
+				  int report[2][2], pid_t kids[2])
+{
+	uint32_t got, event, flags, qp;
+
+	for (int i = 0; i < 2; i++) {
+		ASSERT_TRUE(recv_u32(report[i][0], &got));
+		EXPECT_EQ(want, (int)got);
+		for (uint32_t k = 0; k < got; k++) {
+			ASSERT_TRUE(recv_u32(report[i][0], &event));
+			ASSERT_TRUE(recv_u32(report[i][0], &flags));
+			ASSERT_TRUE(recv_u32(report[i][0], &qp));
+			EXPECT_U32(RRDS_XRC_EV_QP_LAST_WQE_REACHED, event);
+			EXPECT_U32(0, flags);
+			EXPECT_EQ(qp_num, qp);
+		}
+		EXPECT_EQ(0, child_status(kids[i]));
+	}
+}
+
+/*
+ * The target's initiator has left: no connection, the QP in error, and the
+ * driver's error event (where it raises one, else none) at the test's
+ * registration on @fd and at the two registrants, once each.
+ */
+static void initiator_left(struct __test_metadata *_metadata, const FIXTURE_VARIANT(xrc) *v,
+			   int fd, uint32_t qp_num, int report[2][2], pid_t kids[2])
+{
+	struct rrds_xrc_event ev;
+
+	EXPECT_TRUE(WAIT_FOR(30, record_of(fd, qp_num).connections == 0));
+	if (v->real_error_event) {
+		ASSERT_EQ(1, next_event(fd, &ev, 20000));
+		EXPECT_U32(RRDS_XRC_EV_QP_LAST_WQE_REACHED, ev.event);
+		EXPECT_U32(0, ev.flags);
+		EXPECT_EQ(qp_num, ev.qp_num);
+	}
+	EXPECT_EQ(0, next_event(fd, &ev, 1000)) TH_LOG("event %u flags %#x", ev.event, ev.flags);
+	EXPECT_U32(6, record_of(fd, qp_num).qp_state);	/* error */
+	registrants_saw_error(_metadata, qp_num, v->real_error_event ? 1 : 0, report, kids);
+}
+
+/*
  * In-band set-up: an initiator in rrds-b connects to a target by naming it
  * and sends; the target counts the bytes. While it is connected a second
  * initiator is refused (busy), as are unknown targets. Killing the
@@ -926,9 +990,8 @@ static struct rrds_info_xrc_target record_of(int fd, uint32_t qp_num)
 TEST_F(xrc, initiator_connects_in_band)
 {
 	struct rrds_info_xrc_target r;
-	struct rrds_xrc_event ev;
 	struct initiator first, busy, unknown, second;
-	uint32_t qp_num, ready, got, event, flags, qp;
+	uint32_t qp_num;
 	int report[2][2], fd, want = variant->real_error_event ? 1 : 0;
 	char line[128];
 	pid_t kids[2];
@@ -936,14 +999,7 @@ TEST_F(xrc, initiator_connects_in_band)
 	fd = xsock(variant->local);
 	ASSERT_LE(0, fd);
 	ASSERT_EQ(0, xrc_create(fd, &qp_num, NULL));
-	for (int i = 0; i < 2; i++) {
-		ASSERT_EQ(0, pipe(report[i]));
-		kids[i] = spawn();
-		ASSERT_LE(0, kids[i]);
-		if (kids[i] == 0)
-			fan_child(variant->local, qp_num, false, want, report[i][1]);
-		ASSERT_TRUE(recv_u32(report[i][0], &ready));
-	}
+	two_registrants(_metadata, variant, qp_num, want, report, kids);
 	ASSERT_EQ(3, registrations(fd, qp_num));
 
 	ASSERT_EQ(0, initiator_start(&first, variant, qp_num, 1000, 100, true));
@@ -970,28 +1026,7 @@ TEST_F(xrc, initiator_connects_in_band)
 	/* The initiator's process dies: its side disconnects. */
 	ASSERT_EQ(0, kill(first.pid, SIGKILL));
 	EXPECT_EQ(128 + SIGKILL, child_status(first.pid));
-	EXPECT_TRUE(WAIT_FOR(30, record_of(fd, qp_num).connections == 0));
-	if (variant->real_error_event) {
-		ASSERT_EQ(1, next_event(fd, &ev, 20000));
-		EXPECT_U32(RRDS_XRC_EV_QP_LAST_WQE_REACHED, ev.event);
-		EXPECT_U32(0, ev.flags);
-		EXPECT_EQ(qp_num, ev.qp_num);
-	}
-	EXPECT_EQ(0, next_event(fd, &ev, 1000)) TH_LOG("event %u flags %#x", ev.event, ev.flags);
-	EXPECT_U32(6, record_of(fd, qp_num).qp_state);	/* error */
-	for (int i = 0; i < 2; i++) {
-		ASSERT_TRUE(recv_u32(report[i][0], &got));
-		EXPECT_EQ(want, (int)got);
-		for (uint32_t k = 0; k < got; k++) {
-			ASSERT_TRUE(recv_u32(report[i][0], &event));
-			ASSERT_TRUE(recv_u32(report[i][0], &flags));
-			ASSERT_TRUE(recv_u32(report[i][0], &qp));
-			EXPECT_U32(RRDS_XRC_EV_QP_LAST_WQE_REACHED, event);
-			EXPECT_U32(0, flags);
-			EXPECT_EQ(qp_num, qp);
-		}
-		EXPECT_EQ(0, child_status(kids[i]));
-	}
+	initiator_left(_metadata, variant, fd, qp_num, report, kids);
 
 	/* The same target takes the next initiator, where the QP can leave error. */
 	ASSERT_EQ(0, initiator_start(&second, variant, qp_num, 100, 10, false));
@@ -1013,6 +1048,244 @@ TEST_F(xrc, initiator_connects_in_band)
 	EXPECT_TRUE(WAIT_FOR(30, record_of(fd, qp_num).connections == 0));
 	close(fd);
 	EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
+}
+
+/* The count named @name in debugfs rrds/objects; -1 if unreadable. */
+static int rrds_objects(const char *name)
+{
+	char buf[256], *at;
+	size_t len = strlen(name);
+
+	if (read_file(RRDS_DEBUGFS "/objects", buf, sizeof(buf)) < 0)
+		return -1;
+	for (at = buf; (at = strstr(at, name)); at += len)
+		if ((at == buf || at[-1] == '\n') && at[len] == ' ')
+			return atoi(at + len + 1);
+	return -1;
+}
+
+/* A struct rrds_xrc_remote for the target @qp_num at IPv4 @ip. */
+static struct rrds_xrc_remote xrc_remote(const char *ip, uint32_t qp_num)
+{
+	struct rrds_xrc_remote r = { .qp_num = qp_num };
+
+	r.addr[10] = r.addr[11] = 0xff;
+	inet_pton(AF_INET, ip, &r.addr[12]);
+	return r;
+}
+
+/* RRDS_XRC_CONNECT or RRDS_XRC_DISCONNECT; 0 or -errno. */
+static int xrc_remote_op(int fd, int op, const char *ip, uint32_t qp_num)
+{
+	struct rrds_xrc_remote r = xrc_remote(ip, qp_num);
+
+	return setsockopt(fd, SOL_RDS, op, &r, sizeof(r)) ? -errno : 0;
+}
+
+/* Sends @len bytes of @buf through the socket's initiator to @qp_num at @ip; bytes or -errno. */
+static ssize_t xrc_send(int fd, const char *ip, uint32_t qp_num, const void *buf, size_t len)
+{
+	struct rrds_xrc_remote r = xrc_remote(ip, qp_num);
+	char control[CMSG_SPACE(sizeof(r))];
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+			      .msg_controllen = sizeof(control) };
+	struct cmsghdr *c;
+	ssize_t n;
+
+	memset(control, 0, sizeof(control));
+	c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_RDS;
+	c->cmsg_type = RRDS_CMSG_XRC_SEND;
+	c->cmsg_len = CMSG_LEN(sizeof(r));
+	memcpy(CMSG_DATA(c), &r, sizeof(r));
+	n = sendmsg(fd, &msg, 0);
+	return n < 0 ? -errno : n;
+}
+
+/*
+ * A kernel-side initiator in rrds-b: connects a socket bound to the
+ * variant's remote address to @qp_num (reports 0 or the errno), sends @count
+ * messages of @size bytes (reports the bytes sent, or the errno negated),
+ * then, for each u32 read from @cmd, sends one more message and reports the
+ * result the same way, until @cmd closes. Killed by the test to end it.
+ */
+static void __attribute__((noreturn)) kinit_child(const FIXTURE_VARIANT(xrc) *v, uint32_t qp_num,
+						 int count, int size, int report, int cmd)
+{
+	static char buf[RRDS_XRC_SEND_MAX];
+	int64_t sent = 0;
+	uint32_t go;
+	ssize_t n;
+	int fd, r;
+
+	memset(buf, 0x5a, sizeof(buf));
+	if (enter_ns(NS_B))
+		_exit(30);
+	fd = xsock(v->remote);
+	if (fd < 0)
+		_exit(31);
+	r = xrc_remote_op(fd, RRDS_XRC_CONNECT, v->local, qp_num);
+	send_u32(report, -r);
+	if (r)
+		_exit(0);
+	for (int i = 0; i < count; i++) {
+		n = xrc_send(fd, v->local, qp_num, buf, size);
+		if (n < 0) {
+			sent = n;
+			break;
+		}
+		sent += n;
+	}
+	send_u32(report, (uint32_t)sent);
+	while (recv_u32(cmd, &go)) {
+		n = xrc_send(fd, v->local, qp_num, buf, size);
+		send_u32(report, (uint32_t)n);
+	}
+	_exit(0);
+}
+
+/* A running kinit_child: its pid, and the pipes to and from it. */
+struct kinit {
+	pid_t pid;
+	int report;
+	int cmd;
+};
+
+static int kinit_start(struct kinit *k, const FIXTURE_VARIANT(xrc) *v, uint32_t qp_num, int count,
+		       int size)
+{
+	int report[2], cmd[2];
+
+	if (pipe(report) || pipe(cmd))
+		return -1;
+	k->pid = spawn();
+	if (k->pid < 0)
+		return -1;
+	if (k->pid == 0) {
+		close(report[0]);
+		close(cmd[1]);
+		kinit_child(v, qp_num, count, size, report[1], cmd[0]);
+	}
+	close(report[1]);
+	close(cmd[0]);
+	k->report = report[0];
+	k->cmd = cmd[1];
+	return 0;
+}
+
+/* The next value the child reports, as an int; INT_MIN if none came. */
+static int kinit_said(struct kinit *k)
+{
+	uint32_t v;
+
+	return recv_u32(k->report, &v) ? (int)v : INT_MIN;
+}
+
+/*
+ * The start of a kernel-initiator case: a target made through the test's
+ * socket (*@fd, *@qp_num) with two more processes registered, and a
+ * kernel-side initiator in rrds-b that connected to it and sent @count
+ * messages of @size bytes, which the target counted.
+ */
+static void kinit_case_start(struct __test_metadata *_metadata, const FIXTURE_VARIANT(xrc) *v,
+			     int want, int *fd, uint32_t *qp_num, int report[2][2], pid_t kids[2],
+			     struct kinit *k, int count, int size)
+{
+	*fd = xsock(v->local);
+	ASSERT_LE(0, *fd);
+	ASSERT_EQ(0, xrc_create(*fd, qp_num, NULL));
+	two_registrants(_metadata, v, *qp_num, want, report, kids);
+	ASSERT_EQ(3, registrations(*fd, *qp_num));
+	ASSERT_EQ(0, kinit_start(k, v, *qp_num, count, size));
+	ASSERT_EQ(0, kinit_said(k));
+	/* A blocking send returns once the target's receive has it. */
+	ASSERT_EQ(count * size, kinit_said(k));
+	EXPECT_TRUE(WAIT_FOR(10, record_of(*fd, *qp_num).bytes_received == (uint64_t)count * size));
+	EXPECT_U32(1, record_of(*fd, *qp_num).connections);
+}
+
+/*
+ * Kernel-side initiators (RRDS_XRC_CONNECT): one in rrds-b connects to a
+ * target with three registered processes and sends 100 messages of 1,000 B
+ * through RRDS_CMSG_XRC_SEND; the target counts the bytes. Refusals come
+ * back as errnos: EBUSY while the target has its initiator, ECONNREFUSED for
+ * an unknown target or an address nothing listens on, EISCONN for a second
+ * connect of the same socket. Killing the initiator's process disconnects
+ * it: the QP goes to error and on rxe the device's LAST_WQE_REACHED reaches
+ * all three processes once, not marked synthesized; nothing of the
+ * initiator is left (its QP, the count of initiators).
+ */
+TEST_F(xrc, kernel_initiator_connects_in_band)
+{
+	static char big[RRDS_XRC_SEND_MAX + 1];
+	int report[2][2], fd, probe, want = variant->real_error_event ? 1 : 0;
+	struct rrds_info_xrc_target r;
+	struct kinit first;
+	uint32_t qp_num;
+	pid_t kids[2];
+
+	kinit_case_start(_metadata, variant, want, &fd, &qp_num, report, kids, &first, 100, 1000);
+	r = record_of(fd, qp_num);
+	ASSERT_EQ(qp_num, r.qp_num);
+	EXPECT_EQ(100000ULL, r.bytes_received);
+	EXPECT_U32(1, r.accepted);
+	EXPECT_U32(variant->connected_state, r.qp_state);
+
+	/* Refusals, from rrds-b; the test's process goes back to rrds-a after. */
+	ASSERT_EQ(0, enter_ns(NS_B));
+	probe = xsock(variant->remote);
+	ASSERT_LE(0, probe);
+	EXPECT_EQ(-EBUSY, xrc_remote_op(probe, RRDS_XRC_CONNECT, variant->local, qp_num));
+	EXPECT_EQ(-ECONNREFUSED,
+		  xrc_remote_op(probe, RRDS_XRC_CONNECT, variant->local, qp_num + 1000));
+	/* rrds-b's address: no target was made through it, so nothing listens. */
+	EXPECT_EQ(-ECONNREFUSED, xrc_remote_op(probe, RRDS_XRC_CONNECT, variant->remote, qp_num));
+	EXPECT_EQ(-ENOTCONN, xrc_send(probe, variant->local, qp_num, "x", 1));
+	EXPECT_EQ(-ENOENT, xrc_remote_op(probe, RRDS_XRC_DISCONNECT, variant->local, qp_num));
+	EXPECT_EQ(-EMSGSIZE, xrc_send(probe, variant->local, qp_num, big, sizeof(big)));
+	close(probe);
+	ASSERT_EQ(0, enter_ns(NS_A));
+	EXPECT_U32(1, record_of(fd, qp_num).accepted);
+
+	/* The initiator's process dies: its socket's close disconnects it. */
+	ASSERT_EQ(0, kill(first.pid, SIGKILL));
+	EXPECT_EQ(128 + SIGKILL, child_status(first.pid));
+	initiator_left(_metadata, variant, fd, qp_num, report, kids);
+	EXPECT_TRUE(WAIT_FOR(10, rrds_objects("xrc_initiators") == 0));
+	close(fd);
+	EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
+}
+
+/*
+ * Deleting the initiator's device shuts the kernel-side initiator down
+ * before its PD goes: the target sees the disconnect, its QP goes to error
+ * and on rxe the device's LAST_WQE_REACHED reaches all three registered
+ * processes once; the initiator's next send fails with ENODEV.
+ */
+TEST_F(xrc, kernel_initiator_device_removed)
+{
+	int report[2][2], fd, want = variant->real_error_event ? 1 : 0;
+	struct kinit k;
+	uint32_t qp_num;
+	pid_t kids[2];
+
+	kinit_case_start(_metadata, variant, want, &fd, &qp_num, report, kids, &k, 10, 100);
+
+	ASSERT_EQ(0, sh("rdma link del %s_b", variant->kind));
+	initiator_left(_metadata, variant, fd, qp_num, report, kids);
+	/* Shut down with the device, though its socket still holds it. */
+	EXPECT_EQ(0, rrds_objects("xrc_initiators"));
+	/* The initiator is down: its next send says why. */
+	send_u32(k.cmd, 1);
+	EXPECT_EQ(-ENODEV, kinit_said(&k));
+	close(k.cmd);
+	EXPECT_EQ(0, child_status(k.pid));
+	EXPECT_EQ(0, rrds_objects("xrc_initiators"));
+	close(fd);
+	/* Bring the pair back for the next test, and unload cleanly. */
+	ASSERT_EQ(0, pair_up(variant->kind));
+	ASSERT_EQ(0, rrds_unload());
 }
 
 /*
@@ -1134,6 +1407,41 @@ TEST_F(xrc, cli_lifecycle)
 	}
 	ASSERT_EQ(0, sh_out(out, sizeof(out), "%s xrc list", tool));
 	EXPECT_EQ(NULL, strstr(out, "emulated")) TH_LOG("list: %s", out);
+	EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
+}
+
+/*
+ * rrds xrc send: from rrds-b, a kernel-side initiator connects to a target,
+ * sends 5 messages of 100 B (counted by the target) and disconnects (the
+ * target sees it leave). A message past a receive buffer is refused with
+ * EMSGSIZE before anything is sent, and the command fails.
+ */
+TEST_F(xrc, cli_sends_through_a_kernel_initiator)
+{
+	char tool[512], out[4096], want[128];
+	uint32_t qp_num;
+	int fd;
+
+	snprintf(tool, sizeof(tool), "%s/../tools/target/release/rrds", selftests_dir());
+	ASSERT_EQ(0, access(tool, X_OK)) TH_LOG("%s not built", tool);
+	fd = xsock(variant->local);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, xrc_create(fd, &qp_num, NULL));
+	ASSERT_EQ(0, sh_out(out, sizeof(out), "ip netns exec %s %s xrc send -I %s %s %u -c 5 -s 100",
+			    NS_B, tool, variant->remote, variant->local, qp_num))
+		TH_LOG("%s", out);
+	snprintf(want, sizeof(want), "sent qp_num=%u messages=5 bytes=500", qp_num);
+	EXPECT_NE(NULL, strstr(out, want)) TH_LOG("%s", out);
+	EXPECT_TRUE(WAIT_FOR(10, record_of(fd, qp_num).bytes_received == 500));
+	EXPECT_U32(1, record_of(fd, qp_num).accepted);
+	EXPECT_TRUE(WAIT_FOR(30, record_of(fd, qp_num).connections == 0));
+	if (variant->qp_reusable) {
+		EXPECT_NE(0, sh_out(out, sizeof(out), "ip netns exec %s %s xrc send -I %s %s %u -s 4097 2>&1",
+				    NS_B, tool, variant->remote, variant->local, qp_num));
+		EXPECT_NE(NULL, strstr(out, "Message too long")) TH_LOG("%s", out);
+		EXPECT_EQ(500ULL, record_of(fd, qp_num).bytes_received);
+	}
+	close(fd);
 	EXPECT_TRUE(WAIT_FOR(10, rc_qps(variant->kind) == self->qps0));
 }
 

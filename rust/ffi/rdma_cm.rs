@@ -29,7 +29,12 @@ use kernel::{
 
 use super::{
     bindings,
-    ib_cq::CompletionQueue,
+    ib_cq::{
+        CompletionHandler,
+        CompletionQueue,
+        Cqe,
+        QpRef, //
+    },
     ib_device::DeviceRef,
     ib_pd::ProtectionDomain,
     net::NetRef, //
@@ -111,6 +116,12 @@ impl CmEvent<'_> {
 
     pub(crate) fn status(&self) -> i32 {
         self.raw.status
+    }
+
+    /// Whether the peer refused the connection (`REJECTED`, one kind of
+    /// [`CmEventKind::Failed`]): its private data says why.
+    pub(crate) fn is_reject(&self) -> bool {
+        self.raw.event == bindings::rdma_cm_event_type_RDMA_CM_EVENT_REJECTED
     }
 
     /// The `(responder_resources, initiator_depth)` a connect request
@@ -255,6 +266,37 @@ impl<H: CmHandler> CmId<H> {
                 _handler: PhantomData,
             })
             .ok_or(ENOMEM)
+    }
+}
+
+impl<H: CmHandler> CmId<H> {
+    /// The QP created on the id. It lives as long as the id, which only
+    /// `drop` destroys: the `QpRef` may be used while `self` is borrowed.
+    fn own_qp(&self) -> Option<QpRef> {
+        // SAFETY: A QP created on the live id, destroyed with it (see above);
+        // the callers below use it only for the borrow of `self`.
+        unsafe { QpRef::from_raw(self.qp()) }
+    }
+
+    /// Posts one signalled SEND of `sges` on the id's QP, completing to
+    /// `cqe`; `ENOTCONN` if the id has no QP.
+    pub(crate) fn post_send<T: CompletionHandler>(
+        &self,
+        cqe: &Cqe<T>,
+        sges: &mut [bindings::ib_sge],
+    ) -> Result {
+        let qp = self
+            .own_qp()
+            .ok_or_else(|| Error::from_errno(-(bindings::ENOTCONN as i32)))?;
+        qp.post_send(cqe, sges, false)
+    }
+
+    /// Moves the id's QP, if it has one, to error and waits until every
+    /// request posted on it has completed (`QpRef::drain`).
+    pub(crate) fn drain_qp(&self) {
+        if let Some(qp) = self.own_qp() {
+            qp.drain();
+        }
     }
 }
 

@@ -14,6 +14,7 @@ mod options;
 pub(crate) mod recv;
 mod send;
 mod sinks;
+mod xrc_options;
 
 use kernel::{
     new_mutex, new_spinlock,
@@ -272,6 +273,10 @@ pub(crate) struct RdsSock {
     xrc: Mutex<KVec<Arc<xrc::Registration>>>,
     /// Events queued on those registrations, for poll and recvmsg.
     xrc_pending: Atomic<u32>,
+    /// Kernel-side XRC initiators connected through this socket
+    /// (`RRDS_XRC_CONNECT`), at most `xrc::MAX_INITIATORS_PER_SOCKET`.
+    #[pin]
+    xrc_initiators: Mutex<KVec<Arc<xrc::Initiator>>>,
     /// The MRs registered with `RDS_GET_MR`; taken before `state`, through
     /// [`RdsSock::with_mrs`]. Held while a registration connects its QP and
     /// while `RDS_FREE_MR` waits for invalidations (never across a REG_MR

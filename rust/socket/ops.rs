@@ -43,6 +43,7 @@ impl SocketFamily for RdsFamily {
                 poll,
                 xrc <- new_mutex!(KVec::new()),
                 xrc_pending: Atomic::new(0),
+                xrc_initiators <- new_mutex!(KVec::new()),
                 mrs <- new_mutex!(mrs),
                 use_once,
                 last_sender <- TaskSlot::new(),
@@ -84,6 +85,8 @@ impl SocketFamily for RdsFamily {
             r.discard();
         }
         drop(registrations);
+        // So do its initiators: a disconnect for each target.
+        xrc_options::release_initiators(&state);
         // Every MR is freed and invalidated; the last socket of the namespace
         // on a device takes its registration QP down.
         state.with_mrs(|mrs| mrs.release());
@@ -328,7 +331,7 @@ impl SocketFamily for RdsFamily {
             return info::get(state.net, name, value, len);
         }
         match name {
-            bindings::RRDS_XRC_CREATE => return options::xrc_create(state, value, len),
+            bindings::RRDS_XRC_CREATE => return xrc_options::create(state, value, len),
             bindings::RRDS_INFO_XRC_TARGETS => return info::get(state.net, name, value, len),
             _ => {}
         }

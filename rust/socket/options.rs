@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! SOL_RDS setsockopt (af_rds.c `rds_setsockopt`) and the option values it
-//! reads; XRC target creation, a getsockopt that acts.
+//! reads. The XRC options are in `xrc_options`.
 
 use kernel::{
     prelude::*,
@@ -9,11 +9,11 @@ use kernel::{
         Arc,
         ArcBorrow, //
     },
-    uaccess::UserSlice,
 };
 
 use super::{
     memory,
+    xrc_options,
     RdsSock,
     TRANS_COUNT, //
 };
@@ -23,15 +23,12 @@ use crate::{
         bindings,
         net::{
             ne_u64,
-            GetOptResult,
             Sock,
             SockOptValue, //
         },
-        process,
     },
     fifo::Fifo,
     transport::ib,
-    xrc,
 };
 
 /// Reads an `int` option value of at least 4 bytes (upstream's `rds_set_bool`
@@ -64,9 +61,11 @@ pub(super) fn set_option(
             set_rcv_timestamp(sk, name, &value)
         }
         bindings::SO_RDS_MSG_RXPATH_LATENCY => set_rxpath_latency(&state, &value),
-        bindings::RRDS_XRC_REGISTER => xrc_register(state, &value),
-        bindings::RRDS_XRC_UNREGISTER => xrc_unregister(&state, &value),
-        bindings::RRDS_XRC_INJECT => xrc_inject(&state, &value),
+        bindings::RRDS_XRC_REGISTER => xrc_options::register(state, &value),
+        bindings::RRDS_XRC_UNREGISTER => xrc_options::unregister(&state, &value),
+        bindings::RRDS_XRC_INJECT => xrc_options::inject(&state, &value),
+        bindings::RRDS_XRC_CONNECT => xrc_options::connect(&state, &value),
+        bindings::RRDS_XRC_DISCONNECT => xrc_options::disconnect(&state, &value),
         _ => Err(errno::enoprotoopt()),
     }
 }
@@ -232,103 +231,6 @@ fn set_rxpath_latency(state: &RdsSock, value: &SockOptValue) -> Result {
         rx.rx_trace_pos[i] = raw[1 + i];
     }
     Ok(())
-}
-
-/// `RRDS_XRC_REGISTER`: registers the calling process with the XRC target
-/// `qp_num` on the socket's device. EINVAL for a bad `struct rrds_xrc_qp`,
-/// then `memory::bound_device`'s errors, then `xrc::register`'s.
-fn xrc_register(state: ArcBorrow<'_, RdsSock>, value: &SockOptValue) -> Result {
-    let args = read_xrc_qp(value)?;
-    let (device, _) = memory::bound_device(&state)?;
-    xrc::register(Arc::<RdsSock>::from(state), &device, args.qp_num)?;
-    Ok(())
-}
-
-/// `RRDS_XRC_UNREGISTER`: ends the calling process's registration with the
-/// XRC target `qp_num`. EINVAL for a bad `struct rrds_xrc_qp`, then ENOTCONN
-/// unbound, EOPNOTSUPP on loopback, ENOENT for any other failure to find the
-/// device (it is gone), then `xrc::unregister`'s errors.
-fn xrc_unregister(state: &RdsSock, value: &SockOptValue) -> Result {
-    let args = read_xrc_qp(value)?;
-    let (device, _) = memory::bound_device(state).map_err(|e| {
-        // Unregistering through a socket whose device is gone: every
-        // registration on that device ended with it.
-        let device_gone = e != errno::enotconn() && e != errno::eopnotsupp();
-        if device_gone {
-            ENOENT
-        } else {
-            e
-        }
-    })?;
-    let registration = xrc::unregister(state.net, &device, args.qp_num)?;
-    registration.sink().forget(&registration);
-    Ok(())
-}
-
-/// `RRDS_XRC_INJECT`, a test hook: moves an XRC target's QP to error or
-/// synthesizes one of its events. EINVAL for a length other than
-/// `struct rrds_xrc_inject`, then EPERM without CAP_NET_ADMIN, EFAULT,
-/// `memory::bound_device`'s errors, then `xrc::inject`'s.
-fn xrc_inject(state: &RdsSock, value: &SockOptValue) -> Result {
-    if value.len() != core::mem::size_of::<bindings::rrds_xrc_inject>() {
-        return Err(EINVAL);
-    }
-    if !process::capable_net_admin() {
-        return Err(EPERM);
-    }
-    let raw = value.read::<16>()?;
-    let word = |i: usize| u32::from_ne_bytes([raw[i], raw[i + 1], raw[i + 2], raw[i + 3]]);
-    let args = bindings::rrds_xrc_inject {
-        qp_num: word(0),
-        action: word(4),
-        event: word(8),
-        reserved: word(12),
-    };
-    let (device, _) = memory::bound_device(state)?;
-    xrc::inject(state.net, &device, &args)
-}
-
-/// A `struct rrds_xrc_qp` option value: exactly its size, reserved 0.
-pub(super) fn read_xrc_qp(value: &SockOptValue) -> Result<bindings::rrds_xrc_qp> {
-    if value.len() != core::mem::size_of::<bindings::rrds_xrc_qp>() {
-        return Err(EINVAL);
-    }
-    let raw = value.read::<8>()?;
-    let args = bindings::rrds_xrc_qp {
-        qp_num: u32::from_ne_bytes([raw[0], raw[1], raw[2], raw[3]]),
-        reserved: u32::from_ne_bytes([raw[4], raw[5], raw[6], raw[7]]),
-    };
-    if args.reserved != 0 {
-        return Err(EINVAL);
-    }
-    Ok(args)
-}
-
-/// `RRDS_XRC_CREATE`: a new target on the socket's device, the caller registered.
-pub(super) fn xrc_create(
-    state: ArcBorrow<'_, RdsSock>,
-    value: UserSlice,
-    len: usize,
-) -> Result<GetOptResult> {
-    const LEN: usize = core::mem::size_of::<bindings::rrds_xrc_create>();
-    if len != LEN {
-        return Err(EINVAL);
-    }
-    let (device, port) = memory::bound_device(&state)?;
-    let addr = state.state.lock().bound.ok_or_else(errno::enotconn)?;
-    let registration = xrc::create(Arc::<RdsSock>::from(state), device, port, &addr)?;
-    let target = registration.target();
-    let (qp_num, backend) = (target.qp_num(), target.backend());
-    let mut out = [0u8; LEN];
-    out[..4].copy_from_slice(&qp_num.to_ne_bytes());
-    out[4..].copy_from_slice(&backend.uapi().to_ne_bytes());
-    if let Err(e) = value.writer().write_slice(&out) {
-        if registration.detach() {
-            xrc::EventSink::forget(&*state, &registration);
-        }
-        return Err(e);
-    }
-    Ok(GetOptResult { ret: 0, len: LEN })
 }
 
 /// `RDS_CANCEL_SENT_TO`: drops this socket's queued messages to an address

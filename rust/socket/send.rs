@@ -11,7 +11,10 @@ use kernel::{
     },
 };
 
-use super::RdsSock;
+use super::{
+    xrc_options,
+    RdsSock, //
+};
 use crate::{
     addr::{
         Endpoint,
@@ -169,6 +172,12 @@ pub(super) fn sendmsg(
         return Err(errno::eopnotsupp());
     }
     let nonblock = msg_flags & bindings::MSG_DONTWAIT != 0;
+    if let Some(target) = xrc_options::send_target(msg)? {
+        if msg_flags & bindings::MSG_ZEROCOPY != 0 {
+            return Err(errno::eopnotsupp());
+        }
+        return xrc_options::send(&state, sk, msg, len, target, nonblock);
+    }
     let named = if msg.name().is_empty() {
         None
     } else {

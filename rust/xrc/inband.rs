@@ -10,8 +10,8 @@ use super::*;
 
 /// The rdma_cm port targets are connected through (`rrds.h`).
 const CM_PORT: u16 = bindings::RRDS_XRC_CM_PORT as u16;
-const CM_MAGIC: u32 = bindings::RRDS_XRC_CM_MAGIC;
-const CM_VERSION: u8 = bindings::RRDS_XRC_CM_VERSION as u8;
+pub(super) const CM_MAGIC: u32 = bindings::RRDS_XRC_CM_MAGIC;
+pub(super) const CM_VERSION: u8 = bindings::RRDS_XRC_CM_VERSION as u8;
 /// Connect requests a listener queues before rdma_cm refuses more.
 const LISTEN_BACKLOG: i32 = 16;
 /// Receive buffers (a page each) posted on an emulated target's SRQ.

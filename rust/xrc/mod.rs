@@ -13,21 +13,30 @@
 //! event handler takes them in whatever context the driver raises events.
 
 mod inband;
+mod initiator;
 mod registration;
 mod target;
 
 use inband::{
     Inband,
     Receiver,
+    CM_MAGIC,
+    CM_VERSION,
     REAP_WORK,
     RECV_CQ_ENTRIES, //
+};
+pub(crate) use initiator::{
+    connect,
+    Initiator,
+    MAX_PER_SOCKET as MAX_INITIATORS_PER_SOCKET,
+    SEND_MAX, //
 };
 use registration::watch_exit;
 pub(crate) use registration::Registration;
 pub(crate) use target::Target;
 
 use kernel::{
-    impl_has_work, new_mutex, new_work,
+    impl_has_work, new_condvar, new_mutex, new_work,
     page::{
         Page,
         PAGE_SIZE, //
@@ -41,8 +50,10 @@ use kernel::{
         Arc,
         ArcBorrow,
         Completion,
+        CondVar,
         Mutex, //
     },
+    time::msecs_to_jiffies,
     transmute::AsBytes,
     workqueue::{
         Work,
@@ -98,11 +109,13 @@ use crate::{
             CmIdKey,
             CmIdRef,
             ConnParam,
+            QpCaps,
             SockAddr, //
         },
         workqueue,
     },
     new_irq_spinlock,
+    wait::wait_until,
 };
 
 /// Where a registration's events are read: the socket the process
@@ -160,12 +173,14 @@ kernel::sync::global_lock! {
 pub(crate) fn init(m: &crate::ffi::global::ModuleInit) {
     m.init_lock(&TARGETS);
     inband::init(m);
+    initiator::init(m);
 }
 
 /// Frees the tables' buffers. Call once, at unload, after the last target.
 pub(crate) fn release_table() {
     crate::tables::free_table(&mut TARGETS.lock());
     inband::release_table();
+    initiator::release_table();
 }
 
 /// How targets are implemented on a device.
@@ -391,9 +406,11 @@ pub(crate) fn inject(net: NetRef, device: &RdmaDevice, args: &bindings::rrds_xrc
     }
 }
 
-/// `device` is going away: every registration on its targets gets a final
-/// event, and the QPs are destroyed before this returns.
+/// `device` is going away: its initiators are shut down, every registration
+/// on its targets gets a final event, and the QPs are destroyed before this
+/// returns.
 pub(crate) fn device_removed(device: DeviceRef) {
+    initiator::device_removed(device);
     // One at a time, each leaving the table as it goes: nothing to allocate.
     loop {
         let found = TARGETS.lock().iter().find(|t| t.device.is(device)).cloned();
@@ -486,4 +503,9 @@ pub(crate) fn show(f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
 /// How many targets exist, retired ones included (debugfs `rrds/objects`).
 pub(crate) fn count() -> usize {
     TARGETS.lock().len()
+}
+
+/// How many kernel-side initiators exist (debugfs `rrds/objects`).
+pub(crate) fn initiator_count() -> usize {
+    initiator::count()
 }

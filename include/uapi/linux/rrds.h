@@ -136,6 +136,29 @@ struct rrds_xrc_reject_private {
 };
 
 /*
+ * Kernel-side initiators: setsockopt(SOL_RDS, RRDS_XRC_CONNECT, struct
+ * rrds_xrc_remote) on a socket bound to an address of an RDMA device
+ * connects a QP owned by the socket (an RC QP, which is what an emulated
+ * target accepts) to the target `qp_num` at `addr`, port RRDS_XRC_CM_PORT,
+ * and returns once it is connected or refused (the reject reasons become
+ * ECONNREFUSED, EBUSY, EPROTO and EIO). A sendmsg carrying a SOL_RDS
+ * RRDS_CMSG_XRC_SEND cmsg (struct rrds_xrc_remote) then sends its payload,
+ * at most RRDS_XRC_SEND_MAX bytes, to that target, returning once the
+ * target has it. RRDS_XRC_DISCONNECT ends the connection; closing the
+ * socket ends all of them.
+ */
+#define RRDS_XRC_CONNECT		(RRDS_OPT_BASE + 6)	/* setsockopt: struct rrds_xrc_remote */
+#define RRDS_XRC_DISCONNECT		(RRDS_OPT_BASE + 7)	/* setsockopt: struct rrds_xrc_remote */
+#define RRDS_CMSG_XRC_SEND		(RRDS_OPT_BASE + 3)	/* sendmsg: struct rrds_xrc_remote */
+#define RRDS_XRC_SEND_MAX		4096	/* an emulated target's receive buffer */
+
+struct rrds_xrc_remote {
+	__u8	addr[16];	/* the target's address; IPv4 as ::ffff:a.b.c.d */
+	__u32	qp_num;		/* the target's */
+	__u32	reserved;	/* 0 */
+};
+
+/*
  * Connection events: setsockopt(SOL_RDS, RRDS_CONN_MONITOR, int) with one of
  * the values below makes the socket receive, as 0-byte recvmsg notifications
  * with an RRDS_CMSG_CONN_EVENT cmsg (struct rrds_conn_event), the state
