@@ -140,6 +140,7 @@ pub use socket::RdsSocket;
 pub use socket::Received;
 pub use socket::Transport;
 pub use xrc::XrcEvent;
+pub use xrc::XrcInitiator;
 pub use xrc::XrcRegistration;
 
 /// Which RDS implementation is loaded: `"rrds"` if `/sys/module/rrds`

@@ -495,11 +495,23 @@ impl RdsSocket {
         kind: c_int,
         value: &T,
     ) -> io::Result<usize> {
+        self.send_cmsg(buf, Some(addr), kind, value)
+    }
+
+    /// As [`Self::send_to_cmsg`], to `addr` or, with `None`, with no
+    /// destination (the control message names where the bytes go).
+    pub(crate) fn send_cmsg<T: Copy>(
+        &self,
+        buf: &[u8],
+        addr: Option<SocketAddr>,
+        kind: c_int,
+        value: &T,
+    ) -> io::Result<usize> {
         // SAFETY: value is a live plain-data value without padding (the uapi
         // structs and integers callers pass); its bytes are read only.
         let data =
             unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), size_of::<T>()) };
-        let raw = RawAddr::from_socket_addr(&addr);
+        let raw = addr.as_ref().map(RawAddr::from_socket_addr);
         let mut control = ControlBuf::new();
         let used = encode_cmsg(&mut control.0, sys::SOL_RDS, kind, data).ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, "control message too long")
@@ -510,16 +522,18 @@ impl RdsSocket {
         };
         // SAFETY: as in recv_header: all zeroes is a valid msghdr.
         let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
-        msg.msg_name = raw.as_ptr() as *mut libc::c_void;
-        msg.msg_namelen = raw.len();
+        if let Some(raw) = &raw {
+            msg.msg_name = raw.as_ptr() as *mut libc::c_void;
+            msg.msg_namelen = raw.len();
+        }
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = control.0.as_mut_ptr().cast();
         msg.msg_controllen = used as _;
-        // SAFETY: msg points to raw (msg_namelen bytes), one iovec over buf
-        // and control (msg_controllen bytes), all live across the call; the
-        // kernel only reads them (it writes a mapped cookie where the data
-        // says, which the caller owns).
+        // SAFETY: msg points to raw (msg_namelen bytes) or no name, one iovec
+        // over buf and control (msg_controllen bytes), all live across the
+        // call; the kernel only reads them (it writes a mapped cookie where
+        // the data says, which the caller owns).
         cvt_len(unsafe { libc::sendmsg(self.raw(), &msg, 0) })
     }
 

@@ -241,6 +241,28 @@ pub const RRDS_CONN_EVENT_QUEUE_LEN: usize = 64;
 /// Length of the NUL-padded device name in `rrds_info_xrc_target`.
 pub const RRDS_XRC_DEVICE_NAME_LEN: usize = 64;
 
+/// `RRDS_XRC_CONNECT` of `<linux/rrds.h>`.
+pub const RRDS_XRC_CONNECT: c_int = RRDS_OPT_BASE + 6;
+/// `RRDS_XRC_DISCONNECT` of `<linux/rrds.h>`.
+pub const RRDS_XRC_DISCONNECT: c_int = RRDS_OPT_BASE + 7;
+/// `RRDS_CMSG_XRC_SEND` of `<linux/rrds.h>`.
+pub const RRDS_CMSG_XRC_SEND: c_int = RRDS_OPT_BASE + 3;
+/// `RRDS_XRC_SEND_MAX` of `<linux/rrds.h>`.
+pub const RRDS_XRC_SEND_MAX: usize = 4096;
+
+/// `struct rrds_xrc_remote`: a target by address and QP number, the value
+/// of `RRDS_XRC_CONNECT` / `DISCONNECT` and of an `RRDS_CMSG_XRC_SEND` cmsg.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct rrds_xrc_remote {
+    /// `addr` of `struct rrds_xrc_remote` (IPv4 as `::ffff:a.b.c.d`).
+    pub addr: [u8; 16],
+    /// `qp_num` of `struct rrds_xrc_remote`.
+    pub qp_num: u32,
+    /// `reserved` of `struct rrds_xrc_remote`.
+    pub reserved: u32,
+}
+
 /// `struct rrds_xrc_create`: `RRDS_XRC_CREATE`'s getsockopt value (out).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]

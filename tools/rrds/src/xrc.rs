@@ -31,6 +31,7 @@ use core::mem::offset_of;
 use core::mem::size_of;
 use std::fmt;
 use std::io;
+use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
@@ -369,6 +370,52 @@ impl Drop for XrcRegistration<'_> {
     }
 }
 
+/// A kernel-side initiator of the socket, connected in band to a target
+/// (`RRDS_XRC_CONNECT`); dropping it disconnects.
+#[derive(Debug)]
+pub struct XrcInitiator<'a> {
+    sock: &'a RdsSocket,
+    remote: sys::rrds_xrc_remote,
+    active: bool,
+}
+
+impl XrcInitiator<'_> {
+    /// Sends `buf` (at most [`sys::RRDS_XRC_SEND_MAX`] bytes) to the target.
+    /// On a blocking socket it returns once the target's receive holds the
+    /// message; on a non-blocking one once it is posted (`WouldBlock` while
+    /// the one before is in flight).
+    pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        self.sock
+            .send_cmsg(buf, None, sys::RRDS_CMSG_XRC_SEND, &self.remote)
+    }
+
+    /// Disconnects now, reporting the error `drop` would ignore.
+    pub fn disconnect(mut self) -> io::Result<()> {
+        self.active = false;
+        self.sock
+            .setsockopt_value(sys::SOL_RDS, sys::RRDS_XRC_DISCONNECT, &self.remote)
+    }
+}
+
+impl Drop for XrcInitiator<'_> {
+    fn drop(&mut self) {
+        if self.active {
+            // Nothing to report: the socket's close would disconnect it too.
+            let _ =
+                self.sock
+                    .setsockopt_value(sys::SOL_RDS, sys::RRDS_XRC_DISCONNECT, &self.remote);
+        }
+    }
+}
+
+/// `addr` as `struct rrds_xrc_remote` carries it (IPv4 mapped).
+fn rds_addr(addr: IpAddr) -> [u8; 16] {
+    match addr {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => v6.octets(),
+    }
+}
+
 impl RdsSocket {
     fn xrc_qp_op(&self, op: libc::c_int, qp_num: u32) -> io::Result<()> {
         let value = sys::rrds_xrc_qp {
@@ -439,6 +486,24 @@ impl RdsSocket {
         self.setsockopt_value(sys::SOL_RDS, sys::RRDS_XRC_INJECT, &value)
     }
 
+    /// Connects a kernel-side initiator of this socket (bound to an address
+    /// of an RDMA device) to target `qp_num` at `target`; returns once the
+    /// target accepted it. Refusals: `ECONNREFUSED` (no such target),
+    /// `EBUSY` (it has its initiator), `EIO` (it could not take one).
+    pub fn xrc_connect(&self, target: IpAddr, qp_num: u32) -> io::Result<XrcInitiator<'_>> {
+        let remote = sys::rrds_xrc_remote {
+            addr: rds_addr(target),
+            qp_num,
+            reserved: 0,
+        };
+        self.setsockopt_value(sys::SOL_RDS, sys::RRDS_XRC_CONNECT, &remote)?;
+        Ok(XrcInitiator {
+            sock: self,
+            remote,
+            active: true,
+        })
+    }
+
     /// `RRDS_INFO_XRC_TARGETS`: the live targets of this network namespace.
     pub fn xrc_targets(&self) -> io::Result<Vec<TargetInfo>> {
         let (buf, elem_size) = self.info(sys::RRDS_INFO_XRC_TARGETS)?;
@@ -457,6 +522,16 @@ impl RdsSocket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn remote_addresses_are_v4_mapped() {
+        let v4 = rds_addr("10.254.1.1".parse().unwrap());
+        assert_eq!(v4, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 254, 1, 1]);
+        let v6 = rds_addr("fd00::2".parse().unwrap());
+        assert_eq!(v6[..2], [0xfd, 0]);
+        assert_eq!(v6[15], 2);
+        assert_eq!(size_of::<sys::rrds_xrc_remote>(), 24);
+    }
 
     fn event_bytes(qp: u32, event: u32, flags: u32, lost: u32) -> Vec<u8> {
         [qp, event, flags, lost]

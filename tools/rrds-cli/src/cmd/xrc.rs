@@ -68,6 +68,24 @@ pub enum XrcCommand {
         #[arg(long, value_parser = parse_event)]
         event: Option<EventKind>,
     },
+    /// Connect a kernel-side initiator from LOCAL_ADDR to target QP_NUM at
+    /// TARGET_ADDR, send --count messages of --size bytes (each returns once
+    /// the target has it), and disconnect.
+    Send {
+        /// An address of the RDMA device to connect from.
+        #[arg(short = 'I', long = "local", value_name = "LOCAL_ADDR")]
+        local: IpAddr,
+        /// The address the target was created through.
+        target: IpAddr,
+        /// The target's QP number.
+        qp_num: u32,
+        /// Messages to send.
+        #[arg(short = 'c', long, default_value_t = 1)]
+        count: u64,
+        /// Bytes per message (at most 4096, a target's receive buffer).
+        #[arg(short = 's', long, default_value_t = 1000)]
+        size: usize,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -222,6 +240,49 @@ pub fn run(args: &XrcArgs) -> io::Result<bool> {
                 let record = serde_json::json!({ "qp_num": qp_num, "event": event });
                 write_record(&mut out, "injected", &record)?;
             }
+            Ok(true)
+        }
+        XrcCommand::Send {
+            local,
+            target,
+            qp_num,
+            count,
+            size,
+        } => {
+            let sock = bound_socket(*local)?;
+            let initiator = sock.xrc_connect(*target, *qp_num).map_err(|err| {
+                extension(
+                    err,
+                    &format!("setsockopt(RRDS_XRC_CONNECT) to {target} qp_num={qp_num}"),
+                )
+            })?;
+            let record = serde_json::json!({ "qp_num": qp_num, "target": target });
+            step(
+                &mut out,
+                json,
+                "connected",
+                record,
+                format_args!("connected qp_num={qp_num} target={target}"),
+            )?;
+            let payload = vec![0x5a_u8; *size];
+            let mut bytes = 0u64;
+            for i in 0..*count {
+                let sent = initiator
+                    .send(&payload)
+                    .map_err(|err| context(err, format_args!("send {} of {count}", i + 1)))?;
+                bytes += sent as u64;
+            }
+            initiator
+                .disconnect()
+                .map_err(|err| context(err, "setsockopt(RRDS_XRC_DISCONNECT)"))?;
+            let record = serde_json::json!({ "qp_num": qp_num, "messages": count, "bytes": bytes });
+            step(
+                &mut out,
+                json,
+                "sent",
+                record,
+                format_args!("sent qp_num={qp_num} messages={count} bytes={bytes}"),
+            )?;
             Ok(true)
         }
     }
