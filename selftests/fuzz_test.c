@@ -759,6 +759,28 @@ static void add_cmsg(struct control *c, int level, int type, const void *data, s
 		 level == SOL_RDS ? 0 : level, type, len);
 }
 
+/*
+ * A target by address and QP number (RRDS_XRC_CONNECT, RRDS_XRC_DISCONNECT,
+ * RRDS_CMSG_XRC_SEND): mostly a target published by the namespace whose
+ * address it names, which a connect from the other namespace reaches.
+ */
+static void fuzz_xrc_remote(struct fuzzer *f, struct rrds_xrc_remote *r)
+{
+	int ns = chance(f, 70) ? peer_ns(f) : f->w->ns;
+	struct sockaddr_storage ss;
+	socklen_t len = fuzz_sockaddr(f, &ss, ns);
+
+	memset(r, 0, sizeof(*r));
+	if (len == sizeof(struct sockaddr_in)) {
+		r->addr[10] = r->addr[11] = 0xff;
+		memcpy(&r->addr[12], &((struct sockaddr_in *)&ss)->sin_addr, 4);
+	} else {
+		memcpy(r->addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+	}
+	r->qp_num = chance(f, 80) ? f->w->sh->xrc_qp[ns][below(f, XRC_SLOTS)] : fuzz_int(f);
+	r->reserved = chance(f, 90) ? 0 : rnd(f);
+}
+
 /* One control message: mostly SOL_RDS ones, well-formed or not. */
 static void add_random_cmsg(struct fuzzer *f, struct control *c)
 {
@@ -767,7 +789,7 @@ static void add_random_cmsg(struct fuzzer *f, struct control *c)
 		RDS_CMSG_RDMA_STATUS, RDS_CMSG_CONG_UPDATE, RDS_CMSG_ATOMIC_FADD,
 		RDS_CMSG_ATOMIC_CSWP, RDS_CMSG_MASKED_ATOMIC_FADD, RDS_CMSG_MASKED_ATOMIC_CSWP,
 		RDS_CMSG_RXPATH_LATENCY, RDS_CMSG_ZCOPY_COOKIE, RDS_CMSG_ZCOPY_COMPLETION,
-		RRDS_CMSG_XRC_EVENT, 0, 10, 14, -1,
+		RRDS_CMSG_XRC_EVENT, RRDS_CMSG_XRC_SEND, RRDS_CMSG_XRC_SEND, 0, 10, 14, -1,
 	};
 	union {
 		struct rds_rdma_args rdma;
@@ -775,6 +797,7 @@ static void add_random_cmsg(struct fuzzer *f, struct control *c)
 		struct rds_get_mr_args map;
 		uint64_t cookie;
 		uint32_t zcopy_cookie;
+		struct rrds_xrc_remote remote;
 		int fd;
 		unsigned char raw[128];
 	} arg;
@@ -803,6 +826,10 @@ static void add_random_cmsg(struct fuzzer *f, struct control *c)
 		break;
 	case RDS_CMSG_ZCOPY_COOKIE:
 		len = sizeof(arg.zcopy_cookie);
+		break;
+	case RRDS_CMSG_XRC_SEND:
+		len = sizeof(arg.remote);
+		fuzz_xrc_remote(f, &arg.remote);
 		break;
 	default:
 		len = below(f, 65);
@@ -936,7 +963,7 @@ static const int rds_options[] = {
 	0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
 	RRDS_XRC_CREATE, RRDS_XRC_REGISTER, RRDS_XRC_UNREGISTER, RRDS_XRC_INJECT,
 	RRDS_INFO_XRC_TARGETS, RDS_INFO_COUNTERS, RDS_INFO_LAST + 1, RRDS_OPT_BASE,
-	RRDS_OPT_BASE + 5, -1,
+	RRDS_OPT_BASE + 5, RRDS_XRC_CONNECT, RRDS_XRC_CONNECT, RRDS_XRC_DISCONNECT, -1,
 };
 
 static uint32_t any_xrc_qp(struct fuzzer *f)
@@ -958,6 +985,7 @@ static void op_setsockopt(struct fuzzer *f)
 		struct rds_rx_trace_so trace;
 		struct rrds_xrc_qp xrc;
 		struct rrds_xrc_inject inject;
+		struct rrds_xrc_remote remote;
 	} val;
 	int name = PICK(f, rds_options), level = SOL_RDS, fd = any_socket(f);
 	socklen_t len = fuzz_optlen(f);
@@ -995,6 +1023,10 @@ static void op_setsockopt(struct fuzzer *f)
 		case RRDS_XRC_REGISTER: case RRDS_XRC_UNREGISTER:
 			val.xrc = (struct rrds_xrc_qp){ any_xrc_qp(f), chance(f, 90) ? 0 : rnd(f) };
 			len = sizeof(val.xrc);
+			break;
+		case RRDS_XRC_CONNECT: case RRDS_XRC_DISCONNECT:
+			fuzz_xrc_remote(f, &val.remote);
+			len = sizeof(val.remote);
 			break;
 		}
 	}
