@@ -526,7 +526,10 @@ mod tests {
     #[test]
     fn remote_addresses_are_v4_mapped() {
         let v4 = rds_addr("10.254.1.1".parse().unwrap());
-        assert_eq!(v4, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 254, 1, 1]);
+        assert_eq!(
+            v4,
+            [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 254, 1, 1]
+        );
         let v6 = rds_addr("fd00::2".parse().unwrap());
         assert_eq!(v6[..2], [0xfd, 0]);
         assert_eq!(v6[15], 2);
