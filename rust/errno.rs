@@ -33,6 +33,7 @@ errno_fns! {
     edquot => EDQUOT,
     ehostunreach => EHOSTUNREACH,
     eisconn => EISCONN,
+    enetdown => ENETDOWN,
     enobufs => ENOBUFS,
     enoprotoopt => ENOPROTOOPT,
     enospc => ENOSPC,

@@ -149,6 +149,9 @@ counters! {
     ConnEventsLost => "conn_events_lost",
     // Connect attempts of IB connections: first ones and reconnects.
     IbConnectAttempts => "ib_connect_attempts",
+    // IB connect attempts stopped before sending the request because the
+    // local port was down (the reconnect backoff tries again).
+    IbConnectPortDown => "ib_connect_port_down",
     // Local addresses whose RDMA device only an rdma_cm bind could find
     // (an interface with no device of its own and not a VLAN); every other
     // lookup goes through the interface.

@@ -3615,6 +3615,83 @@ TEST_F(ib, closing_while_down_keeps_the_device)
 	EXPECT_EQ(NULL, strstr(qps, "state ERR")) TH_LOG("%s", qps);
 }
 
+/*
+ * A connect started while rrds-a's port is down (its veth without carrier,
+ * the route still there) must wait for the port:
+ * its request would go out on the port's GSI QP, which rxe moves to error
+ * for good when a send fails there, and no connection would be made on the
+ * device again. A first message brings the connection up and rrds-a's
+ * last socket closes (the link goes while the port is up); then, with a
+ * static neighbour entry for rrds-b in rrds-a, rrds-b's veth goes down, a
+ * new rrds-a socket sends, and 2 s later the veth comes back: the message
+ * arrives, at least one connect was held back, and no GSI QP is in error.
+ */
+TEST_F(ib, connecting_while_down_keeps_the_device)
+{
+	int bound[2], first[2], closed[2], second[2];
+	long long held0 = rds_counter("ib_connect_port_down");
+	struct kid k[3] = { 0 };
+	char qps[4096] = "";
+	bool sent = false;
+
+	if (strcmp(variant->kind, "rxe"))
+		SKIP(return, "rxe's GSI QP: siw connects over TCP");
+	gate_open(_metadata, bound);	/* held by rrds-b: bound */
+	gate_open(_metadata, first);	/* held by rrds-b: the first message arrived */
+	gate_open(_metadata, second);	/* held by rrds-b: the second arrived */
+	gate_open(_metadata, closed);	/* held by the parent: the first sender may close */
+	deadline = now() + 90;
+	if (!spawn_in(&k[0], NS_B, "rrds-b receiver")) {
+		gate_pass(closed);
+		run_two_byte_receiver(variant, bound, first);
+	}
+	ASSERT_LT(0, k[0].pid);
+	gate_pass(first);
+	gate_pass(second);
+	ASSERT_TRUE(gate_wait_until(bound, deadline));
+	if (!spawn_in(&k[1], NS_A, "rrds-a first sender"))
+		run_byte_sender(variant, '1', closed, "the first message to arrive");
+	ASSERT_LT(0, k[1].pid);
+	if (gate_wait_until(first, deadline) && !exited(&k[0])) {
+		/* rrds-a's last socket closes with the port up: its link goes. */
+		gate_pass(closed);
+		EXPECT_EQ(0, reap(_metadata, &k[1], 1, deadline));
+		sleep(4);
+		/*
+		 * A carrier loss flushes the neighbour cache, and address
+		 * resolution would fail before any request: a static entry
+		 * (as some deployments keep) lets the connect reach its route.
+		 */
+		EXPECT_EQ(0, sh("ip -n %s neigh replace %s lladdr $(ip -n %s -o link show %s | "
+				"sed -n 's|.*link/ether \\([^ ]*\\).*|\\1|p') nud permanent dev %s",
+				NS_A, variant->remote, NS_B, variant->peer_veth, variant->veth));
+		EXPECT_EQ(0, sh("ip -n %s link set %s down", NS_B, variant->peer_veth));
+		EXPECT_TRUE(WAIT_FOR(10, !sh("rdma link show %s_a/1 | grep -q 'state DOWN'",
+					      variant->kind)));
+		if (!spawn_in(&k[2], NS_A, "rrds-a second sender"))
+			run_byte_sender(variant, '2', second, "rrds-b to take the message");
+		ASSERT_LT(0, k[2].pid);
+		sleep(2);
+		EXPECT_EQ(0, sh("ip -n %s link set %s up", NS_B, variant->peer_veth));
+		sent = true;
+	} else {
+		TH_LOG("the first message did not arrive");
+	}
+	gate_pass(closed);
+	EXPECT_EQ(0, reap(_metadata, k, 3, deadline + REAP_GRACE_S));
+	sh("ip -n %s neigh del %s dev %s 2>/dev/null", NS_A, variant->remote, variant->veth);
+	EXPECT_TRUE(sent);
+	EXPECT_LT(held0, rds_counter("ib_connect_port_down"));
+	EXPECT_LE(0, sh_out(qps, sizeof(qps), "rdma resource show qp | grep ' %s_[ab]/.* type GSI '",
+			    variant->kind));
+	EXPECT_EQ(NULL, strstr(qps, "state ERR")) TH_LOG("%s", qps);
+	/* A device whose GSI QP is in error makes no connection: re-create it. */
+	if (gsi_broken(variant->kind)) {
+		sh("rdma link del %s_a; rdma link del %s_b", variant->kind, variant->kind);
+		EXPECT_EQ(0, pair_up_loaded(variant->kind));
+	}
+}
+
 #define DEVICE_GONE_S	30	/* rdma link del with nothing waiting: a few seconds */
 #define DELETED_MARK	"/tmp/rrds-device-deleted"	/* rdma link del has returned */
 

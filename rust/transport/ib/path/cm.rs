@@ -346,6 +346,13 @@ impl IbPath {
                 let task = self.connect_from_task(id)?;
                 c.task_connect = Some((id.key(), task, 0));
                 Ok(())
+            } else if id.port_down() {
+                // The connect request would go out on the port's GSI QP,
+                // which rxe moves to error for good when a send fails on a
+                // netdev without carrier: no connection could be made on the
+                // device again. The reconnect backoff tries again.
+                stats::inc(Stat::IbConnectPortDown);
+                Err(crate::errno::enetdown())
             } else {
                 id.connect(&self.conn_param(&buf[..len], id, None))
             }
