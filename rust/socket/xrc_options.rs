@@ -196,7 +196,15 @@ pub(super) fn connect(state: &RdsSock, value: &SockOptValue) -> Result {
     }
     // Room first: once connected, nothing may fail but the connection.
     state.xrc_initiators.lock().reserve(1, GFP_KERNEL)?;
-    let initiator = xrc::connect(state.net, &device, &local, &remote, qp_num)?;
+    let initiator = xrc::connect(state.net, &device, &local, &remote, qp_num).map_err(|e| {
+        // Not restarted: the target may have seen the attempt, and would
+        // refuse a second one as busy until it has let the first go.
+        if e == ERESTARTSYS {
+            EINTR
+        } else {
+            e
+        }
+    })?;
     // Setsockopt runs under the socket lock: no other connect took the room.
     let mut initiators = state.xrc_initiators.lock();
     if let Err(e) = initiators.push(initiator.clone(), GFP_KERNEL) {
@@ -225,11 +233,15 @@ pub(super) fn disconnect(state: &RdsSock, value: &SockOptValue) -> Result {
 }
 
 /// The target a send's `RRDS_CMSG_XRC_SEND` names, if it has one: then it
-/// may carry no other SOL_RDS cmsg and no destination (EINVAL).
+/// may carry no other SOL_RDS cmsg and no destination (EINVAL). A malformed
+/// control block is left to the usual send, which reports it in upstream's
+/// order.
 pub(super) fn send_target(msg: &MsgHdr) -> Result<Option<([u8; 16], u32)>> {
     let (mut target, mut others) = (None, false);
     for cmsg in msg.cmsgs() {
-        let (level, kind, _, data) = cmsg?;
+        let Ok((level, kind, _, data)) = cmsg else {
+            return Ok(None);
+        };
         if level != bindings::SOL_RDS as i32 {
             continue;
         }
