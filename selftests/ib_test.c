@@ -3560,6 +3560,37 @@ static void __attribute__((noreturn)) run_byte_sender(const FIXTURE_VARIANT(ib) 
 }
 
 /*
+ * The start of a two-byte exchange from rrds-a to rrds-b: opens @first
+ * (held by rrds-b until '1' arrived), @second (until '2' arrived) and
+ * @hold (held by the parent), starts rrds-b's receiver as k[0] and, once
+ * it is bound, rrds-a's first sender as k[1], which sends '1' and closes
+ * its socket once @hold opens (@what: what it waits for).
+ */
+static void start_two_bytes(struct __test_metadata *_metadata, const FIXTURE_VARIANT(ib) *v,
+			    struct kid k[2], int first[2], int second[2], int hold[2],
+			    const char *what)
+{
+	int bound[2];
+
+	gate_open(_metadata, bound);
+	gate_open(_metadata, first);
+	gate_open(_metadata, second);
+	gate_open(_metadata, hold);
+	deadline = now() + 90;
+	if (!spawn_in(&k[0], NS_B, "rrds-b receiver")) {
+		gate_pass(hold);
+		run_two_byte_receiver(v, bound, first);
+	}
+	ASSERT_LT(0, k[0].pid);
+	gate_pass(first);
+	gate_pass(second);
+	ASSERT_TRUE(gate_wait_until(bound, deadline));
+	if (!spawn_in(&k[1], NS_A, "rrds-a first sender"))
+		run_byte_sender(v, '1', hold, what);
+	ASSERT_LT(0, k[1].pid);
+}
+
+/*
  * rrds-a's last socket closes while its port is down, with the connection
  * up before: the connection goes, but its link's id must wait for the port
  * (destroying it sends a disconnect request, and over rxe a send failing
@@ -3569,27 +3600,13 @@ static void __attribute__((noreturn)) run_byte_sender(const FIXTURE_VARIANT(ib) 
  */
 TEST_F(ib, closing_while_down_keeps_the_device)
 {
-	int bound[2], first[2], down[2], second[2];
+	int first[2], down[2], second[2];
 	struct kid k[3] = { 0 };
 	char qps[4096] = "";
 	bool sent = false;
 
-	gate_open(_metadata, bound);	/* held by rrds-b: bound */
-	gate_open(_metadata, first);	/* held by rrds-b: the first message arrived */
-	gate_open(_metadata, second);	/* held by rrds-b: the second arrived */
-	gate_open(_metadata, down);	/* held by the parent: rrds-a's link is down */
-	deadline = now() + 90;
-	if (!spawn_in(&k[0], NS_B, "rrds-b receiver")) {
-		gate_pass(down);
-		run_two_byte_receiver(variant, bound, first);
-	}
-	ASSERT_LT(0, k[0].pid);
-	gate_pass(first);
-	gate_pass(second);
-	ASSERT_TRUE(gate_wait_until(bound, deadline));
-	if (!spawn_in(&k[1], NS_A, "rrds-a first sender"))
-		run_byte_sender(variant, '1', down, "the link to go down");
-	ASSERT_LT(0, k[1].pid);
+	/* @down: held by the parent until rrds-a's link is down. */
+	start_two_bytes(_metadata, variant, k, first, second, down, "the link to go down");
 	if (gate_wait_until(first, deadline) && !exited(&k[0])) {
 		EXPECT_EQ(0, sh("ip -n %s link set %s down", NS_A, variant->veth));
 		sleep(1);
@@ -3628,7 +3645,7 @@ TEST_F(ib, closing_while_down_keeps_the_device)
  */
 TEST_F(ib, connecting_while_down_keeps_the_device)
 {
-	int bound[2], first[2], closed[2], second[2];
+	int first[2], closed[2], second[2];
 	long long held0 = rds_counter("ib_connect_port_down");
 	struct kid k[3] = { 0 };
 	char qps[4096] = "";
@@ -3636,22 +3653,8 @@ TEST_F(ib, connecting_while_down_keeps_the_device)
 
 	if (strcmp(variant->kind, "rxe"))
 		SKIP(return, "rxe's GSI QP: siw connects over TCP");
-	gate_open(_metadata, bound);	/* held by rrds-b: bound */
-	gate_open(_metadata, first);	/* held by rrds-b: the first message arrived */
-	gate_open(_metadata, second);	/* held by rrds-b: the second arrived */
-	gate_open(_metadata, closed);	/* held by the parent: the first sender may close */
-	deadline = now() + 90;
-	if (!spawn_in(&k[0], NS_B, "rrds-b receiver")) {
-		gate_pass(closed);
-		run_two_byte_receiver(variant, bound, first);
-	}
-	ASSERT_LT(0, k[0].pid);
-	gate_pass(first);
-	gate_pass(second);
-	ASSERT_TRUE(gate_wait_until(bound, deadline));
-	if (!spawn_in(&k[1], NS_A, "rrds-a first sender"))
-		run_byte_sender(variant, '1', closed, "the first message to arrive");
-	ASSERT_LT(0, k[1].pid);
+	/* @closed: held by the parent until the first sender may close. */
+	start_two_bytes(_metadata, variant, k, first, second, closed, "the first message to arrive");
 	if (gate_wait_until(first, deadline) && !exited(&k[0])) {
 		/* rrds-a's last socket closes with the port up: its link goes. */
 		gate_pass(closed);
