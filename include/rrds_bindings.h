@@ -61,6 +61,7 @@ struct inet6_ifaddr *rrds_next_ifa6_rcu(struct net_device *dev, struct inet6_ifa
 size_t rrds_sizeof_rrds_sock(void);
 int rrds_sk_sndbuf(const struct sock *sk);
 long rrds_sk_rcvtimeo(const struct sock *sk);
+unsigned int rrds_sk_busy_poll_usec(const struct sock *sk);
 struct net *rrds_sock_net(const struct sock *sk);
 void rrds_sock_hold(struct sock *sk);
 void rrds_sock_put(struct sock *sk);
@@ -81,6 +82,11 @@ struct rdma_cm_id *rrds_rdma_create_id(struct net *net, rdma_cm_event_handler ha
 				       enum ib_qp_type qp_type);
 struct ib_cq *rrds_ib_alloc_cq(struct ib_device *dev, void *private, int nr_cqe,
 			       enum ib_poll_context poll_ctx);
+struct ib_cq *rrds_ib_create_cq(struct ib_device *dev, ib_comp_handler handler,
+				void *context, int nr_cqe);
+int rrds_ib_req_notify_cq(struct ib_cq *cq);
+bool rrds_need_resched(void);
+void rrds_cpu_relax(void);
 int rrds_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
 		      const struct ib_send_wr **bad_wr);
 int rrds_ib_post_srq_recv(struct ib_srq *srq, const struct ib_recv_wr *wr,
@@ -98,6 +104,7 @@ void rrds_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t siz
 void rrds_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t size,
 					enum dma_data_direction dir);
 struct workqueue_struct *rrds_alloc_workqueue(void);
+struct workqueue_struct *rrds_alloc_cq_workqueue(void);
 bool rrds_task_exiting(struct task_struct *task);
 bool rrds_task_user_in_net(struct task_struct *task, const struct net *net);
 struct ib_qp *rrds_ib_create_qp(struct ib_pd *pd, struct ib_qp_init_attr *attr);

@@ -105,6 +105,16 @@ long rrds_sk_rcvtimeo(const struct sock *sk)
 	return READ_ONCE(sk->sk_rcvtimeo);
 }
 
+/* SO_BUSY_POLL in microseconds (net.core.busy_read's value by default). */
+unsigned int rrds_sk_busy_poll_usec(const struct sock *sk)
+{
+#ifdef CONFIG_NET_RX_BUSY_POLL
+	return READ_ONCE(sk->sk_ll_usec);
+#else
+	return 0;
+#endif
+}
+
 struct net *rrds_sock_net(const struct sock *sk)
 {
 	return sock_net(sk);
@@ -193,6 +203,30 @@ struct ib_cq *rrds_ib_alloc_cq(struct ib_device *dev, void *private, int nr_cqe,
 	return ib_alloc_cq_any(dev, private, nr_cqe, poll_ctx);
 }
 
+/* A CQ whose completions rrds polls itself (busy polling, ffi/ib_cq.rs). */
+struct ib_cq *rrds_ib_create_cq(struct ib_device *dev, ib_comp_handler handler,
+				void *context, int nr_cqe)
+{
+	struct ib_cq_init_attr attr = { .cqe = nr_cqe };
+
+	return ib_create_cq(dev, handler, NULL, context, &attr);
+}
+
+int rrds_ib_req_notify_cq(struct ib_cq *cq)
+{
+	return ib_req_notify_cq(cq, IB_CQ_NEXT_COMP | IB_CQ_REPORT_MISSED_EVENTS);
+}
+
+bool rrds_need_resched(void)
+{
+	return need_resched();
+}
+
+void rrds_cpu_relax(void)
+{
+	cpu_relax();
+}
+
 int rrds_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
 		      const struct ib_send_wr **bad_wr)
 {
@@ -248,6 +282,12 @@ void rrds_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t 
 struct workqueue_struct *rrds_alloc_workqueue(void)
 {
 	return alloc_workqueue("rrds", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+}
+
+/* Polls the CQs rrds polls itself; per CPU and high priority, as ib_comp_wq. */
+struct workqueue_struct *rrds_alloc_cq_workqueue(void)
+{
+	return alloc_workqueue("rrds_cq", WQ_HIGHPRI | WQ_MEM_RECLAIM | WQ_PERCPU, 0);
 }
 
 /* PF_EXITING: task work then runs after the task's namespaces are gone. */

@@ -42,7 +42,8 @@ pub(crate) trait Receiver: Send + Sync {
     /// USE_ONCE MR goes.
     fn mr_used(&self, rkey: u32);
 
-    /// Queues `message` from `from`, first seen at `seen_ns` (trace clock).
+    /// Queues `message` from `from`, first seen at `seen_ns` (trace clock),
+    /// which came over `path` (what a busy-polling socket polls next).
     /// Fails as [`arrived`] says; the message is then not taken.
     fn deliver(
         &self,
@@ -51,6 +52,7 @@ pub(crate) trait Receiver: Send + Sync {
         message: Arc<Message>,
         seen_ns: u64,
         dir: Direction,
+        path: &Path,
     ) -> Result;
 }
 
@@ -78,7 +80,10 @@ pub(crate) fn trace_clock() -> u64 {
     time::monotonic_ns()
 }
 
-pub(crate) use crate::transport::Direction;
+pub(crate) use crate::transport::{
+    Direction,
+    Path, //
+};
 
 /// A message arrived on `conn`: check it, answer pings, queue it on the bound
 /// socket (upstream's `rds_recv_incoming`). Process context (IB completions
@@ -142,7 +147,7 @@ pub(crate) fn arrived(
             _ => {}
         }
     }
-    sock.deliver(header, from, message, seen_ns, dir)?;
+    sock.deliver(header, from, message, seen_ns, dir, &conn.path)?;
     conn.received_sequence(&header);
     Ok(())
 }

@@ -5,7 +5,7 @@
 //!
 //! Counters of mechanisms rrds does not have exist for the record layout's
 //! sake and stay 0: `recv_immediate_retry` (no receive path retries at
-//! once: IB completions are polled by ib_core, a loopback receiver that
+//! once: IB completions are polled from a workqueue, a loopback receiver that
 //! cannot take a message leaves it for the watchdog), `send_stuck_rm` (a
 //! transport takes a message whole or not at all, so none is stuck half
 //! sent), `page_remainder_hit`/`_miss` (messages own their pages; small
@@ -168,6 +168,10 @@ counters! {
     // or left the namespace, handed instead to a task that sent a message
     // still queued on the connection.
     IbConnectorFromQueue => "ib_connector_from_queue",
+    // recvmsg calls that busy-polled a receive CQ (`SO_BUSY_POLL`), and the
+    // completions they took from it themselves.
+    RecvBusyPolls => "recv_busy_polls",
+    RecvBusyPolled => "recv_busy_polled",
 }
 
 const COUNT: usize = NAMES.len();

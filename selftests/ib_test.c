@@ -1454,6 +1454,134 @@ TEST_F(ib, receive_ring_starts_small_and_grows_with_traffic)
 	close(hold_b);
 }
 
+#define BUSY_PORT		6150
+#define BUSY_ROUNDS_MIN		20
+#define BUSY_ROUNDS_MAX		400
+#define BUSY_USEC		100000
+
+/*
+ * Sends numbered 64 B messages from @a to @b one at a time, each read by a
+ * blocking recvmsg on @b straight after the send, for at least
+ * BUSY_ROUNDS_MIN rounds and, with @until_polled, until a busy poll has
+ * taken a completion itself (recv_busy_polled grew), at most
+ * BUSY_ROUNDS_MAX. Every message arrives whole and in order. Returns the
+ * rounds.
+ */
+static int busy_rounds(struct __test_metadata *_metadata, const FIXTURE_VARIANT(ib) *v, int a,
+		       int b, bool until_polled)
+{
+	struct sockaddr_in to = sin4(v->remote, BUSY_PORT);
+	long long polled = rds_counter("recv_busy_polled");
+	unsigned char out[64], in[128];
+	int own = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), i;
+
+	/* The sender's task in its namespace: an iWARP connect runs in it. */
+	if (own < 0 || enter_ns(NS_A)) {
+		TH_LOG("cannot enter %s", NS_A);
+		return -1;
+	}
+	for (i = 0; i < BUSY_ROUNDS_MAX; i++) {
+		struct sockaddr_in from;
+		socklen_t fromlen = sizeof(from);
+		ssize_t n;
+
+		if (i >= BUSY_ROUNDS_MIN &&
+		    (!until_polled || rds_counter("recv_busy_polled") > polled))
+			break;
+		numbered_fill(out, sizeof(out), BUSY_PORT, i);
+		send_msg(a, out, sizeof(out), &to);
+		n = recvfrom(b, in, sizeof(in), 0, (struct sockaddr *)&from, &fromlen);
+		if (n < 0)
+			TH_LOG("round %d: recvfrom: %s", i, strerror(errno));
+		EXPECT_EQ((ssize_t)sizeof(out), n);
+		if (n != (ssize_t)sizeof(out))
+			break;
+		EXPECT_EQ(0, memcmp(in, out, sizeof(out)));
+	}
+	if (setns(own, CLONE_NEWNET))
+		i = -1;
+	close(own);
+	return i;
+}
+
+/* An RDS socket bound to @ip:BUSY_PORT in @ns, reads bounded by 10 s. */
+static int busy_socket(const char *ns, const char *ip)
+{
+	struct timeval tv = { .tv_sec = 10 };
+	int fd = bound_socket_in(ns, ip, BUSY_PORT);
+
+	if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/*
+ * SO_BUSY_POLL (and net.core.busy_read, its default for new sockets): a
+ * blocking recvmsg with nothing to read polls the receive CQ of the link
+ * its socket's last message came over before it sleeps, and takes the
+ * completions it finds itself (recv_busy_polls counts such recvmsg calls,
+ * recv_busy_polled the completions they took). Without it a recvmsg never
+ * polls. Messages arrive whole and in order either way. On one vCPU the
+ * device's own work needs the CPU the poller spins on (rxe completes from
+ * a work item): the poller yields to it, so only two or more vCPUs can
+ * show a completion taken by the poll.
+ */
+TEST_F(ib, busy_poll_takes_receive_completions_in_recvmsg)
+{
+	int a = busy_socket(NS_A, variant->local), b = busy_socket(NS_B, variant->remote);
+	long long polls = rds_counter("recv_busy_polls"), polled, after;
+	bool smp = sysconf(_SC_NPROCESSORS_ONLN) > 1;
+	int usec = BUSY_USEC, got = 0, rounds;
+	socklen_t len = sizeof(got);
+	char old_busy_read[32] = "0";
+	FILE *f;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	ASSERT_LE(0, polls);
+
+	/* Off: nobody polls. */
+	rounds = busy_rounds(_metadata, variant, a, b, false);
+	EXPECT_EQ(BUSY_ROUNDS_MIN, rounds);
+	EXPECT_EQ(polls, rds_counter("recv_busy_polls"));
+
+	/* SO_BUSY_POLL on the receiving socket. */
+	ASSERT_EQ(0, setsockopt(b, SOL_SOCKET, SO_BUSY_POLL, &usec, sizeof(usec)));
+	ASSERT_EQ(0, getsockopt(b, SOL_SOCKET, SO_BUSY_POLL, &got, &len));
+	EXPECT_EQ(BUSY_USEC, got);
+	polled = rds_counter("recv_busy_polled");
+	rounds = busy_rounds(_metadata, variant, a, b, smp);
+	after = rds_counter("recv_busy_polls");
+	TH_LOG("SO_BUSY_POLL: %d rounds, %lld recvmsg busy-polled, %lld completions taken",
+	       rounds, after - polls, rds_counter("recv_busy_polled") - polled);
+	EXPECT_LE(BUSY_ROUNDS_MIN, rounds);
+	EXPECT_LT(polls, after);
+	if (smp)
+		EXPECT_LT(polled, rds_counter("recv_busy_polled"));
+	close(b);
+
+	/* net.core.busy_read: the default of sockets made after it is set. */
+	f = fopen("/proc/sys/net/core/busy_read", "r");
+	ASSERT_NE(NULL, f);
+	ASSERT_NE(NULL, fgets(old_busy_read, sizeof(old_busy_read), f));
+	fclose(f);
+	old_busy_read[strcspn(old_busy_read, "\n")] = 0;
+	ASSERT_EQ(0, sh("echo 100000 > /proc/sys/net/core/busy_read"));
+	b = busy_socket(NS_B, variant->remote);
+	EXPECT_EQ(0, sh("echo %s > /proc/sys/net/core/busy_read", old_busy_read));
+	ASSERT_LE(0, b);
+	polls = rds_counter("recv_busy_polls");
+	rounds = busy_rounds(_metadata, variant, a, b, false);
+	TH_LOG("net.core.busy_read: %d rounds, %lld recvmsg busy-polled", rounds,
+	       rds_counter("recv_busy_polls") - polls);
+	EXPECT_EQ(BUSY_ROUNDS_MIN, rounds);
+	EXPECT_LT(polls, rds_counter("recv_busy_polls"));
+	close(a);
+	close(b);
+}
+
 TEST_F(ib, info_shows_infiniband_connections_in_both_namespaces)
 {
 	struct pair p = { .v = variant, .check_info = true };

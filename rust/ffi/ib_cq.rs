@@ -2,32 +2,47 @@
 
 //! `struct ib_cq`, `struct ib_cqe` and posting on a QP: the verbs data path.
 //!
-//! CQs come from `ib_alloc_cq` with `IB_POLL_WORKQUEUE`: ib_core polls them
-//! and calls each work request's `ib_cqe::done` from its `ib_comp_wq`, in
-//! process context. Handlers may take mutexes and allocate, but must not wait
-//! on anything that waits for the CQ (its own teardown, for one).
+//! Most CQs come from `ib_alloc_cq` with `IB_POLL_WORKQUEUE`: ib_core polls
+//! them and calls each work request's `ib_cqe::done` from its `ib_comp_wq`, in
+//! process context. A link's receive CQ is polled by rrds itself
+//! ([`CompletionQueue::alloc_busy_pollable`]): from its own workqueue when the
+//! device signals a completion, and from a busy-polling `recvmsg`, one poller
+//! at a time, so handlers still see completions in order, in process context.
+//! Handlers may take mutexes and allocate, but must not wait on anything that
+//! waits for the CQ (its own teardown, for one).
 
-use core::ptr::NonNull;
+use core::ptr::{
+    self,
+    NonNull, //
+};
 use kernel::{
     error::{
         from_err_ptr,
         to_result, //
     },
+    new_mutex, new_work,
     page::Page,
     page::PAGE_SIZE,
     prelude::*,
     sync::{
         Arc,
-        ArcBorrow, //
+        ArcBorrow,
+        Mutex, //
     },
     types::Opaque,
+    workqueue::{
+        impl_has_work,
+        Work,
+        WorkItem, //
+    },
 };
 
 use super::{
     bindings,
     ib_device::DeviceRef,
     ib_mr::PinnedPage,
-    page::PageBytes, //
+    page::PageBytes,
+    workqueue, //
 };
 
 /// What a work request's completion is handed to: a type that lives in an
@@ -47,7 +62,9 @@ pub(crate) unsafe trait CompletionHandler: Send + Sync + Sized + 'static {
     const REQUEST_HOLDS_REFERENCE: bool = false;
 
     /// A completion of a work request posted with the handler's [`Cqe`]
-    /// tagged `tag`. Runs on ib_core's completion workqueue (process context).
+    /// tagged `tag`. Runs in process context: on ib_core's completion
+    /// workqueue, or for a busy-pollable CQ on rrds's or in a busy-polling
+    /// `recvmsg`, one completion of a CQ at a time.
     fn completed(this: ArcBorrow<'_, Self>, tag: u32, wc: &WorkCompletion<'_>);
 }
 
@@ -180,13 +197,18 @@ impl WorkCompletion<'_> {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct QpKey(usize);
 
-/// A completion queue polled by ib_core.
+/// A completion queue.
 ///
 /// # Invariants
 ///
-/// `self.0` came from `ib_alloc_cq` and is freed only by `drop`, after every QP
-/// using it is destroyed (its owner's teardown order).
-pub(crate) struct CompletionQueue(NonNull<bindings::ib_cq>);
+/// `cq` came from `ib_alloc_cq` (`poller` is `None`) or from `ib_create_cq`
+/// with `poller` as its context (`poller` is `Some` and holds `cq` until
+/// `drop`), and is freed only by `drop`, after every QP using it is destroyed
+/// (its owner's teardown order).
+pub(crate) struct CompletionQueue {
+    cq: NonNull<bindings::ib_cq>,
+    poller: Option<Arc<CqPoller>>,
+}
 
 // SAFETY: ib_core allows freeing a CQ from any process-context thread.
 unsafe impl Send for CompletionQueue {}
@@ -209,19 +231,173 @@ impl CompletionQueue {
         };
         let cq = from_err_ptr(cq)?;
         // INVARIANT: allocated just above.
-        NonNull::new(cq).map(Self).ok_or(ENOMEM)
+        let cq = NonNull::new(cq).ok_or(ENOMEM)?;
+        Ok(Self { cq, poller: None })
+    }
+
+    /// A CQ of `entries` on `device` that rrds polls: from its CQ workqueue
+    /// when the device signals a completion, and through
+    /// [`CqPoller::busy_poll`].
+    pub(crate) fn alloc_busy_pollable(device: DeviceRef, entries: u32) -> Result<Self> {
+        let poller = Arc::pin_init(
+            pin_init!(CqPoller {
+                cq <- new_mutex!(None, "rrds_cq_poll"),
+                work <- new_work!("rrds_cq_poll"),
+            }),
+            GFP_KERNEL,
+        )?;
+        // SAFETY: `device` is registered (as in `alloc`); the context is the poller,
+        // which `Self` keeps alive until the CQ is destroyed (`drop`), so the
+        // handler can always borrow it.
+        let cq = unsafe {
+            bindings::rrds_ib_create_cq(
+                device.as_ptr(),
+                Some(cq_event_trampoline),
+                Arc::as_ptr(&poller).cast_mut().cast(),
+                entries as c_int,
+            )
+        };
+        let cq = NonNull::new(from_err_ptr(cq)?).ok_or(ENOMEM)?;
+        // Nobody else can hold the lock yet, so a try takes it, and unlike a
+        // lock adds no order against the caller's locks for lockdep (a link is
+        // built under its path's lock, which completion handlers take).
+        match poller.cq.try_lock() {
+            Some(mut slot) => *slot = Some(RawCq(cq)),
+            None => {
+                // SAFETY: Created just above, used by no QP yet.
+                unsafe { bindings::ib_destroy_cq_user(cq.as_ptr(), ptr::null_mut()) };
+                return Err(EBUSY);
+            }
+        }
+        // SAFETY: A live CQ: armed for its first completion.
+        unsafe { bindings::rrds_ib_req_notify_cq(cq.as_ptr()) };
+        // INVARIANT: created just above with `poller` as its context; the poller
+        // holds it.
+        Ok(Self {
+            cq,
+            poller: Some(poller),
+        })
+    }
+
+    /// What busy-polls this CQ, if rrds polls it.
+    pub(crate) fn poller(&self) -> Option<&Arc<CqPoller>> {
+        self.poller.as_ref()
     }
 
     pub(super) fn as_raw(&self) -> *mut bindings::ib_cq {
-        self.0.as_ptr()
+        self.cq.as_ptr()
     }
 }
 
 impl Drop for CompletionQueue {
     fn drop(&mut self) {
-        // SAFETY: Allocated by `alloc`; every QP on it is gone (type invariant).
-        unsafe { bindings::ib_free_cq(self.0.as_ptr()) };
+        match &self.poller {
+            // SAFETY: Allocated by `alloc`; every QP on it is gone (type invariant).
+            None => unsafe { bindings::ib_free_cq(self.cq.as_ptr()) },
+            Some(poller) => {
+                // Later polls find nothing. Tried first: a CQ dropped before its QP
+                // ever ran (a failed build, under its path's lock) has no other
+                // poller, and a try adds no lock order for lockdep. A live link's
+                // is dropped with no lock held, and waits for a poll in progress.
+                match poller.cq.try_lock() {
+                    Some(mut cq) => drop(cq.take()),
+                    None => drop(poller.cq.lock().take()),
+                }
+                // SAFETY: Created by `alloc_busy_pollable`; every QP on it is gone
+                // (type invariant) and no poller can reach it any more.
+                let ret =
+                    unsafe { bindings::ib_destroy_cq_user(self.cq.as_ptr(), ptr::null_mut()) };
+                if ret != 0 {
+                    pr_warn!("CQ not destroyed: {}\n", ret);
+                }
+            }
+        }
     }
+}
+
+/// The CQ pointer a [`CqPoller`] polls.
+struct RawCq(NonNull<bindings::ib_cq>);
+
+// SAFETY: ib_core allows polling a CQ from any thread; `CqPoller` serialises.
+unsafe impl Send for RawCq {}
+
+/// Completions one poll of a busy-pollable CQ hands to their handlers at
+/// most, before the work item lets others run or a busy poll looks again.
+const POLL_BUDGET: c_int = 64;
+
+/// Polls a CQ that rrds polls itself ([`CompletionQueue::alloc_busy_pollable`]),
+/// one poller at a time: the CQ's work item, queued when the device signals a
+/// completion, or a busy-polling `recvmsg` ([`Self::busy_poll`]).
+///
+/// # Invariants
+///
+/// `cq` holds the CQ while its [`CompletionQueue`] lives, and is taken
+/// (under the lock) before the CQ is destroyed.
+#[pin_data]
+pub(crate) struct CqPoller {
+    #[pin]
+    cq: Mutex<Option<RawCq>>,
+    #[pin]
+    work: Work<CqPoller>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for CqPoller { self.work }
+}
+
+impl CqPoller {
+    /// Hands up to `budget` completions to their handlers, unless another
+    /// poller is at it; how many. Process context, no lock held that a
+    /// completion handler takes.
+    pub(crate) fn busy_poll(&self, budget: u32) -> usize {
+        let Some(cq) = self.cq.try_lock() else {
+            return 0;
+        };
+        let Some(raw) = cq.as_ref() else {
+            return 0;
+        };
+        // SAFETY: A live CQ (type invariant), polled by this holder of the lock only.
+        let polled = unsafe { bindings::ib_process_cq_direct(raw.0.as_ptr(), budget as c_int) };
+        polled.max(0) as usize
+    }
+}
+
+impl WorkItem for CqPoller {
+    type Pointer = Arc<CqPoller>;
+
+    /// The device signalled a completion: hands what the CQ holds to the
+    /// handlers, then arms it again, or comes back if more is there.
+    fn run(this: Arc<CqPoller>) {
+        let again = {
+            let cq = this.cq.lock();
+            let Some(raw) = cq.as_ref() else {
+                return;
+            };
+            let cq = raw.0.as_ptr();
+            // SAFETY: A live CQ (type invariant), polled by this holder of the lock only.
+            let polled = unsafe { bindings::ib_process_cq_direct(cq, POLL_BUDGET) };
+            // SAFETY: As above. A positive answer: completions came in before it was
+            // armed, which would raise no event.
+            polled >= POLL_BUDGET || unsafe { bindings::rrds_ib_req_notify_cq(cq) } > 0
+        };
+        if again {
+            let _ = workqueue::cq_queue().enqueue(this);
+        }
+    }
+}
+
+/// # Safety
+///
+/// Called by the device's driver only, for a CQ made by
+/// [`CompletionQueue::alloc_busy_pollable`], whose context is its poller.
+unsafe extern "C" fn cq_event_trampoline(_cq: *mut bindings::ib_cq, context: *mut c_void) {
+    // SAFETY: The context is the poller inside its `Arc`, which the CQ's
+    // `CompletionQueue` keeps alive until the CQ is destroyed, after which the
+    // driver calls no more.
+    let poller: Arc<CqPoller> =
+        unsafe { ArcBorrow::<CqPoller>::from_raw(context.cast_const().cast()) }.into();
+    // Already queued: that run polls what this event announced.
+    let _ = workqueue::cq_queue().enqueue(poller);
 }
 
 /// A page mapped for DMA by one device, owning the page.
@@ -415,8 +591,9 @@ pub(crate) fn sge(addr: u64, length: usize, lkey: u32) -> bindings::ib_sge {
 ///
 /// # Invariants
 ///
-/// `self.0` is a live QP whose send and receive CQs were allocated with
-/// [`CompletionQueue::alloc`]; it lives while the holder's rdma_cm id does.
+/// `self.0` is a live QP whose send and receive CQs are [`CompletionQueue`]s
+/// (each polled by ib_core or by its [`CqPoller`]'s work item when the
+/// device signals); it lives while the holder's rdma_cm id does.
 #[derive(Clone, Copy)]
 pub(crate) struct QpRef(NonNull<bindings::ib_qp>);
 
@@ -551,7 +728,8 @@ impl QpRef {
     /// Moves the QP to error and waits until every posted request has completed
     /// (flushed). Process context, never from this QP's completion handlers.
     pub(crate) fn drain(&self) {
-        // SAFETY: The QP is live and its CQs are ib_core-polled (type invariant).
+        // SAFETY: The QP is live and its CQs are polled without the caller (type
+        // invariant).
         unsafe { bindings::ib_drain_qp(self.0.as_ptr()) };
     }
 }

@@ -81,6 +81,19 @@ pub(crate) fn current_euid() -> u32 {
     unsafe { bindings::rrds_current_euid() }
 }
 
+/// Whether the calling task should give the CPU up (`need_resched`): a
+/// spinning loop stops there.
+pub(crate) fn need_resched() -> bool {
+    // SAFETY: Reads the calling task's own flags; no preconditions.
+    unsafe { bindings::rrds_need_resched() }
+}
+
+/// Tells the CPU a spinning loop goes round (`cpu_relax`).
+pub(crate) fn cpu_relax() {
+    // SAFETY: No preconditions.
+    unsafe { bindings::rrds_cpu_relax() }
+}
+
 /// What an [`ExitWatch`] calls, in the exiting task's context with the pid's
 /// wait-queue lock held: it must not sleep.
 ///

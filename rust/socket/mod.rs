@@ -85,6 +85,7 @@ use crate::{
     transport::{
         ib,
         loopback::LOOPBACK,
+        BusyPoller,
         LinkChange,
         Transport, //
     },
@@ -244,6 +245,9 @@ struct RecvQueue {
     conn_monitor: u32,
     conn_events: Fifo<bindings::rrds_conn_event>,
     conn_events_lost: u32,
+    /// What the last message from a peer came through, which recvmsg polls
+    /// while `SO_BUSY_POLL` is set (kept only then).
+    busy_poller: Option<BusyPoller>,
 }
 
 /// One RDS socket.

@@ -11,6 +11,7 @@ use kernel::{
 
 use super::{
     bind,
+    BusyPoller,
     Incoming,
     RdsSock,
     RecvQueue, //
@@ -25,13 +26,14 @@ use crate::{
             NetRef,
             Sock, //
         },
-        time,
+        process, time,
     },
     fifo::Fifo,
     incoming::{
         trace_clock,
         BindTable,
         Direction,
+        Path,
         Receiver, //
     },
     message::{
@@ -72,7 +74,7 @@ impl RdsSock {
     /// not taken and stays with its sender. A peer's message past the limit
     /// is dropped: its sender ignored the congestion map, and refusing it
     /// would reset the link every socket to that peer shares.
-    fn queue_incoming(&self, mut incoming: Incoming, dir: Direction) -> Result {
+    fn queue_incoming(&self, mut incoming: Incoming, dir: Direction, path: &Path) -> Result {
         let charge = crate::message::charge(incoming.header.len as usize);
         let mut rx = self.rx.lock();
         // The sock as of the last look, which the lock has been held since.
@@ -114,9 +116,37 @@ impl RdsSock {
         stats::add(Stat::RecvBytesAddedToSock, len as u64);
         stats::inc(Stat::RecvQueued);
         RdsSock::update_congestion(&mut rx, sk);
+        let busy_polls = sk.busy_poll_usec() != 0;
         drop(rx);
+        if busy_polls {
+            self.note_busy_poller(path);
+        }
         self.wake_all();
         Ok(())
+    }
+
+    /// A message came over `path`: recvmsg busy-polls it next (as upstream
+    /// sockets record the NAPI id of their last packet).
+    fn note_busy_poller(&self, path: &Path) {
+        let Some(poller) = path.busy_poller() else {
+            return;
+        };
+        let mut rx = self.rx.lock();
+        if rx.busy_poller.as_ref().is_some_and(|p| p.same_as(&poller)) {
+            return;
+        }
+        let old = rx.busy_poller.replace(poller);
+        drop(rx);
+        drop(old);
+    }
+
+    /// Whether recvmsg has something to report: a message or a notification.
+    fn readable(&self, rx: &RecvQueue) -> bool {
+        !rx.messages.is_empty()
+            || rx.cong_notify != 0
+            || !rx.rdma_notes.is_empty()
+            || !rx.conn_events.is_empty()
+            || self.xrc_has_events()
     }
 }
 
@@ -132,6 +162,7 @@ impl Receiver for RdsSock {
         message: Arc<Message>,
         seen_ns: u64,
         dir: Direction,
+        path: &Path,
     ) -> Result {
         self.queue_incoming(
             Incoming {
@@ -143,6 +174,7 @@ impl Receiver for RdsSock {
                 queued_ns: 0,
             },
             dir,
+            path,
         )
     }
 }
@@ -267,15 +299,18 @@ fn take_next(
     peek: bool,
     mut timeo: isize,
 ) -> Result<Option<Taken>> {
+    let mut busy_polled = false;
     loop {
         let mut rx = state.rx.lock();
-        wait_until(&state.wait, &mut rx, &mut timeo, |r| {
-            !r.messages.is_empty()
-                || r.cong_notify != 0
-                || !r.rdma_notes.is_empty()
-                || !r.conn_events.is_empty()
-                || state.xrc_has_events()
-        })?;
+        if !busy_polled && !state.readable(&rx) {
+            busy_polled = true;
+            if let Some(poller) = rx.busy_poller.clone() {
+                drop(rx);
+                busy_poll(state, sk, &poller, timeo == 0);
+                continue;
+            }
+        }
+        wait_until(&state.wait, &mut rx, &mut timeo, |r| state.readable(r))?;
         if let Some(note) = take_notification(state, &mut rx, msg, peek) {
             drop(rx);
             if report_notification(state, msg, note, peek)? {
@@ -299,6 +334,40 @@ fn take_next(
         // race), into the caller's buffer from where this copy began.
         msg.rewind_to(left);
         stats::inc(Stat::RecvDeliverRaced);
+    }
+}
+
+/// Receive completions one busy poll hands on at most before it looks
+/// whether they brought something to read.
+const BUSY_POLL_BUDGET: u32 = 8;
+
+/// `SO_BUSY_POLL`: polls the receive CQ the socket's last message came
+/// through until something is readable, for up to the socket's busy-poll
+/// time (once if `once`: a non-blocking read), or until a signal comes or
+/// the CPU is wanted elsewhere. What the poll completes is delivered as the
+/// completion's work item would have, without waiting for it to be
+/// scheduled and for this task to be woken.
+fn busy_poll(state: &RdsSock, sk: &Sock, poller: &BusyPoller, once: bool) {
+    let usec = sk.busy_poll_usec();
+    if usec == 0 {
+        return;
+    }
+    stats::inc(Stat::RecvBusyPolls);
+    let end = time::monotonic_ns().saturating_add(u64::from(usec) * 1000);
+    loop {
+        let polled = poller.poll(BUSY_POLL_BUDGET);
+        if polled > 0 {
+            stats::add(Stat::RecvBusyPolled, polled as u64);
+        }
+        if once
+            || state.readable(&state.rx.lock())
+            || time::monotonic_ns() >= end
+            || kernel::current!().signal_pending()
+            || process::need_resched()
+        {
+            return;
+        }
+        process::cpu_relax();
     }
 }
 

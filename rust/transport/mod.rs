@@ -16,7 +16,10 @@ use kernel::{
 };
 
 use crate::{
-    ffi::net::NetRef,
+    ffi::{
+        ib_cq::CqPoller,
+        net::NetRef, //
+    },
     message::{
         Header,
         Message, //
@@ -176,12 +179,38 @@ impl Path {
         self.0.as_ref()?.info()
     }
 
+    /// What busy-polls the arrivals of the connection's current link (its
+    /// receive CQ); `None` on loopback and without a link.
+    pub(crate) fn busy_poller(&self) -> Option<BusyPoller> {
+        self.0.as_ref()?.busy_poller().map(BusyPoller)
+    }
+
     /// Sends our congestion map, in wire form, to the peer (loopback has
     /// none: its receivers are our own sockets).
     pub(crate) fn send_cong_map(&self, map: Arc<Message>) {
         if let Some(path) = &self.0 {
             path.send_cong_map(map);
         }
+    }
+}
+
+/// What a socket busy-polls to take a connection's arrivals sooner than the
+/// completion's work item would (`SO_BUSY_POLL`; upstream sockets keep the
+/// NAPI id their last packet came through for the same purpose).
+#[derive(Clone)]
+pub(crate) struct BusyPoller(Arc<CqPoller>);
+
+impl BusyPoller {
+    /// Hands up to `budget` of the link's receive completions to the
+    /// transport, which delivers what they complete; how many. Process
+    /// context, no socket lock held.
+    pub(crate) fn poll(&self, budget: u32) -> usize {
+        self.0.busy_poll(budget)
+    }
+
+    /// Whether both poll the same CQ.
+    pub(crate) fn same_as(&self, other: &BusyPoller) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 }
 

@@ -52,6 +52,13 @@ impl Sock {
         unsafe { bindings::rrds_sk_rcvtimeo(self.as_raw()) }
     }
 
+    /// SO_BUSY_POLL in microseconds: how long a receive may spin on the
+    /// device before it sleeps (0: never; `net.core.busy_read` by default).
+    pub(crate) fn busy_poll_usec(&self) -> u32 {
+        // SAFETY: Live sock (type invariant).
+        unsafe { bindings::rrds_sk_busy_poll_usec(self.as_raw()) }
+    }
+
     /// SO_SNDTIMEO in jiffies (`MAX_SCHEDULE_TIMEOUT` when unset).
     pub(crate) fn sndtimeo(&self) -> isize {
         // SAFETY: Live sock (type invariant).

@@ -89,6 +89,7 @@ use crate::{
         ib_cq::{
             CompletionHandler,
             CompletionQueue,
+            CqPoller,
             Cqe,
             QpKey,
             QpRef,

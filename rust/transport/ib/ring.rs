@@ -54,6 +54,7 @@ use crate::{
         bindings,
         ib_cq::{
             sge,
+            CqPoller,
             DmaDirection,
             DmaMapping,
             DmaPage,
@@ -273,6 +274,8 @@ pub(super) struct Rings {
     /// Our congestion map, to send before the next message (upstream sends
     /// it on every new connection and after every change).
     pub(super) cong_pending: Option<Arc<Message>>,
+    /// What busy-polls the link's receive CQ, for sockets that busy-poll.
+    pub(super) busy_poller: Option<Arc<CqPoller>>,
     /// Explicit acks completed.
     acks_done: usize,
     /// Watchdog: `send_done + acks_done` at the last tick, and ticks since it
@@ -356,6 +359,7 @@ impl Rings {
             acks_done: 0,
             watch_done: 0,
             stalled_ticks: 0,
+            busy_poller: None,
         })
     }
 

@@ -40,7 +40,8 @@ impl IbPath {
         let raw = link.cm_id.device().ok_or(ENODEV)?;
         let device = device::find(raw).ok_or(ENODEV)?;
         let send_cq = CompletionQueue::alloc(raw, (SEND_SLOTS + 3) as u32)?;
-        let recv_cq = CompletionQueue::alloc(raw, (RECV_SLOTS + 1) as u32)?;
+        // Polled by rrds, so that a socket can busy-poll it (`IbPath::busy_poller`).
+        let recv_cq = CompletionQueue::alloc_busy_pollable(raw, (RECV_SLOTS + 1) as u32)?;
         let rdma_sges = RdmaSges::for_device(device.caps());
         let caps = QpCaps {
             // Data slots, the ack, an MR fence marker and the drain marker.
@@ -55,12 +56,14 @@ impl IbPath {
             link.cm_id.create_qp(pd, &send_cq, &recv_cq, caps)?;
             Ok(pd.local_dma_lkey())
         })?;
+        let busy_poller = recv_cq.poller().cloned();
         link.cqs = Some((send_cq, recv_cq));
         let domain = link.domain.insert(domain);
         // SAFETY: The QP was just created on `id`, which `link` owns; the rings are
         // dropped before the link (teardown order).
         let qp = unsafe { QpRef::from_raw(link.cm_id.qp()) }.ok_or(ENOMEM)?;
         let mut rings = Rings::new(qp, raw, lkey, rdma_sges)?;
+        rings.busy_poller = busy_poller;
         *self.generation.lock() += 1;
         // Kept even if a post fails part way: the receives posted so far
         // own their buffers until the link's teardown has drained the QP.

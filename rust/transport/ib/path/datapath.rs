@@ -21,6 +21,11 @@ unsafe impl CompletionHandler for IbPath {
 }
 
 impl IbPath {
+    /// What busy-polls the current link's receive CQ, if a link is built.
+    pub(crate) fn busy_poller(&self) -> Option<Arc<CqPoller>> {
+        self.rings.lock().as_ref()?.busy_poller.clone()
+    }
+
     /// Posts what it can of a message (see `Transport::xmit`).
     pub(crate) fn xmit(
         &self,
