@@ -62,6 +62,7 @@ size_t rrds_sizeof_rrds_sock(void);
 int rrds_sk_sndbuf(const struct sock *sk);
 long rrds_sk_rcvtimeo(const struct sock *sk);
 unsigned int rrds_sk_busy_poll_usec(const struct sock *sk);
+bool rrds_poll_busy_loop(poll_table *table);
 struct net *rrds_sock_net(const struct sock *sk);
 void rrds_sock_hold(struct sock *sk);
 void rrds_sock_put(struct sock *sk);

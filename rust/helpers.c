@@ -105,6 +105,12 @@ long rrds_sk_rcvtimeo(const struct sock *sk)
 	return READ_ONCE(sk->sk_rcvtimeo);
 }
 
+/* poll() and select() spin on the socket (net.core.busy_poll) this call. */
+bool rrds_poll_busy_loop(poll_table *table)
+{
+	return poll_requested_events(table) & POLL_BUSY_LOOP;
+}
+
 /* SO_BUSY_POLL in microseconds (net.core.busy_read's value by default). */
 unsigned int rrds_sk_busy_poll_usec(const struct sock *sk)
 {

@@ -1461,14 +1461,15 @@ TEST_F(ib, receive_ring_starts_small_and_grows_with_traffic)
 
 /*
  * Sends numbered 64 B messages from @a to @b one at a time, each read by a
- * blocking recvmsg on @b straight after the send, for at least
+ * blocking recvmsg on @b straight after the send (with @by_poll, a poll()
+ * then a non-blocking one), for at least
  * BUSY_ROUNDS_MIN rounds and, with @until_polled, until a busy poll has
  * taken a completion itself (recv_busy_polled grew), at most
  * BUSY_ROUNDS_MAX. Every message arrives whole and in order. Returns the
  * rounds.
  */
 static int busy_rounds(struct __test_metadata *_metadata, const FIXTURE_VARIANT(ib) *v, int a,
-		       int b, bool until_polled)
+		       int b, bool until_polled, bool by_poll)
 {
 	struct sockaddr_in to = sin4(v->remote, BUSY_PORT);
 	long long polled = rds_counter("recv_busy_polled");
@@ -1490,7 +1491,13 @@ static int busy_rounds(struct __test_metadata *_metadata, const FIXTURE_VARIANT(
 			break;
 		numbered_fill(out, sizeof(out), BUSY_PORT, i);
 		send_msg(a, out, sizeof(out), &to);
-		n = recvfrom(b, in, sizeof(in), 0, (struct sockaddr *)&from, &fromlen);
+		if (by_poll) {
+			struct pollfd pfd = { .fd = b, .events = POLLIN };
+
+			EXPECT_EQ(1, poll(&pfd, 1, 10000));
+		}
+		n = recvfrom(b, in, sizeof(in), by_poll ? MSG_DONTWAIT : 0,
+			     (struct sockaddr *)&from, &fromlen);
 		if (n < 0)
 			TH_LOG("round %d: recvfrom: %s", i, strerror(errno));
 		EXPECT_EQ((ssize_t)sizeof(out), n);
@@ -1521,8 +1528,9 @@ static int busy_socket(const char *ns, const char *ip)
  * SO_BUSY_POLL (and net.core.busy_read, its default for new sockets): a
  * blocking recvmsg with nothing to read polls the receive CQ of the link
  * its socket's last message came over before it sleeps, and takes the
- * completions it finds itself (recv_busy_polls counts such recvmsg calls,
- * recv_busy_polled the completions they took). Without it a recvmsg never
+ * completions it finds itself (recv_busy_polls counts the busy polls,
+ * recv_busy_polled the completions they took); with net.core.busy_poll,
+ * poll() on such a socket does too. Without it a recvmsg never
  * polls. Messages arrive whole and in order either way. On one vCPU the
  * device's own work needs the CPU the poller spins on (rxe completes from
  * a work item): the poller yields to it, so only two or more vCPUs can
@@ -1535,7 +1543,7 @@ TEST_F(ib, busy_poll_takes_receive_completions_in_recvmsg)
 	bool smp = sysconf(_SC_NPROCESSORS_ONLN) > 1;
 	int usec = BUSY_USEC, got = 0, rounds;
 	socklen_t len = sizeof(got);
-	char old_busy_read[32] = "0";
+	char old_busy_read[32] = "0", old_busy_poll[32] = "0";
 	FILE *f;
 
 	ASSERT_LE(0, a);
@@ -1543,7 +1551,7 @@ TEST_F(ib, busy_poll_takes_receive_completions_in_recvmsg)
 	ASSERT_LE(0, polls);
 
 	/* Off: nobody polls. */
-	rounds = busy_rounds(_metadata, variant, a, b, false);
+	rounds = busy_rounds(_metadata, variant, a, b, false, false);
 	EXPECT_EQ(BUSY_ROUNDS_MIN, rounds);
 	EXPECT_EQ(polls, rds_counter("recv_busy_polls"));
 
@@ -1552,7 +1560,7 @@ TEST_F(ib, busy_poll_takes_receive_completions_in_recvmsg)
 	ASSERT_EQ(0, getsockopt(b, SOL_SOCKET, SO_BUSY_POLL, &got, &len));
 	EXPECT_EQ(BUSY_USEC, got);
 	polled = rds_counter("recv_busy_polled");
-	rounds = busy_rounds(_metadata, variant, a, b, smp);
+	rounds = busy_rounds(_metadata, variant, a, b, smp, false);
 	after = rds_counter("recv_busy_polls");
 	TH_LOG("SO_BUSY_POLL: %d rounds, %lld recvmsg busy-polled, %lld completions taken",
 	       rounds, after - polls, rds_counter("recv_busy_polled") - polled);
@@ -1573,11 +1581,30 @@ TEST_F(ib, busy_poll_takes_receive_completions_in_recvmsg)
 	EXPECT_EQ(0, sh("echo %s > /proc/sys/net/core/busy_read", old_busy_read));
 	ASSERT_LE(0, b);
 	polls = rds_counter("recv_busy_polls");
-	rounds = busy_rounds(_metadata, variant, a, b, false);
+	rounds = busy_rounds(_metadata, variant, a, b, false, false);
 	TH_LOG("net.core.busy_read: %d rounds, %lld recvmsg busy-polled", rounds,
 	       rds_counter("recv_busy_polls") - polls);
 	EXPECT_EQ(BUSY_ROUNDS_MIN, rounds);
 	EXPECT_LT(polls, rds_counter("recv_busy_polls"));
+
+	/* net.core.busy_poll: poll() spins on a socket with SO_BUSY_POLL. */
+	f = fopen("/proc/sys/net/core/busy_poll", "r");
+	ASSERT_NE(NULL, f);
+	ASSERT_NE(NULL, fgets(old_busy_poll, sizeof(old_busy_poll), f));
+	fclose(f);
+	old_busy_poll[strcspn(old_busy_poll, "\n")] = 0;
+	ASSERT_EQ(0, sh("echo 100000 > /proc/sys/net/core/busy_poll"));
+	polls = rds_counter("recv_busy_polls");
+	polled = rds_counter("recv_busy_polled");
+	rounds = busy_rounds(_metadata, variant, a, b, smp, true);
+	EXPECT_EQ(0, sh("echo %s > /proc/sys/net/core/busy_poll", old_busy_poll));
+	TH_LOG("net.core.busy_poll: %d rounds, %lld poll() busy polls, %lld completions taken",
+	       rounds, rds_counter("recv_busy_polls") - polls,
+	       rds_counter("recv_busy_polled") - polled);
+	EXPECT_LE(BUSY_ROUNDS_MIN, rounds);
+	EXPECT_LT(polls, rds_counter("recv_busy_polls"));
+	if (smp)
+		EXPECT_LT(polled, rds_counter("recv_busy_polled"));
 	close(a);
 	close(b);
 }

@@ -215,17 +215,13 @@ impl SocketFamily for RdsFamily {
 
     fn poll(state: &RdsSock, sk: &Sock, req: &PollRequest<'_>) -> u32 {
         state.poll.wait_on(req);
+        if req.busy_loop() {
+            // poll() and select() call again while they busy-loop: one poll each.
+            recv::busy_poll_once(state, sk);
+        }
         let mut mask = 0;
-        {
-            let rx = state.rx.lock();
-            if !rx.messages.is_empty()
-                || rx.cong_notify != 0
-                || !rx.rdma_notes.is_empty()
-                || !rx.conn_events.is_empty()
-                || state.xrc_has_events()
-            {
-                mask |= poll_bits::IN | poll_bits::RDNORM;
-            }
+        if state.readable(&state.rx.lock()) {
+            mask |= poll_bits::IN | poll_bits::RDNORM;
         }
         // A socket refused for congestion also waits for the port to clear.
         // Queued on the map's wait queue with no lock held: epoll's queueing

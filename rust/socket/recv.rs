@@ -141,7 +141,7 @@ impl RdsSock {
     }
 
     /// Whether recvmsg has something to report: a message or a notification.
-    fn readable(&self, rx: &RecvQueue) -> bool {
+    pub(super) fn readable(&self, rx: &RecvQueue) -> bool {
         !rx.messages.is_empty()
             || rx.cong_notify != 0
             || !rx.rdma_notes.is_empty()
@@ -368,6 +368,22 @@ fn busy_poll(state: &RdsSock, sk: &Sock, poller: &BusyPoller, once: bool) {
             return;
         }
         process::cpu_relax();
+    }
+}
+
+/// One busy poll for poll() and select() (`net.core.busy_poll`), which
+/// call again until something is readable or their busy-poll time is up,
+/// if the socket busy-polls (`SO_BUSY_POLL`) and has nothing to read.
+pub(super) fn busy_poll_once(state: &RdsSock, sk: &Sock) {
+    let poller = {
+        let rx = state.rx.lock();
+        if state.readable(&rx) {
+            return;
+        }
+        rx.busy_poller.clone()
+    };
+    if let Some(poller) = poller {
+        busy_poll(state, sk, &poller, true);
     }
 }
 

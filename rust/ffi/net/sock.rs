@@ -338,6 +338,15 @@ pub(crate) struct PollRequest<'a> {
 }
 
 impl PollRequest<'_> {
+    /// Whether poll() or select() busy-loops on the socket this call
+    /// (`POLL_BUSY_LOOP`: `net.core.busy_poll` is set), calling again until
+    /// something is ready or that time is up.
+    pub(crate) fn busy_loop(&self) -> bool {
+        // SAFETY: By the type invariant the table is the poll call's (or null, which
+        // `poll_requested_events` takes), live while `self` is.
+        unsafe { bindings::rrds_poll_busy_loop(self.table.cast()) }
+    }
+
     /// Registers the wait queue `cv` with the poll table.
     pub(crate) fn wait_on(&self, cv: &kernel::sync::poll::PollCondVar) {
         // SAFETY: By the type invariant the table is the poll call's, live while
