@@ -168,9 +168,9 @@ counters! {
     // or left the namespace, handed instead to a task that sent a message
     // still queued on the connection.
     IbConnectorFromQueue => "ib_connector_from_queue",
-    // Busy polls of a receive CQ (`SO_BUSY_POLL`: a recvmsg's spin, or
-    // one call of a busy-looping poll() or select()), and the completions
-    // they took from it themselves.
+    // Busy polls of a receive CQ (`SO_BUSY_POLL`: the spin of a recvmsg,
+    // or of a busy-looping poll() or select()), and the completions they
+    // took from it themselves.
     RecvBusyPolls => "recv_busy_polls",
     RecvBusyPolled => "recv_busy_polled",
 }

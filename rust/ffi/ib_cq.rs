@@ -11,9 +11,15 @@
 //! Handlers may take mutexes and allocate, but must not wait on anything that
 //! waits for the CQ (its own teardown, for one).
 
-use core::ptr::{
-    self,
-    NonNull, //
+use core::{
+    ptr::{
+        self,
+        NonNull, //
+    },
+    sync::atomic::{
+        AtomicU32,
+        Ordering, //
+    },
 };
 use kernel::{
     error::{
@@ -237,11 +243,12 @@ impl CompletionQueue {
 
     /// A CQ of `entries` on `device` that rrds polls: from its CQ workqueue
     /// when the device signals a completion, and through
-    /// [`CqPoller::busy_poll`].
+    /// [`CqPoller::spin`].
     pub(crate) fn alloc_busy_pollable(device: DeviceRef, entries: u32) -> Result<Self> {
         let poller = Arc::pin_init(
             pin_init!(CqPoller {
                 cq <- new_mutex!(None, "rrds_cq_poll"),
+                spinners: AtomicU32::new(0),
                 work <- new_work!("rrds_cq_poll"),
             }),
             GFP_KERNEL,
@@ -327,30 +334,82 @@ const POLL_BUDGET: c_int = 64;
 
 /// Polls a CQ that rrds polls itself ([`CompletionQueue::alloc_busy_pollable`]),
 /// one poller at a time: the CQ's work item, queued when the device signals a
-/// completion, or a busy-polling `recvmsg` ([`Self::busy_poll`]).
+/// completion, or a busy-polling task ([`Self::spin`]).
+///
+/// While a task spins, the device's completion events do not queue the work
+/// item, which would race the spinning task for the completion and, on the
+/// CPU the device completed on, usually win: they are noted
+/// (`SPIN_EVENT_MISSED`), and the last spinner to stop queues the work item
+/// then, which re-arms the CQ (as NAPI's busy polling holds off a device's
+/// interrupts).
 ///
 /// # Invariants
 ///
 /// `cq` holds the CQ while its [`CompletionQueue`] lives, and is taken
-/// (under the lock) before the CQ is destroyed.
+/// (under the lock) before the CQ is destroyed. `spinners` counts the live
+/// [`CqSpin`]s in units of `SPINNER`, plus `SPIN_EVENT_MISSED` while an
+/// event came during a spin and the work item was not queued for it.
 #[pin_data]
 pub(crate) struct CqPoller {
     #[pin]
     cq: Mutex<Option<RawCq>>,
+    spinners: AtomicU32,
     #[pin]
     work: Work<CqPoller>,
 }
+
+/// One spinning task in [`CqPoller::spinners`].
+const SPINNER: u32 = 2;
+/// A completion event came while tasks were spinning.
+const SPIN_EVENT_MISSED: u32 = 1;
 
 impl_has_work! {
     impl HasWork<Self> for CqPoller { self.work }
 }
 
 impl CqPoller {
+    /// Starts a busy poll: until the returned spin is dropped, completion
+    /// events leave the CQ to it. Process context.
+    pub(crate) fn spin(self: &Arc<Self>) -> CqSpin {
+        self.spinners.fetch_add(SPINNER, Ordering::AcqRel);
+        // INVARIANT: counted just above, uncounted by its drop.
+        CqSpin(self.clone())
+    }
+
+    /// The device signalled a completion: queue the work item, unless a
+    /// task spins on the CQ (then the last one to stop queues it). Any
+    /// context.
+    fn event(self: Arc<Self>) {
+        let mut seen = self.spinners.load(Ordering::Acquire);
+        while seen >= SPINNER {
+            match self.spinners.compare_exchange(
+                seen,
+                seen | SPIN_EVENT_MISSED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(now) => seen = now,
+            }
+        }
+        // Already queued: that run polls what this event announced.
+        let _ = workqueue::cq_queue().enqueue(self);
+    }
+}
+
+/// A task busy-polling a [`CqPoller`]'s CQ (from [`CqPoller::spin`]).
+///
+/// # Invariants
+///
+/// Counted once in its poller's `spinners` while it lives.
+pub(crate) struct CqSpin(Arc<CqPoller>);
+
+impl CqSpin {
     /// Hands up to `budget` completions to their handlers, unless another
     /// poller is at it; how many. Process context, no lock held that a
     /// completion handler takes.
-    pub(crate) fn busy_poll(&self, budget: u32) -> usize {
-        let Some(cq) = self.cq.try_lock() else {
+    pub(crate) fn poll(&self, budget: u32) -> usize {
+        let Some(cq) = self.0.cq.try_lock() else {
             return 0;
         };
         let Some(raw) = cq.as_ref() else {
@@ -359,6 +418,23 @@ impl CqPoller {
         // SAFETY: A live CQ (type invariant), polled by this holder of the lock only.
         let polled = unsafe { bindings::ib_process_cq_direct(raw.0.as_ptr(), budget as c_int) };
         polled.max(0) as usize
+    }
+}
+
+impl Drop for CqSpin {
+    fn drop(&mut self) {
+        let poller = &self.0;
+        let before = poller.spinners.fetch_sub(SPINNER, Ordering::AcqRel);
+        // The last spinner takes over the events it held off: the work item
+        // polls what is left and re-arms the CQ.
+        if before == SPINNER | SPIN_EVENT_MISSED
+            && poller
+                .spinners
+                .compare_exchange(SPIN_EVENT_MISSED, 0, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            let _ = workqueue::cq_queue().enqueue(poller.clone());
+        }
     }
 }
 
@@ -396,8 +472,7 @@ unsafe extern "C" fn cq_event_trampoline(_cq: *mut bindings::ib_cq, context: *mu
     // driver calls no more.
     let poller: Arc<CqPoller> =
         unsafe { ArcBorrow::<CqPoller>::from_raw(context.cast_const().cast()) }.into();
-    // Already queued: that run polls what this event announced.
-    let _ = workqueue::cq_queue().enqueue(poller);
+    poller.event();
 }
 
 /// A page mapped for DMA by one device, owning the page.

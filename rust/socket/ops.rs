@@ -216,8 +216,7 @@ impl SocketFamily for RdsFamily {
     fn poll(state: &RdsSock, sk: &Sock, req: &PollRequest<'_>) -> u32 {
         state.poll.wait_on(req);
         if req.busy_loop() {
-            // poll() and select() call again while they busy-loop: one poll each.
-            recv::busy_poll_once(state, sk);
+            recv::busy_poll_for_poll(state, sk);
         }
         let mut mask = 0;
         if state.readable(&state.rx.lock()) {

@@ -354,8 +354,9 @@ fn busy_poll(state: &RdsSock, sk: &Sock, poller: &BusyPoller, once: bool) {
     }
     stats::inc(Stat::RecvBusyPolls);
     let end = time::monotonic_ns().saturating_add(u64::from(usec) * 1000);
+    let spin = poller.spin();
     loop {
-        let polled = poller.poll(BUSY_POLL_BUDGET);
+        let polled = spin.poll(BUSY_POLL_BUDGET);
         if polled > 0 {
             stats::add(Stat::RecvBusyPolled, polled as u64);
         }
@@ -371,10 +372,10 @@ fn busy_poll(state: &RdsSock, sk: &Sock, poller: &BusyPoller, once: bool) {
     }
 }
 
-/// One busy poll for poll() and select() (`net.core.busy_poll`), which
-/// call again until something is readable or their busy-poll time is up,
-/// if the socket busy-polls (`SO_BUSY_POLL`) and has nothing to read.
-pub(super) fn busy_poll_once(state: &RdsSock, sk: &Sock) {
+/// A busy poll for poll() and select() (`net.core.busy_poll`), as recvmsg
+/// spins, if the socket busy-polls (`SO_BUSY_POLL`) and has nothing to
+/// read. They call again while their own busy-poll time lasts.
+pub(super) fn busy_poll_for_poll(state: &RdsSock, sk: &Sock) {
     let poller = {
         let rx = state.rx.lock();
         if state.readable(&rx) {
@@ -383,7 +384,7 @@ pub(super) fn busy_poll_once(state: &RdsSock, sk: &Sock) {
         rx.busy_poller.clone()
     };
     if let Some(poller) = poller {
-        busy_poll(state, sk, &poller, true);
+        busy_poll(state, sk, &poller, false);
     }
 }
 

@@ -17,7 +17,10 @@ use kernel::{
 
 use crate::{
     ffi::{
-        ib_cq::CqPoller,
+        ib_cq::{
+            CqPoller,
+            CqSpin, //
+        },
         net::NetRef, //
     },
     message::{
@@ -201,11 +204,12 @@ impl Path {
 pub(crate) struct BusyPoller(Arc<CqPoller>);
 
 impl BusyPoller {
-    /// Hands up to `budget` of the link's receive completions to the
-    /// transport, which delivers what they complete; how many. Process
-    /// context, no socket lock held.
-    pub(crate) fn poll(&self, budget: u32) -> usize {
-        self.0.busy_poll(budget)
+    /// Starts polling the link's receive completions: the returned spin
+    /// hands them to the transport, which delivers what they complete, and
+    /// holds the CQ's work item off until it is dropped. Process context,
+    /// no socket lock held while it polls.
+    pub(crate) fn spin(&self) -> CqSpin {
+        self.0.spin()
     }
 
     /// Whether both poll the same CQ.
