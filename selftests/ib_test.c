@@ -1511,6 +1511,23 @@ static int busy_rounds(struct __test_metadata *_metadata, const FIXTURE_VARIANT(
 	return i;
 }
 
+/* Reads net.core.@name into @buf, without its newline. */
+static bool read_sysctl(const char *name, char *buf, int size)
+{
+	char path[64];
+	FILE *f;
+	bool read;
+
+	snprintf(path, sizeof(path), "/proc/sys/net/core/%s", name);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	read = fgets(buf, size, f) != NULL;
+	fclose(f);
+	buf[strcspn(buf, "\n")] = 0;
+	return read;
+}
+
 /* An RDS socket bound to @ip:BUSY_PORT in @ns, reads bounded by 10 s. */
 static int busy_socket(const char *ns, const char *ip)
 {
@@ -1544,7 +1561,6 @@ TEST_F(ib, busy_poll_takes_receive_completions_in_recvmsg)
 	int usec = BUSY_USEC, got = 0, rounds;
 	socklen_t len = sizeof(got);
 	char old_busy_read[32] = "0", old_busy_poll[32] = "0";
-	FILE *f;
 
 	ASSERT_LE(0, a);
 	ASSERT_LE(0, b);
@@ -1571,11 +1587,7 @@ TEST_F(ib, busy_poll_takes_receive_completions_in_recvmsg)
 	close(b);
 
 	/* net.core.busy_read: the default of sockets made after it is set. */
-	f = fopen("/proc/sys/net/core/busy_read", "r");
-	ASSERT_NE(NULL, f);
-	ASSERT_NE(NULL, fgets(old_busy_read, sizeof(old_busy_read), f));
-	fclose(f);
-	old_busy_read[strcspn(old_busy_read, "\n")] = 0;
+	ASSERT_TRUE(read_sysctl("busy_read", old_busy_read, sizeof(old_busy_read)));
 	ASSERT_EQ(0, sh("echo 100000 > /proc/sys/net/core/busy_read"));
 	b = busy_socket(NS_B, variant->remote);
 	EXPECT_EQ(0, sh("echo %s > /proc/sys/net/core/busy_read", old_busy_read));
@@ -1588,11 +1600,7 @@ TEST_F(ib, busy_poll_takes_receive_completions_in_recvmsg)
 	EXPECT_LT(polls, rds_counter("recv_busy_polls"));
 
 	/* net.core.busy_poll: poll() spins on a socket with SO_BUSY_POLL. */
-	f = fopen("/proc/sys/net/core/busy_poll", "r");
-	ASSERT_NE(NULL, f);
-	ASSERT_NE(NULL, fgets(old_busy_poll, sizeof(old_busy_poll), f));
-	fclose(f);
-	old_busy_poll[strcspn(old_busy_poll, "\n")] = 0;
+	ASSERT_TRUE(read_sysctl("busy_poll", old_busy_poll, sizeof(old_busy_poll)));
 	ASSERT_EQ(0, sh("echo 100000 > /proc/sys/net/core/busy_poll"));
 	polls = rds_counter("recv_busy_polls");
 	polled = rds_counter("recv_busy_polled");
