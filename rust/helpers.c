@@ -223,9 +223,10 @@ int rrds_ib_req_notify_cq(struct ib_cq *cq)
 	return ib_req_notify_cq(cq, IB_CQ_NEXT_COMP | IB_CQ_REPORT_MISSED_EVENTS);
 }
 
+/* Also a lazy request: a woken fair task (a kworker) waits for it. */
 bool rrds_need_resched(void)
 {
-	return need_resched();
+	return need_resched() || test_thread_flag(TIF_NEED_RESCHED_LAZY);
 }
 
 void rrds_cpu_relax(void)

@@ -81,8 +81,9 @@ pub(crate) fn current_euid() -> u32 {
     unsafe { bindings::rrds_current_euid() }
 }
 
-/// Whether the calling task should give the CPU up (`need_resched`): a
-/// spinning loop stops there.
+/// Whether the calling task should give the CPU up (`need_resched`, or a
+/// lazy request: on a `PREEMPT_LAZY` kernel a woken kworker waits for the
+/// next tick otherwise): a spinning loop stops there.
 pub(crate) fn need_resched() -> bool {
     // SAFETY: Reads the calling task's own flags; no preconditions.
     unsafe { bindings::rrds_need_resched() }
