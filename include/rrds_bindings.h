@@ -86,6 +86,7 @@ struct ib_cq *rrds_ib_alloc_cq(struct ib_device *dev, void *private, int nr_cqe,
 struct ib_cq *rrds_ib_create_cq(struct ib_device *dev, ib_comp_handler handler,
 				void *context, int nr_cqe);
 int rrds_ib_req_notify_cq(struct ib_cq *cq);
+unsigned int rrds_jiffies_to_usecs(unsigned long j);
 bool rrds_need_resched(void);
 void rrds_cpu_relax(void);
 int rrds_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,

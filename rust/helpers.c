@@ -223,6 +223,11 @@ int rrds_ib_req_notify_cq(struct ib_cq *cq)
 	return ib_req_notify_cq(cq, IB_CQ_NEXT_COMP | IB_CQ_REPORT_MISSED_EVENTS);
 }
 
+unsigned int rrds_jiffies_to_usecs(unsigned long j)
+{
+	return jiffies_to_usecs(j);
+}
+
 /* Also a lazy request: a woken fair task (a kworker) waits for it. */
 bool rrds_need_resched(void)
 {

@@ -1198,7 +1198,7 @@ static void op_sol_socket(struct fuzzer *f)
 	static const int names[] = {
 		SO_RCVBUF, SO_SNDBUF, SO_RCVBUFFORCE, SO_SNDBUFFORCE, SO_TIMESTAMP_OLD,
 		SO_TIMESTAMP_NEW, SO_TIMESTAMPNS_OLD, SO_ZEROCOPY, SO_PRIORITY, SO_TYPE,
-		SO_ERROR, SO_DOMAIN, SO_PROTOCOL, SO_RCVLOWAT,
+		SO_ERROR, SO_DOMAIN, SO_PROTOCOL, SO_RCVLOWAT, SO_BUSY_POLL,
 	};
 	int name = PICK(f, names), fd = any_socket(f), level = SOL_SOCKET, val;
 	socklen_t len = chance(f, 85) ? sizeof(int) : fuzz_optlen(f);
@@ -1212,6 +1212,9 @@ static void op_sol_socket(struct fuzzer *f)
 		val = fuzz_int(f);
 		if ((name == SO_RCVBUFFORCE || name == SO_SNDBUFFORCE) && (val > 64 << 20 || val < 0))
 			val = below(f, 64 << 20);
+		/* A spin is bounded by SO_RCVTIMEO, a poll()'s by nothing but this. */
+		if (name == SO_BUSY_POLL && chance(f, 90))
+			val = below(f, 1000);
 		if (len > sizeof(val))
 			len = sizeof(val);
 		note(f, "setsockopt(%d, %d, %d, %d, %u)", fd, level, name, val, len);

@@ -1546,8 +1546,8 @@ static int busy_socket(const char *ns, const char *ip)
  * blocking recvmsg with nothing to read polls the receive CQ of the link
  * its socket's last message came over before it sleeps, and takes the
  * completions it finds itself (recv_busy_polls counts the busy polls,
- * recv_busy_polled the completions they took); with net.core.busy_poll,
- * poll() on such a socket does too. Without it a recvmsg never
+ * recv_busy_polled the completions they took), never past SO_RCVTIMEO;
+ * with net.core.busy_poll, poll() on such a socket does too. Without it a recvmsg never
  * polls. Messages arrive whole and in order either way. On one vCPU the
  * device's own work needs the CPU the poller spins on (rxe completes from
  * a work item): the poller yields to it, so only two or more vCPUs can
@@ -1561,6 +1561,8 @@ TEST_F(ib, busy_poll_takes_receive_completions_in_recvmsg)
 	int usec = BUSY_USEC, got = 0, rounds;
 	socklen_t len = sizeof(got);
 	char old_busy_read[32] = "0", old_busy_poll[32] = "0";
+	struct timeval quick = { .tv_usec = 300000 };
+	double start;
 
 	ASSERT_LE(0, a);
 	ASSERT_LE(0, b);
@@ -1584,6 +1586,16 @@ TEST_F(ib, busy_poll_takes_receive_completions_in_recvmsg)
 	EXPECT_LT(polls, after);
 	if (smp)
 		EXPECT_LT(polled, rds_counter("recv_busy_polled"));
+
+	/* A spin never outlasts SO_RCVTIMEO, however long SO_BUSY_POLL is. */
+	usec = 5 * 1000 * 1000;
+	ASSERT_EQ(0, setsockopt(b, SOL_SOCKET, SO_BUSY_POLL, &usec, sizeof(usec)));
+	ASSERT_EQ(0, setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &quick, sizeof(quick)));
+	start = now();
+	EXPECT_EQ(-1, recv(b, &got, sizeof(got), 0));
+	EXPECT_EQ(ETIMEDOUT, errno);
+	TH_LOG("SO_BUSY_POLL 5 s, SO_RCVTIMEO 300 ms: recv gave up after %.2f s", now() - start);
+	EXPECT_GT(2.0, now() - start);
 	close(b);
 
 	/* net.core.busy_read: the default of sockets made after it is set. */

@@ -4,6 +4,12 @@
 
 use super::bindings;
 
+/// `jiffies` in microseconds (saturated at `u32::MAX`).
+pub(crate) fn jiffies_to_usecs(jiffies: kernel::ffi::c_ulong) -> u32 {
+    // SAFETY: A pure conversion; no preconditions.
+    unsafe { bindings::rrds_jiffies_to_usecs(jiffies) }
+}
+
 /// Nanoseconds of `CLOCK_MONOTONIC` (`ktime_get_ns`). Any context.
 pub(crate) fn monotonic_ns() -> u64 {
     // SAFETY: `ktime_get_ns` has no preconditions.

@@ -47,6 +47,7 @@ use crate::{
     },
     wait::wait_until,
 };
+use kernel::task::MAX_SCHEDULE_TIMEOUT;
 
 /// `struct rds_rdma_notify`: u64 token, s32 status, 4 bytes of padding.
 const RDMA_NOTE_LEN: usize = 16;
@@ -306,7 +307,7 @@ fn take_next(
             busy_polled = true;
             if let Some(poller) = rx.busy_poller.clone() {
                 drop(rx);
-                busy_poll(state, sk, &poller, timeo == 0);
+                busy_poll(state, sk, &poller, timeo);
                 continue;
             }
         }
@@ -343,14 +344,19 @@ const BUSY_POLL_BUDGET: u32 = 8;
 
 /// `SO_BUSY_POLL`: polls the receive CQ the socket's last message came
 /// through until something is readable, for up to the socket's busy-poll
-/// time (once if `once`: a non-blocking read), or until a signal comes or
-/// the CPU is wanted elsewhere. What the poll completes is delivered as the
+/// time and at most `timeo` jiffies (its `SO_RCVTIMEO`; once if 0: a
+/// non-blocking read), or until a signal comes or the CPU is wanted
+/// elsewhere. What the poll completes is delivered as the
 /// completion's work item would have, without waiting for it to be
 /// scheduled and for this task to be woken.
-fn busy_poll(state: &RdsSock, sk: &Sock, poller: &BusyPoller, once: bool) {
-    let usec = sk.busy_poll_usec();
+fn busy_poll(state: &RdsSock, sk: &Sock, poller: &BusyPoller, timeo: isize) {
+    let mut usec = sk.busy_poll_usec();
     if usec == 0 {
         return;
+    }
+    let once = timeo == 0;
+    if timeo != MAX_SCHEDULE_TIMEOUT {
+        usec = usec.min(time::jiffies_to_usecs(timeo.max(0) as c_ulong));
     }
     stats::inc(Stat::RecvBusyPolls);
     let end = time::monotonic_ns().saturating_add(u64::from(usec) * 1000);
@@ -384,7 +390,8 @@ pub(super) fn busy_poll_for_poll(state: &RdsSock, sk: &Sock) {
         rx.busy_poller.clone()
     };
     if let Some(poller) = poller {
-        busy_poll(state, sk, &poller, false);
+        // poll() bounds its own wait; the spin is bounded by SO_BUSY_POLL.
+        busy_poll(state, sk, &poller, MAX_SCHEDULE_TIMEOUT);
     }
 }
 
