@@ -328,6 +328,23 @@ struct RawCq(NonNull<bindings::ib_cq>);
 // SAFETY: ib_core allows polling a CQ from any thread; `CqPoller` serialises.
 unsafe impl Send for RawCq {}
 
+impl RawCq {
+    /// Hands up to `budget` completions to their handlers; how many. Called
+    /// with the poller's lock held, which makes the caller the only poller.
+    fn process(&self, budget: c_int) -> c_int {
+        // SAFETY: A live CQ (`CqPoller` invariant: it is taken out before the CQ is
+        // destroyed), polled by the holder of the poller's lock only.
+        unsafe { bindings::ib_process_cq_direct(self.0.as_ptr(), budget) }
+    }
+
+    /// Arms the CQ for its next completion; whether completions came in
+    /// before it was armed (they raise no event). Lock held, as `process`.
+    fn arm(&self) -> bool {
+        // SAFETY: As in `process`.
+        unsafe { bindings::rrds_ib_req_notify_cq(self.0.as_ptr()) > 0 }
+    }
+}
+
 /// Completions one poll of a busy-pollable CQ hands to their handlers at
 /// most, before the work item lets others run or a busy poll looks again.
 const POLL_BUDGET: c_int = 64;
@@ -412,12 +429,8 @@ impl CqSpin {
         let Some(cq) = self.0.cq.try_lock() else {
             return 0;
         };
-        let Some(raw) = cq.as_ref() else {
-            return 0;
-        };
-        // SAFETY: A live CQ (type invariant), polled by this holder of the lock only.
-        let polled = unsafe { bindings::ib_process_cq_direct(raw.0.as_ptr(), budget as c_int) };
-        polled.max(0) as usize
+        cq.as_ref()
+            .map_or(0, |raw| raw.process(budget as c_int).max(0) as usize)
     }
 }
 
@@ -449,12 +462,7 @@ impl WorkItem for CqPoller {
             let Some(raw) = cq.as_ref() else {
                 return;
             };
-            let cq = raw.0.as_ptr();
-            // SAFETY: A live CQ (type invariant), polled by this holder of the lock only.
-            let polled = unsafe { bindings::ib_process_cq_direct(cq, POLL_BUDGET) };
-            // SAFETY: As above. A positive answer: completions came in before it was
-            // armed, which would raise no event.
-            polled >= POLL_BUDGET || unsafe { bindings::rrds_ib_req_notify_cq(cq) } > 0
+            raw.process(POLL_BUDGET) >= POLL_BUDGET || raw.arm()
         };
         if again {
             let _ = workqueue::cq_queue().enqueue(this);
