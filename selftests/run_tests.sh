@@ -157,12 +157,17 @@ for t in "${tests[@]}"; do
 		*) failed=$((failed + 1)) ;;
 		esac
 	done <"$out.cases"
-	# A failed case's own lines (its last 40), for the summary's end: CI keeps
-	# only the tail of the output.
-	awk -v prog="$prefix$t" '/^#  RUN / { n = 0 }
+	# A failed case's own lines, for the summary's end (CI keeps only the tail
+	# of the output): the harness's failed checks with the line after each
+	# (the case's reason), which diagnostics printed later would push out,
+	# then its last 40 lines.
+	awk -v prog="$prefix$t" '/^#  RUN / { n = 0; nwhy = 0; after = 0 }
+		after { why[nwhy++] = $0; after = 0 }
+		/:Expected / && nwhy < 12 { why[nwhy++] = $0; after = 1 }
 		{ buf[n++ % 40] = $0 }
 		/^not ok [0-9]+ / {
 			print "== " prog "." $4
+			for (i = 0; i < nwhy; i++) print "  why: " why[i]
 			for (i = (n > 40 ? n - 40 : 0); i < n; i++) print "  " buf[i % 40]
 		}' "$out" >>"${RRDS_FAILURES:-/dev/null}"
 	if [ ! -s "$out.cases" ] || ! grep -qE '^# Totals: ' "$out"; then
