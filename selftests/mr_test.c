@@ -2013,6 +2013,92 @@ TEST_F_TIMEOUT(mr, processes_register_at_once, 3600)
 #define RESTART_REGION	(RESTART_READ + RESTART_USERS * RESTART_SLOT)
 #define RESTART_WAIT_S	60		/* for an operation's outcome */
 
+/* What a held sending thread needs: its socket, the cookie, its result. */
+struct held_rdma {
+	int fd, rc;
+	const char *remote;
+	uint64_t cookie;
+	struct rds_iovec iov;
+};
+
+static void *send_held_rdma(void *arg)
+{
+	struct held_rdma *h = arg;
+
+	h->rc = rdma_send(h->fd, h->remote, PORT_B, h->cookie, 0, h->iov.bytes, &h->iov, 1,
+			  RDS_RDMA_READWRITE | RDS_RDMA_NOTIFY_ME, 2, "2", 1);
+	return NULL;
+}
+
+/*
+ * A thread that has taken an RDMA message from its connection's queue,
+ * and not yet posted its operation, when the link fails: the reset puts
+ * the message back, flagged for retransmission. If the peer then comes
+ * back without its state (rrds-b's namespace made anew), what was handed
+ * to its old incarnation is dropped, that message with it, and its
+ * operation must still be reported, RDS_RDMA_DROPPED (upstream's
+ * RDS_MSG_FLUSH), not left without an outcome. debugfs xmit_post_hold
+ * keeps the thread there while rrds-b's namespace goes. rxe only: siw
+ * cannot have its namespace deleted under a connection (testing.rst).
+ */
+TEST_F_TIMEOUT(mr, held_rdma_to_a_restarted_peer_is_reported_dropped, 300)
+{
+	int a = bound_socket(variant->local, PORT_A), b = peer_socket(variant->remote, PORT_B);
+	struct held_rdma h = { .fd = a, .rc = -1, .remote = variant->remote,
+			       .iov = { .addr = (uintptr_t)self->buf, .bytes = PAGE } };
+	struct sockaddr_in to = sin4(variant->remote, PORT_B);
+	long long restarts0 = rds_counter("ib_peer_restarts");
+	bool held, gone;
+	uint64_t token;
+	pthread_t thread;
+	char got[8];
+	int status;
+
+	if (strcmp(variant->kind, "rxe"))
+		SKIP(return, "siw: a namespace deleted under a connection (see testing.rst)");
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	set_timeouts(a);
+	set_timeouts(b);
+	ASSERT_EQ(0, peer_get_mr(b, self->buf + MIB, PAGE, 0, &h.cookie));
+	/* The connection is up and has carried one operation. */
+	ASSERT_EQ(0, rdma_send(a, variant->remote, PORT_B, h.cookie, 0, PAGE, &h.iov, 1,
+			       RDS_RDMA_READWRITE | RDS_RDMA_NOTIFY_ME, 1, "1", 1));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	ASSERT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(1u, token);
+	EXPECT_EQ(RDS_RDMA_SUCCESS, status);
+
+	ASSERT_EQ(0, set_hold("xmit_post_hold", true));
+	ASSERT_EQ(0, pthread_create(&thread, NULL, send_held_rdma, &h));
+	held = WAIT_FOR(20, holding("xmit_post_hold"));
+	close(b);
+	/* rrds-b goes with its namespace, and rrds-a's device with the veth. */
+	EXPECT_EQ(0, sh("ip netns del %s", NS_B));
+	gone = WAIT_FOR(30, sh("rdma link show %s_a/1 >/dev/null 2>&1", variant->kind));
+	EXPECT_EQ(0, pair_up_loaded(variant->kind));
+	ASSERT_EQ(0, enter_ns(NS_A));
+	set_hold("xmit_post_hold", false);
+	pthread_join(thread, NULL);
+	EXPECT_TRUE(held);
+	EXPECT_TRUE(gone);
+	EXPECT_EQ(0, h.rc);
+	/* rrds-b's new incarnation: rrds-a reconnects to it and drops the message. */
+	b = peer_socket(variant->remote, PORT_B);
+	ASSERT_LE(0, b);
+	set_timeouts(b);
+	ASSERT_EQ(1, ERR(sendto(a, "3", 1, 0, (struct sockaddr *)&to, sizeof(to))));
+	ASSERT_EQ(1, ERR(recv(b, got, sizeof(got), 0)));
+	EXPECT_EQ('3', got[0]);
+	EXPECT_EQ(restarts0 + 1, rds_counter("ib_peer_restarts"));
+	ASSERT_EQ(1, rdma_status(a, &token, &status));
+	EXPECT_EQ(2u, token);
+	EXPECT_EQ(RDS_RDMA_DROPPED, status);
+	close(a);
+	close(b);
+	EXPECT_TRUE(WAIT_FOR(10, pinned_now() == 0));
+}
+
 /* Shared by the peer's rounds and the users (MAP_SHARED). */
 struct restart_board {
 	uint64_t gen;				/* the live generation; 0: none yet */

@@ -444,6 +444,12 @@ impl Connection {
             match removed {
                 Some(out) => {
                     stats::inc(Stat::IbPeerRestartDrops);
+                    // Its operation did not run on a link that failed (that one
+                    // went with the reset): one taken from the queue while the
+                    // link failed, and not posted, still waits for its outcome.
+                    if let Some(op) = out.message.rdma() {
+                        op.dropped();
+                    }
                     out.release(self);
                 }
                 None => break,

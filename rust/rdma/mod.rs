@@ -487,9 +487,14 @@ impl RdmaOp {
         self.finish(outcome as i32);
     }
 
-    /// The message is sent again after a reconnect: an operation posted on
-    /// the failed link without an outcome is dropped, never run twice.
+    /// The operation will not run (again): one posted on a failed link
+    /// without an outcome, never run twice, or one whose message is dropped
+    /// before it was posted (the peer restarted, as upstream's
+    /// `RDS_MSG_FLUSH`) is reported `RDS_RDMA_DROPPED`.
     pub(crate) fn dropped(&self) {
+        // One never posted is reported like one that was (and a link that
+        // meets it later does not post it: `start` fails).
+        let _ = self.state.cmpxchg(PENDING, POSTED, Full);
         self.finish(bindings::RDS_RDMA_DROPPED as i32);
     }
 
