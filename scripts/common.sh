@@ -277,3 +277,45 @@ wait_port_active() {
 	rdma link show >&2
 	return 1
 }
+
+# gid_index DEV ADDR: the index of DEV's GID for IPv4 ADDR (::ffff:ADDR).
+# perftest would take index 0, the MAC-derived IPv6 link-local GID; the IPv4
+# one routes like RDS's traffic. ib_core fills the table from the netdev's
+# addresses in a work item, so it may lag behind ACTIVE.
+gid_index() {
+	local dev=$1 o1 o2 o3 o4 want i f gid
+	IFS=. read -r o1 o2 o3 o4 <<<"$2"
+	printf -v want '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$o1" "$o2" "$o3" "$o4"
+	for i in $(seq 1 100); do
+		for f in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
+			read -r gid <"$f" 2>/dev/null || continue
+			if [ "$gid" = "$want" ]; then
+				echo "${f##*/}"
+				return 0
+			fi
+		done
+		sleep 0.1
+	done
+	echo "${0##*/}: $dev has no GID for $2" >&2
+	return 1
+}
+
+# listening PORT: whether a TCP socket listens on PORT (perftest's
+# handshake). Read from /proc: a test connection would be taken for the
+# client.
+listening() {
+	local hex f local_addr rest st
+	printf -v hex ':%04X' "$1"
+	for f in /proc/net/tcp /proc/net/tcp6; do
+		[ -r "$f" ] || continue
+		# sl local_address rem_address st ...; st 0A is LISTEN.
+		while read -r _ local_addr rest; do
+			st=${rest#* }
+			st=${st%% *}
+			if [ "$st" = 0A ] && [ "${local_addr: -5}" = "$hex" ]; then
+				return 0
+			fi
+		done <"$f"
+	done
+	return 1
+}
