@@ -492,19 +492,21 @@ impl RdmaOp {
     /// before it was posted (the peer restarted, as upstream's
     /// `RDS_MSG_FLUSH`) is reported `RDS_RDMA_DROPPED`.
     pub(crate) fn dropped(&self) {
-        // One never posted is reported like one that was (and a link that
-        // meets it later does not post it: `start` fails).
-        let _ = self.state.cmpxchg(PENDING, POSTED, Full);
-        self.finish(bindings::RDS_RDMA_DROPPED as i32);
+        self.abandon(bindings::RDS_RDMA_DROPPED as i32);
     }
 
     /// The message was cancelled (`RDS_CANCEL_SENT_TO`, close) before the
     /// operation had an outcome: `RDS_RDMA_CANCELED`, as upstream.
     pub(crate) fn canceled(&self) {
-        // One never posted is reported like one that was (and a link that
-        // meets it later does not post it: `start` fails).
+        self.abandon(bindings::RDS_RDMA_CANCELED as i32);
+    }
+
+    /// The operation will not run: reported `status` unless it had an
+    /// outcome. One never posted is reported like one that was, and a link
+    /// that meets it later does not post it (`start` fails).
+    fn abandon(&self, status: i32) {
         let _ = self.state.cmpxchg(PENDING, POSTED, Full);
-        self.finish(bindings::RDS_RDMA_CANCELED as i32);
+        self.finish(status);
     }
 
     fn finish(&self, status: i32) {
