@@ -319,3 +319,13 @@ listening() {
 	done
 	return 1
 }
+
+# perf_profile_reports DATA OUT: where the CPU went in perf record -g's DATA,
+# as OUT.perf.txt (time in each function) and OUT.perf-children.txt (time
+# with callees), symbols from this kernel's kallsyms.
+perf_profile_reports() {
+	perf report -i "$1" --kallsyms /proc/kallsyms --no-children --sort sym \
+		--percent-limit 0.5 --stdio -g none >"$2.perf.txt" 2>&1
+	perf report -i "$1" --kallsyms /proc/kallsyms --children --sort sym \
+		--percent-limit 2 --stdio -g none >"$2.perf-children.txt" 2>&1
+}
