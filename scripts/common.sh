@@ -321,11 +321,18 @@ listening() {
 }
 
 # perf_profile_reports DATA OUT: where the CPU went in perf record -g's DATA,
-# as OUT.perf.txt (time in each function) and OUT.perf-children.txt (time
-# with callees), symbols from this kernel's kallsyms.
+# as OUT.perf.txt (time in each function), OUT.perf-comm.txt (in each task
+# and function: idle, which a whole-guest record is mostly, stays apart) and
+# OUT.perf-children.txt (time with callees) and OUT.perf-callers.txt (the
+# call chains of the functions above 5 %), symbols from this kernel's
+# kallsyms.
 perf_profile_reports() {
 	perf report -i "$1" --kallsyms /proc/kallsyms --no-children --sort sym \
+		--percent-limit 5 --stdio -g caller,1,callee,function,percent >"$2.perf-callers.txt" 2>&1
+	perf report -i "$1" --kallsyms /proc/kallsyms --no-children --sort sym \
 		--percent-limit 0.5 --stdio -g none >"$2.perf.txt" 2>&1
+	perf report -i "$1" --kallsyms /proc/kallsyms --no-children --sort comm,sym \
+		--percent-limit 0.1 --stdio -g none >"$2.perf-comm.txt" 2>&1
 	perf report -i "$1" --kallsyms /proc/kallsyms --children --sort sym \
 		--percent-limit 2 --stdio -g none >"$2.perf-children.txt" 2>&1
 }

@@ -23,12 +23,18 @@
  *   - msgs_per_s, mb_per_s: TASKS threads send SIZE-byte messages, each over
  *     its share of the sending sockets in turn (round robin), to its own
  *     receiving socket, whose thread counts them; the rate is what arrived in
- *     SECONDS after a short warm-up.
+ *     SECONDS after a short warm-up;
+ *   - busy_pct, sender_pct: over those SECONDS, the share of all CPUs' time
+ *     not idle (/proc/stat), and of the sending threads' time on a CPU
+ *     (their CPU clocks): a rate with CPUs idle is bound by a wait, not work.
+ * With RRDS_SCALE_PERF_CTL naming perf record's control fifo (--control
+ * fifo:, started with -D -1), it enables perf over those SECONDS alone.
  * Prints one line of key=value pairs; progress goes to standard error
  * (sockets bound, first sends made, arrivals every 10 s while connections
  * come up), so a slow or stuck set-up shows where it is.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -158,6 +164,53 @@ static void *sender(void *arg)
 	return NULL;
 }
 
+/* All CPUs' time so far, and of it the time idle, in ticks (/proc/stat). */
+static void cpu_ticks(uint64_t *total, uint64_t *idle)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+
+	if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+			 &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
+		die("/proc/stat");
+	fclose(f);
+	*total = 0;
+	for (int i = 0; i < 8; i++)
+		*total += v[i];
+	*idle = v[3] + v[4];
+}
+
+/* The sending threads' time on a CPU so far, in ns. */
+static uint64_t senders_ns(void)
+{
+	uint64_t ns = 0;
+
+	for (int t = 0; t < tasks; t++) {
+		struct timespec on_cpu;
+		clockid_t clock;
+
+		if (pthread_getcpuclockid(task[t].sender, &clock) ||
+		    clock_gettime(clock, &on_cpu))
+			die("sender's CPU clock");
+		ns += (uint64_t)on_cpu.tv_sec * 1000000000 + (uint64_t)on_cpu.tv_nsec;
+	}
+	return ns;
+}
+
+/* Sends @command to perf record's control fifo, if there is one. */
+static void perf_control(const char *command)
+{
+	const char *fifo = getenv("RRDS_SCALE_PERF_CTL");
+	int fd;
+
+	if (!fifo)
+		return;
+	fd = open(fifo, O_WRONLY);
+	if (fd < 0 || write(fd, command, strlen(command)) != (ssize_t)strlen(command))
+		die(fifo);
+	close(fd);
+}
+
 /* What every task's receiver counted: messages, or with @bytes their bytes. */
 static uint64_t counted(bool bytes)
 {
@@ -214,6 +267,7 @@ int main(int argc, char **argv)
 	long long kib0, slab0, kib1, slab1;
 	double seconds, up, start, end;
 	uint64_t n0, b0, n1, b1, errors = 0;
+	uint64_t total0, idle0, total1, idle1, sender0, sender1;
 
 	if (argc != 7 || inet_pton(AF_INET, argv[1], &first_local) != 1 ||
 	    inet_pton(AF_INET, argv[2], &first_peer) != 1) {
@@ -293,11 +347,17 @@ int main(int argc, char **argv)
 	usleep(500 * 1000);
 	n0 = counted(false);
 	b0 = counted(true);
+	perf_control("enable\n");
+	cpu_ticks(&total0, &idle0);
+	sender0 = senders_ns();
 	start = now_s();
 	usleep((useconds_t)(seconds * 1e6));
 	n1 = counted(false);
 	b1 = counted(true);
 	end = now_s();
+	cpu_ticks(&total1, &idle1);
+	sender1 = senders_ns();
+	perf_control("disable\n");
 	stop = true;
 	for (int t = 0; t < tasks; t++) {
 		pthread_join(task[t].sender, NULL);
@@ -306,9 +366,13 @@ int main(int argc, char **argv)
 	}
 
 	printf("connections=%d tasks=%d size=%d up_ms=%.1f kib_per_conn=%.1f "
-	       "slab_kib_per_conn=%.1f msgs_per_s=%.1f mb_per_s=%.3f send_errors=%llu\n",
+	       "slab_kib_per_conn=%.1f msgs_per_s=%.1f mb_per_s=%.3f busy_pct=%.1f "
+	       "sender_pct=%.1f send_errors=%llu\n",
 	       connections, tasks, size, up * 1e3, (double)(kib1 - kib0) / connections,
 	       (double)(slab1 - slab0) / connections, (n1 - n0) / (end - start),
-	       (b1 - b0) / (end - start) / 1e6, (unsigned long long)errors);
+	       (b1 - b0) / (end - start) / 1e6,
+	       100.0 * (double)((total1 - total0) - (idle1 - idle0)) / (double)(total1 - total0),
+	       100.0 * (double)(sender1 - sender0) / 1e9 / (end - start) / tasks,
+	       (unsigned long long)errors);
 	return errors ? 1 : 0;
 }
