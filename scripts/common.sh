@@ -321,11 +321,10 @@ listening() {
 }
 
 # perf_profile_reports DATA OUT: where the CPU went in perf record -g's DATA,
-# as OUT.perf.txt (time in each function), OUT.perf-comm.txt (in each task
-# and function: idle, which a whole-guest record is mostly, stays apart) and
+# symbols from this kernel's kallsyms: OUT.perf.txt (time in each function),
+# OUT.perf-comm.txt (in each task and function, so idle stays apart),
 # OUT.perf-children.txt (time with callees) and OUT.perf-callers.txt (the
-# call chains of the functions above 5 %), symbols from this kernel's
-# kallsyms.
+# call chains of the functions above 5 %).
 perf_profile_reports() {
 	perf report -i "$1" --kallsyms /proc/kallsyms --no-children --sort sym \
 		--percent-limit 5 --stdio -g caller,1,callee,function,percent >"$2.perf-callers.txt" 2>&1
